@@ -1,0 +1,66 @@
+/* config.h - configuration tables: one per component.
+ *
+ * A table lists every setting with its name, type, default and help. From it
+ * come the WST_<NAME> environment variables (name upper-cased, '-' -> '_'),
+ * the --<name> command-line flags and --print-config. Precedence: default <
+ * environment < command line. Values are stored into a caller struct at the
+ * entry's offset. Errors name the key and the bad value.
+ */
+#ifndef WST_CONFIG_H
+#define WST_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <wstream/status.h>
+
+enum wst_config_type {
+    WST_CONFIG_STRING, /* char *, strdup'ed; freed by wst_config_release */
+    WST_CONFIG_UINT,   /* uint64_t; decimal, optional k/m/g suffix (x1024) */
+    WST_CONFIG_DOUBLE, /* double */
+    WST_CONFIG_BOOL,   /* int; y/n, yes/no, true/false, 1/0, on/off */
+    WST_CONFIG_ENUM,   /* int; index into 'choices' (NULL-terminated) */
+};
+
+struct wst_config_entry {
+    const char *name; /* "listen", "refits", lower case with '-' */
+    enum wst_config_type type;
+    const char *default_value; /* textual, parsed like user input */
+    const char *help;
+    size_t offset;               /* offsetof(settings struct, field) */
+    const char *const *choices;  /* WST_CONFIG_ENUM only */
+};
+
+/* Table terminator: name == NULL. */
+#define WST_CONFIG_END {NULL, WST_CONFIG_STRING, NULL, NULL, 0, NULL}
+
+/* Fills 'settings' with defaults, then WST_* environment variables. */
+wst_status_t wst_config_defaults(const struct wst_config_entry *table,
+                                 void *settings, char *err, size_t errlen);
+
+/* Applies one textual value to the entry called 'name'. */
+wst_status_t wst_config_set(const struct wst_config_entry *table,
+                            void *settings, const char *name,
+                            const char *value, char *err, size_t errlen);
+
+/* Parses argv: "--name value", "--name=value", "--bool-flag" (sets y).
+ * Stops at the first non-flag argument and stores its index in *next_p (argc
+ * if none). "--help" and "--print-config" are not handled here: the caller
+ * checks for them first with wst_config_has_flag. */
+wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
+                                   void *settings, int argc, char **argv,
+                                   int *next_p, char *err, size_t errlen);
+
+int wst_config_has_flag(int argc, char **argv, const char *flag);
+
+/* "name = value" per line, for --print-config. */
+void wst_config_print(const struct wst_config_entry *table,
+                      const void *settings, FILE *out);
+
+/* Flags and help text, for --help. */
+void wst_config_print_help(const struct wst_config_entry *table, FILE *out);
+
+/* Frees strings the table owns in 'settings'. */
+void wst_config_release(const struct wst_config_entry *table, void *settings);
+
+#endif

@@ -1,0 +1,24 @@
+/* jobq.h - a FIFO of jobs run by one dedicated thread.
+ *
+ * The receiver's engine thread is one of these: digest checks and every
+ * engine hook run on it, in the order they were posted, so a slow hook or
+ * a long digest never blocks the progress thread (heartbeats, data).
+ */
+#ifndef WST_JOBQ_H
+#define WST_JOBQ_H
+
+#include <wstream/status.h>
+
+typedef struct wst_jobq wst_jobq_t;
+typedef void (*wst_job_fn)(void *arg);
+
+/* Starts the thread. On success *q_p is owned by the caller. */
+wst_status_t wst_jobq_create(wst_jobq_t **q_p);
+
+/* Queues fn(arg); any thread. Jobs run one at a time in FIFO order. */
+wst_status_t wst_jobq_post(wst_jobq_t *q, wst_job_fn fn, void *arg);
+
+/* Runs the jobs already queued, then stops and joins the thread. */
+void wst_jobq_destroy(wst_jobq_t *q);
+
+#endif

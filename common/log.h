@@ -1,0 +1,56 @@
+/* log.h - the logger every component writes through.
+ *
+ * A logger is a small struct owned by its component (sender, receiver, agent);
+ * there is no global logger. The host may supply a sink callback; without
+ * one, lines go to stderr as "wstream[<name>] <level>: <message>".
+ * WST_LOG checks the level before evaluating its arguments.
+ */
+#ifndef WST_LOG_H
+#define WST_LOG_H
+
+#include <stdarg.h>
+
+enum wst_log_level {
+    WST_LOG_ERROR = 0,
+    WST_LOG_WARN = 1,
+    WST_LOG_INFO = 2,
+    WST_LOG_DEBUG = 3,
+    WST_LOG_TRACE = 4,
+};
+
+/* Receives one formatted line (no trailing newline) and its level (an enum
+ * wst_log_level value). Called from any wstream thread; must be
+ * thread-safe. Same type as the public wst_log_fn. */
+typedef void (*wst_log_sink_fn)(void *arg, int level, const char *line);
+
+struct wst_logger {
+    enum wst_log_level level;
+    const char *name;    /* borrowed; e.g. "agent[0]"; may be NULL */
+    wst_log_sink_fn sink; /* NULL: stderr */
+    void *sink_arg;
+};
+
+void wst_logger_init(struct wst_logger *lg, const char *name,
+                     enum wst_log_level level);
+
+void wst_log_write(const struct wst_logger *lg, enum wst_log_level level,
+                   const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+const char *wst_log_level_name(enum wst_log_level level);
+
+/* Parses "error|warn|info|debug|trace"; returns -1 if unknown. */
+int wst_log_level_parse(const char *s);
+
+#define WST_LOG(lg, lvl, ...)                                                  \
+    do {                                                                       \
+        if ((lg) != NULL && (lvl) <= (lg)->level)                              \
+            wst_log_write((lg), (lvl), __VA_ARGS__);                           \
+    } while (0)
+
+#define WST_ERROR(lg, ...) WST_LOG(lg, WST_LOG_ERROR, __VA_ARGS__)
+#define WST_WARN(lg, ...) WST_LOG(lg, WST_LOG_WARN, __VA_ARGS__)
+#define WST_INFO(lg, ...) WST_LOG(lg, WST_LOG_INFO, __VA_ARGS__)
+#define WST_DEBUG(lg, ...) WST_LOG(lg, WST_LOG_DEBUG, __VA_ARGS__)
+#define WST_TRACE(lg, ...) WST_LOG(lg, WST_LOG_TRACE, __VA_ARGS__)
+
+#endif

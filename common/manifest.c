@@ -1,0 +1,197 @@
+/* manifest.c - validation and geometry of tensors, boxes, haves and wants.
+ *
+ * Everything here is arithmetic on the plain structs of manifest.h. Entries
+ * arrive from the wire, so every product and sum is checked for uint64
+ * overflow before it is trusted; once an entry has passed its check the
+ * planner may compute with it freely.
+ */
+#include "manifest.h"
+
+#include "dtype.h"
+
+#include <string.h>
+
+/* a * b into *r; returns nonzero on overflow. */
+static int mul_overflows(uint64_t a, uint64_t b, uint64_t *r)
+{
+    return __builtin_mul_overflow(a, b, r);
+}
+
+static int add_overflows(uint64_t a, uint64_t b, uint64_t *r)
+{
+    return __builtin_add_overflow(a, b, r);
+}
+
+uint32_t wst_tensor_layer(const char *name)
+{
+    static const char prefix[] = "model.layers.";
+    const char *p;
+    uint64_t l = 0;
+
+    if (name == NULL || strncmp(name, prefix, sizeof(prefix) - 1) != 0)
+        return UINT32_MAX;
+    p = name + sizeof(prefix) - 1;
+    if (*p < '0' || *p > '9')
+        return UINT32_MAX;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        l = l * 10 + (uint64_t)(*p - '0');
+        /* UINT32_MAX itself is the "global tensor" marker, so refuse it */
+        if (l >= UINT32_MAX)
+            return UINT32_MAX;
+    }
+    return *p == '.' ? (uint32_t)l : UINT32_MAX;
+}
+
+wst_status_t wst_tensor_desc_check(const struct wst_tensor_desc *t,
+                                   uint64_t *elems_p, uint64_t *bytes_p)
+{
+    uint64_t elems = 1, bytes;
+    size_t esize;
+    uint32_t d;
+
+    if (t == NULL || memchr(t->name, '\0', WST_NAME_MAX) == NULL ||
+        t->name[0] == '\0')
+        return WST_ERR_INVALID;
+    esize = wst_dtype_size(t->dtype);
+    if (esize == 0 || t->ndim < 1 || t->ndim > WST_MAX_DIMS)
+        return WST_ERR_INVALID;
+    for (d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0 || mul_overflows(elems, t->shape[d], &elems))
+            return WST_ERR_INVALID;
+    }
+    if (mul_overflows(elems, esize, &bytes))
+        return WST_ERR_INVALID;
+    if (elems_p != NULL)
+        *elems_p = elems;
+    if (bytes_p != NULL)
+        *bytes_p = bytes;
+    return WST_OK;
+}
+
+wst_status_t wst_box_check(const struct wst_tensor_desc *t,
+                           const struct wst_box *box, int flat)
+{
+    uint64_t elems = 1;
+    uint32_t d;
+
+    if (t == NULL || box == NULL || t->ndim < 1 || t->ndim > WST_MAX_DIMS)
+        return WST_ERR_INVALID;
+    if (flat) {
+        for (d = 0; d < t->ndim; d++) {
+            if (mul_overflows(elems, t->shape[d], &elems))
+                return WST_ERR_INVALID;
+        }
+        if (box->ndim != 1 || box->start[0] > box->stop[0] ||
+            box->stop[0] > elems)
+            return WST_ERR_INVALID;
+        return WST_OK;
+    }
+    if (box->ndim != t->ndim)
+        return WST_ERR_INVALID;
+    for (d = 0; d < box->ndim; d++) {
+        if (box->start[d] > box->stop[d] || box->stop[d] > t->shape[d])
+            return WST_ERR_INVALID;
+    }
+    return WST_OK;
+}
+
+uint64_t wst_box_elems(const struct wst_box *box)
+{
+    uint64_t n = 1;
+    uint32_t d;
+
+    for (d = 0; d < box->ndim && d < WST_MAX_DIMS; d++)
+        n *= box->stop[d] - box->start[d];
+    return n;
+}
+
+/* Span of a want in bytes; nonzero return on uint64 overflow (only possible
+ * for entries that have not passed wst_want_check). */
+static int want_span_overflows(const struct wst_want *w, uint64_t *span_p)
+{
+    uint32_t last = w->box.ndim - 1, d;
+    uint64_t esize = wst_dtype_size(w->tensor.dtype);
+    uint64_t rows = 1, row_bytes, pitch, span;
+
+    if (wst_box_elems(&w->box) == 0) {
+        *span_p = 0;
+        return 0;
+    }
+    if (mul_overflows(w->box.stop[last] - w->box.start[last], esize,
+                      &row_bytes))
+        return 1;
+    pitch = w->row_pitch != 0 ? w->row_pitch : row_bytes;
+    for (d = 0; d < last; d++) {
+        if (mul_overflows(rows, w->box.stop[d] - w->box.start[d], &rows))
+            return 1;
+    }
+    if (mul_overflows(rows - 1, pitch, &span) ||
+        add_overflows(span, row_bytes, &span))
+        return 1;
+    *span_p = span;
+    return 0;
+}
+
+uint64_t wst_want_span(const struct wst_want *w)
+{
+    uint64_t span;
+
+    if (w->box.ndim < 1 || w->box.ndim > WST_MAX_DIMS)
+        return 0;
+    return want_span_overflows(w, &span) ? UINT64_MAX : span;
+}
+
+static wst_status_t want_pitch_check(const struct wst_want *w)
+{
+    uint64_t esize = wst_dtype_size(w->tensor.dtype);
+    uint32_t last = w->box.ndim - 1;
+    uint64_t row_bytes;
+
+    if (w->row_pitch == 0)
+        return WST_OK;
+    if (mul_overflows(w->box.stop[last] - w->box.start[last], esize,
+                      &row_bytes) ||
+        w->row_pitch % esize != 0 || w->row_pitch < row_bytes)
+        return WST_ERR_INVALID;
+    return WST_OK;
+}
+
+wst_status_t wst_want_check(const struct wst_want *w,
+                            const struct wst_region_desc *regions,
+                            size_t n_regions)
+{
+    uint64_t span, end;
+    wst_status_t status;
+
+    if (w == NULL)
+        return WST_ERR_INVALID;
+    status = wst_tensor_desc_check(&w->tensor, NULL, NULL);
+    if (status == WST_OK)
+        status = wst_box_check(&w->tensor, &w->box, 0);
+    if (status == WST_OK)
+        status = want_pitch_check(w);
+    if (status != WST_OK)
+        return status;
+    if (regions == NULL || w->region >= n_regions)
+        return WST_ERR_INVALID;
+    if (want_span_overflows(w, &span) || add_overflows(w->offset, span, &end) ||
+        end > regions[w->region].length)
+        return WST_ERR_INVALID;
+    return WST_OK;
+}
+
+wst_status_t wst_have_check(const struct wst_have *h)
+{
+    wst_status_t status;
+
+    if (h == NULL)
+        return WST_ERR_INVALID;
+    status = wst_tensor_desc_check(&h->tensor, NULL, NULL);
+    if (status == WST_OK)
+        status = wst_box_check(&h->tensor, &h->box, h->flat);
+    if (status != WST_OK)
+        return status;
+    if (h->mem != WST_MEM_HOST && h->mem != WST_MEM_CUDA)
+        return WST_ERR_INVALID;
+    return WST_OK;
+}

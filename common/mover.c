@@ -1,0 +1,298 @@
+/* mover.c - the UCX put and active-message movers (see mover.h). */
+#include "mover.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx_status.h"
+#include "worker.h"
+
+/* Completion context of one move; the AM header must stay valid until the
+ * send completes (UCX 1.13), so it lives here. */
+struct move_req {
+    struct wst_mover *m;
+    wst_mover_cb cb;
+    void *arg;
+    struct wst_data_hdr hdr;
+};
+
+/* Below this size an AM goes eagerly (one copy, no handshake); the receiver
+ * still counts its bytes before trusting a layer. */
+#define AM_EAGER_MAX (8u * 1024u)
+
+const char *wst_mover_kind_name(enum wst_mover_kind kind)
+{
+    switch (kind) {
+    case WST_MOVER_PUT:
+        return "put";
+    case WST_MOVER_AM:
+        return "am";
+    }
+    return "invalid";
+}
+
+enum wst_mover_kind wst_mover_kind_parse(const char *name)
+{
+    if (name != NULL && strcmp(name, "put") == 0)
+        return WST_MOVER_PUT;
+    if (name != NULL && strcmp(name, "am") == 0)
+        return WST_MOVER_AM;
+    return 0;
+}
+
+static void mover_free(struct wst_mover *m)
+{
+    for (size_t i = 0; m->rkeys != NULL && i < m->n_regions; i++)
+        if (m->rkeys[i] != NULL)
+            ucp_rkey_destroy(m->rkeys[i]);
+    free(m->rkeys);
+    free(m->regions);
+    free(m);
+}
+
+static void maybe_fire_fence(struct wst_mover *m)
+{
+    if (m->outstanding != 0 || m->fence_cb == NULL || m->destroyed)
+        return;
+    wst_mover_cb cb = m->fence_cb;
+    m->fence_cb = NULL;
+    cb(m->fence_arg, m->error);
+}
+
+static void move_done(void *request, ucs_status_t status, void *user_data)
+{
+    struct move_req *r = user_data;
+    struct wst_mover *m = r->m;
+    wst_status_t st = wst_status_from_ucs(status);
+
+    if (request != NULL)
+        ucp_request_free(request);
+    m->outstanding--;
+    if (st != WST_OK && m->error == WST_OK)
+        m->error = st;
+    if (!m->destroyed && r->cb != NULL)
+        r->cb(r->arg, st);
+    free(r);
+    if (m->destroyed) {
+        if (m->outstanding == 0)
+            mover_free(m);
+        return;
+    }
+    maybe_fire_fence(m);
+}
+
+/* Common tail of put and am: account for the request UCX returned. */
+static wst_status_t track(struct wst_mover *m, struct move_req *r,
+                          ucs_status_ptr_t req)
+{
+    m->outstanding++;
+    if (req == NULL) {
+        move_done(NULL, UCS_OK, r);
+        return WST_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        m->outstanding--;
+        free(r);
+        WST_ERROR(m->log, "move failed: %s",
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+        return wst_status_from_ucs(UCS_PTR_STATUS(req));
+    }
+    return WST_OK;
+}
+
+static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb,
+                                void *arg)
+{
+    struct move_req *r = malloc(sizeof(*r));
+
+    if (r != NULL) {
+        r->m = m;
+        r->cb = cb;
+        r->arg = arg;
+    }
+    return r;
+}
+
+static wst_status_t check_move(const struct wst_mover *m,
+                               const struct wst_move *mv)
+{
+    if (m->error != WST_OK)
+        return m->error;
+    if (mv->region >= m->n_regions ||
+        mv->dst_offset > m->regions[mv->region].length ||
+        mv->length > m->regions[mv->region].length - mv->dst_offset)
+        return WST_ERR_INVALID; /* plans are checked; this is a bug */
+    return WST_OK;
+}
+
+static wst_status_t put_move(struct wst_mover *m, const struct wst_move *mv,
+                             wst_mover_cb cb, void *arg)
+{
+    wst_status_t st = check_move(m, mv);
+    if (st != WST_OK)
+        return st;
+    struct move_req *r = req_new(m, cb, arg);
+    if (r == NULL)
+        return WST_ERR_NO_MEMORY;
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA |
+                        (mv->src_memh ? UCP_OP_ATTR_FIELD_MEMH : 0),
+        .cb.send = move_done,
+        .user_data = r,
+        .memh = mv->src_memh,
+    };
+    uint64_t raddr = m->regions[mv->region].base + mv->dst_offset;
+    return track(m, r,
+                 ucp_put_nbx(m->ep, mv->src, mv->length, raddr,
+                             m->rkeys[mv->region], &p));
+}
+
+static void flush_done(void *request, ucs_status_t status, void *user_data)
+{
+    struct move_req *r = user_data;
+
+    /* A flush is tracked like a move so destroy stays safe. */
+    move_done(request, status, r);
+}
+
+static wst_status_t put_fence(struct wst_mover *m, wst_mover_cb cb, void *arg)
+{
+    if (m->error != WST_OK)
+        return m->error;
+    struct move_req *r = req_new(m, cb, arg);
+    if (r == NULL)
+        return WST_ERR_NO_MEMORY;
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = flush_done,
+        .user_data = r,
+    };
+    return track(m, r, ucp_ep_flush_nbx(m->ep, &p));
+}
+
+static wst_status_t am_move(struct wst_mover *m, const struct wst_move *mv,
+                            wst_mover_cb cb, void *arg)
+{
+    wst_status_t st = check_move(m, mv);
+    if (st != WST_OK)
+        return st;
+    struct move_req *r = req_new(m, cb, arg);
+    if (r == NULL)
+        return WST_ERR_NO_MEMORY;
+    r->hdr.token = m->token;
+    r->hdr.item = mv->item;
+    r->hdr.offset = mv->item_offset;
+    r->hdr.version = mv->version;
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS |
+                        (mv->src_memh ? UCP_OP_ATTR_FIELD_MEMH : 0),
+        .cb.send = move_done,
+        .user_data = r,
+        .flags = mv->length > AM_EAGER_MAX ? UCP_AM_SEND_FLAG_RNDV
+                                           : UCP_AM_SEND_FLAG_EAGER,
+        .memh = mv->src_memh,
+    };
+    return track(m, r,
+                 ucp_am_send_nbx(m->ep, WST_AM_DATA, &r->hdr, sizeof(r->hdr),
+                                 mv->src, mv->length, &p));
+}
+
+static wst_status_t am_fence(struct wst_mover *m, wst_mover_cb cb, void *arg)
+{
+    if (m->error != WST_OK)
+        return m->error;
+    if (m->fence_cb != NULL)
+        return WST_ERR_BUSY;
+    m->fence_cb = cb;
+    m->fence_arg = arg;
+    maybe_fire_fence(m);
+    return WST_OK;
+}
+
+static void mover_ops_destroy(struct wst_mover *m)
+{
+    m->destroyed = 1;
+    if (m->outstanding == 0)
+        mover_free(m);
+}
+
+static const struct wst_mover_ops put_ops = {
+    .kind = WST_MOVER_PUT,
+    .move = put_move,
+    .fence = put_fence,
+    .destroy = mover_ops_destroy,
+};
+
+static const struct wst_mover_ops am_ops = {
+    .kind = WST_MOVER_AM,
+    .move = am_move,
+    .fence = am_fence,
+    .destroy = mover_ops_destroy,
+};
+
+static wst_status_t unpack_rkeys(struct wst_mover *m,
+                                 const struct wst_mover_region *regions)
+{
+    m->rkeys = calloc(m->n_regions ? m->n_regions : 1, sizeof(*m->rkeys));
+    if (m->rkeys == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t i = 0; i < m->n_regions; i++) {
+        ucs_status_t st =
+            ucp_ep_rkey_unpack(m->ep, regions[i].rkey, &m->rkeys[i]);
+        if (st != UCS_OK) {
+            WST_ERROR(m->log, "unpacking the remote key of region %zu: %s", i,
+                      ucs_status_string(st));
+            return wst_status_from_ucs(st);
+        }
+    }
+    return WST_OK;
+}
+
+wst_status_t wst_mover_create(enum wst_mover_kind kind, ucp_ep_h ep,
+                              uint32_t token,
+                              const struct wst_mover_region *regions,
+                              size_t n_regions, const struct wst_logger *log,
+                              struct wst_mover **mover_p)
+{
+    wst_status_t status = WST_ERR_NO_MEMORY;
+    struct wst_mover *m = calloc(1, sizeof(*m));
+
+    if (m == NULL)
+        return WST_ERR_NO_MEMORY;
+    m->ops = kind == WST_MOVER_PUT ? &put_ops : &am_ops;
+    m->log = log;
+    m->ep = ep;
+    m->token = token;
+    m->n_regions = n_regions;
+    m->regions = calloc(n_regions ? n_regions : 1, sizeof(*m->regions));
+    if (m->regions == NULL)
+        goto err_free;
+    for (size_t i = 0; i < n_regions; i++) {
+        m->regions[i].base = regions[i].base;
+        m->regions[i].length = regions[i].length;
+    }
+    if (kind == WST_MOVER_PUT) {
+        status = unpack_rkeys(m, regions);
+        if (status != WST_OK)
+            goto err_free;
+    } else if (kind != WST_MOVER_AM) {
+        status = WST_ERR_INVALID;
+        goto err_free;
+    }
+    *mover_p = m;
+    return WST_OK;
+
+err_free:
+    mover_free(m);
+    return status;
+}
+
+void wst_mover_destroy(struct wst_mover *m)
+{
+    if (m != NULL)
+        m->ops->destroy(m);
+}

@@ -1,0 +1,100 @@
+/* mover.h - how a sender moves contiguous runs to one receiver.
+ *
+ * A mover is a small ops table (NCCL-transport style) over one data
+ * endpoint. Movers move contiguous runs only; packing of strided runs
+ * happens above them. Implementations:
+ *  - put: ucp_put_nbx into the receiver's registered regions with their
+ *    unpacked remote keys; a fence is ucp_ep_flush_nbx, the only thing that
+ *    makes puts visible at the target. Zero copy where the lane does real
+ *    RMA (RDMA, shared memory through cma).
+ *  - am: ucp_am_send_nbx with rendezvous into the slot the receiver picks
+ *    (its data_dest callback); a fence completes when every send has
+ *    completed. For lanes where puts would be emulated (TCP in UCX 1.13).
+ * All functions run on the progress thread. Callbacks fire there too, and a
+ * callback may fire before the call that started it returns.
+ */
+#ifndef WST_MOVER_H
+#define WST_MOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+#include <wstream/status.h>
+
+#include "log.h"
+
+/* Values travel on the wire (in a plan). */
+enum wst_mover_kind {
+    WST_MOVER_PUT = 1,
+    WST_MOVER_AM = 2,
+};
+
+const char *wst_mover_kind_name(enum wst_mover_kind kind);
+
+/* Parses "put" or "am"; 0 if neither. */
+enum wst_mover_kind wst_mover_kind_parse(const char *name);
+
+typedef void (*wst_mover_cb)(void *arg, wst_status_t status);
+
+/* One contiguous run. */
+struct wst_move {
+    const void *src;   /* borrowed until the move's callback */
+    ucp_mem_h src_memh; /* registration covering src, or NULL */
+    uint64_t length;
+    uint32_t region;
+    uint64_t dst_offset;
+    uint32_t item;    /* plan item index (am: tells the receiver where) */
+    uint64_t item_offset; /* bytes into the item of this run */
+    uint64_t version;
+};
+
+/* A remote region as the receiver advertised it. */
+struct wst_mover_region {
+    uint64_t base;
+    uint64_t length;
+    const void *rkey; /* packed; borrowed during wst_mover_create */
+    size_t rkey_len;
+};
+
+struct wst_mover;
+
+struct wst_mover_ops {
+    enum wst_mover_kind kind;
+    wst_status_t (*move)(struct wst_mover *m, const struct wst_move *mv,
+                         wst_mover_cb cb, void *arg);
+    wst_status_t (*fence)(struct wst_mover *m, wst_mover_cb cb, void *arg);
+    void (*destroy)(struct wst_mover *m);
+};
+
+struct wst_mover {
+    const struct wst_mover_ops *ops;
+    const struct wst_logger *log;
+    ucp_ep_h ep;
+    uint32_t token; /* am: receiver-assigned id of this sender */
+    size_t n_regions;
+    struct wst_mover_region *regions; /* owned copy, rkey pointers cleared */
+    ucp_rkey_h *rkeys;                /* put only; owned */
+    uint64_t outstanding;             /* moves not yet completed */
+    wst_mover_cb fence_cb;            /* am: pending fence */
+    void *fence_arg;
+    wst_status_t error;               /* first failed move, sticky */
+    int destroyed; /* freed when the last outstanding move completes */
+};
+
+/* Destroying a mover with moves in flight is allowed (after its endpoint
+ * was closed): their callbacks are then not called, and the memory goes
+ * when the last one completes. */
+
+/* Creates a mover of 'kind' over data endpoint 'ep'. For put, the region
+ * keys are unpacked here once (never per refit). On success *mover_p is
+ * owned by the caller (destroy through m->ops->destroy or
+ * wst_mover_destroy). */
+wst_status_t wst_mover_create(enum wst_mover_kind kind, ucp_ep_h ep,
+                              uint32_t token,
+                              const struct wst_mover_region *regions,
+                              size_t n_regions, const struct wst_logger *log,
+                              struct wst_mover **mover_p);
+
+void wst_mover_destroy(struct wst_mover *m);
+
+#endif

@@ -1,0 +1,917 @@
+/* planner.c - turns this receiver's wants and every sender's haves into a plan.
+ *
+ * Each side of a copy is a "layout": the element at global N-D index x lives
+ * at element offset base + sum_j (x_j - origin_j) * stride_j of its buffer.
+ *
+ *   have, N-D box   dense strides of the box extents, origin = box start
+ *   have, flat box  split into <= 2*ndim-1 N-D boxes; each uses the full
+ *                   tensor's row-major strides, origin 0, base = -start
+ *                   (unsigned wrap-around makes the sum come out right)
+ *   want            dense strides of the box extents, except dim ndim-2
+ *                   which is row_pitch / elemsize; origin = box start
+ *
+ * Coverage: every want keeps a list of still-uncovered boxes. Haves of the
+ * tensor are visited in rotated rank order; each intersection becomes runs
+ * and is cut out of the uncovered box (leaving <= 2*ndim pieces). What is
+ * left at the end is a coverage gap. Haves are found through an index sorted
+ * by (name hash, sender, have), so large manifests cost
+ * O(haves log haves + wants * haves-per-tensor), not O(wants * haves).
+ *
+ * Runs: the largest suffix of dims contiguous in both layouts is one run;
+ * the dims outside it are iterated. A dim-0 shard of a [151936, 2048] tensor
+ * is therefore one run, not 151936.
+ */
+#include "planner.h"
+
+#include "dtype.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+/* Bounds the layer_bytes table; real models have a few hundred layers. */
+#define PLAN_MAX_LAYERS 65536u
+/* A flat range splits into at most 2*ndim-1 boxes. */
+#define FLAT_MAX_BOXES (2 * WST_MAX_DIMS)
+
+struct layout {
+    uint64_t base; /* elements; may wrap around (flat haves) */
+    uint64_t origin[WST_MAX_DIMS];
+    uint64_t stride[WST_MAX_DIMS]; /* elements */
+};
+
+struct sub_have {
+    struct wst_box box;
+    struct layout lay;
+};
+
+struct have_ref {
+    uint64_t name_hash;
+    const char *name;
+    uint32_t sender;
+    uint32_t have;
+};
+
+struct box_vec {
+    struct wst_box *v;
+    size_t n, cap;
+};
+
+struct item_vec {
+    struct wst_plan_item *v;
+    size_t n, cap;
+};
+
+struct planner {
+    const struct wst_plan_input *in;
+    const struct wst_logger *lg;
+    char *err;
+    size_t errlen;
+    struct have_ref *refs;
+    size_t n_refs;
+    struct box_vec cur, next; /* uncovered boxes of the current want */
+    struct item_vec items;
+    uint32_t n_layers;
+};
+
+/* Logs the reason once and copies it into the caller's buffer. */
+__attribute__((format(printf, 3, 4))) static wst_status_t
+plan_fail(struct planner *p, wst_status_t status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    WST_ERROR(p->lg, "%s", msg);
+    if (p->err != NULL && p->errlen > 0)
+        snprintf(p->err, p->errlen, "%s", msg);
+    return status;
+}
+
+/* Tensor names may arrive unterminated; print at most WST_NAME_MAX bytes. */
+static int name_len(const char *name)
+{
+    return (int)strnlen(name, WST_NAME_MAX);
+}
+
+static void fmt_dims(char *buf, size_t len, const uint64_t *v, uint32_t n)
+{
+    size_t used = 0;
+    uint32_t d;
+
+    used += (size_t)snprintf(buf, len, "[");
+    for (d = 0; d < n && d < WST_MAX_DIMS && used < len; d++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%llu",
+                                 d ? ", " : "", (unsigned long long)v[d]);
+    if (used < len)
+        snprintf(buf + used, len - used, "]");
+}
+
+/* ---- growable arrays ---------------------------------------------------- */
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap = *cap ? *cap : 16;
+    void *nv;
+
+    if (need <= *cap)
+        return 0;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / elem)
+            return -1;
+        ncap *= 2;
+    }
+    nv = realloc(*v, ncap * elem);
+    if (nv == NULL)
+        return -1;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
+{
+    if (grow((void **)&bv->v, &bv->cap, bv->n + 1, sizeof(*bv->v)) != 0)
+        return WST_ERR_NO_MEMORY;
+    bv->v[bv->n++] = *b;
+    return WST_OK;
+}
+
+/* Appends a run, extending the previous one when it continues it in both
+ * source and destination (the common case for rows of a box). */
+static wst_status_t item_push(struct item_vec *iv,
+                              const struct wst_plan_item *it)
+{
+    struct wst_plan_item *last = iv->n ? &iv->v[iv->n - 1] : NULL;
+
+    if (last != NULL && last->sender == it->sender && last->have == it->have &&
+        last->region == it->region && last->layer == it->layer &&
+        last->src_offset + last->length == it->src_offset &&
+        last->dst_offset + last->length == it->dst_offset) {
+        last->length += it->length;
+        return WST_OK;
+    }
+    if (grow((void **)&iv->v, &iv->cap, iv->n + 1, sizeof(*iv->v)) != 0)
+        return WST_ERR_NO_MEMORY;
+    iv->v[iv->n++] = *it;
+    return WST_OK;
+}
+
+/* ---- box geometry ------------------------------------------------------- */
+
+static int box_intersect(const struct wst_box *a, const struct wst_box *b,
+                         struct wst_box *out)
+{
+    uint32_t d;
+
+    out->ndim = a->ndim;
+    for (d = 0; d < a->ndim; d++) {
+        out->start[d] = a->start[d] > b->start[d] ? a->start[d] : b->start[d];
+        out->stop[d] = a->stop[d] < b->stop[d] ? a->stop[d] : b->stop[d];
+        if (out->start[d] >= out->stop[d])
+            return 0;
+    }
+    return 1;
+}
+
+/* Appends u minus its sub-box in (at most 2*ndim disjoint pieces): for each
+ * dim, the slabs below and above 'in', restricted to 'in' on earlier dims. */
+static wst_status_t box_subtract(const struct wst_box *u,
+                                 const struct wst_box *in, struct box_vec *out)
+{
+    struct wst_box cur = *u, piece;
+    wst_status_t status = WST_OK;
+    uint32_t d;
+
+    for (d = 0; d < u->ndim && status == WST_OK; d++) {
+        if (cur.start[d] < in->start[d]) {
+            piece = cur;
+            piece.stop[d] = in->start[d];
+            status = box_push(out, &piece);
+        }
+        if (status == WST_OK && in->stop[d] < cur.stop[d]) {
+            piece = cur;
+            piece.start[d] = in->stop[d];
+            status = box_push(out, &piece);
+        }
+        cur.start[d] = in->start[d];
+        cur.stop[d] = in->stop[d];
+    }
+    return status;
+}
+
+static void dense_strides(const uint64_t *ext, uint32_t ndim, uint64_t *stride)
+{
+    uint32_t d = ndim - 1;
+
+    stride[d] = 1;
+    while (d-- > 0)
+        stride[d] = stride[d + 1] * ext[d + 1];
+}
+
+static void box_extents(const struct wst_box *b, uint64_t *ext)
+{
+    uint32_t d;
+
+    for (d = 0; d < b->ndim; d++)
+        ext[d] = b->stop[d] - b->start[d];
+}
+
+/* Splits the flat range [a, b) of the sub-tensor spanned by dims d.. into
+ * boxes: a partial head slice, a full middle block, a partial tail slice. */
+static void flat_split(const struct wst_tensor_desc *t, uint32_t d, uint64_t a,
+                       uint64_t b, struct wst_box *pre, struct sub_have *out,
+                       size_t *n)
+{
+    uint64_t inner = 1, ia, ib, ra, rb;
+    uint32_t j;
+
+    if (a >= b)
+        return;
+    if (d == t->ndim - 1) {
+        pre->start[d] = a;
+        pre->stop[d] = b;
+        out[(*n)++].box = *pre;
+        return;
+    }
+    for (j = d + 1; j < t->ndim; j++)
+        inner *= t->shape[j];
+    ia = a / inner, ra = a % inner, ib = b / inner, rb = b % inner;
+    if (ia == ib) {
+        pre->start[d] = ia, pre->stop[d] = ia + 1;
+        flat_split(t, d + 1, ra, rb, pre, out, n);
+        return;
+    }
+    if (ra != 0) {
+        pre->start[d] = ia, pre->stop[d] = ia + 1;
+        flat_split(t, d + 1, ra, inner, pre, out, n);
+        ia++;
+    }
+    if (ia < ib) {
+        pre->start[d] = ia, pre->stop[d] = ib;
+        for (j = d + 1; j < t->ndim; j++)
+            pre->start[j] = 0, pre->stop[j] = t->shape[j];
+        out[(*n)++].box = *pre;
+    }
+    if (rb != 0) {
+        pre->start[d] = ib, pre->stop[d] = ib + 1;
+        flat_split(t, d + 1, 0, rb, pre, out, n);
+    }
+}
+
+/* The N-D boxes of a have and where each element lives in its shard. */
+static size_t have_subboxes(const struct wst_have *h, struct sub_have *out)
+{
+    const struct wst_tensor_desc *t = &h->tensor;
+    struct layout lay = {0};
+    struct wst_box pre = {.ndim = t->ndim};
+    uint64_t ext[WST_MAX_DIMS];
+    size_t n = 0, i;
+
+    if (!h->flat) {
+        box_extents(&h->box, ext);
+        dense_strides(ext, t->ndim, lay.stride);
+        memcpy(lay.origin, h->box.start, sizeof(lay.origin));
+        out[0].box = h->box;
+        out[0].lay = lay;
+        return wst_box_elems(&h->box) ? 1 : 0;
+    }
+    dense_strides(t->shape, t->ndim, lay.stride);
+    lay.base = (uint64_t)0 - h->box.start[0];
+    flat_split(t, 0, h->box.start[0], h->box.stop[0], &pre, out, &n);
+    for (i = 0; i < n; i++)
+        out[i].lay = lay;
+    return n;
+}
+
+static void want_layout(const struct wst_want *w, struct layout *lay)
+{
+    uint32_t last = w->box.ndim - 1;
+    uint64_t ext[WST_MAX_DIMS];
+
+    memset(lay, 0, sizeof(*lay));
+    box_extents(&w->box, ext);
+    if (w->row_pitch != 0 && last > 0)
+        ext[last] = w->row_pitch / wst_dtype_size(w->tensor.dtype);
+    dense_strides(ext, w->box.ndim, lay->stride);
+    memcpy(lay->origin, w->box.start, sizeof(lay->origin));
+}
+
+static uint64_t layout_offset(const struct layout *lay, const uint64_t *x,
+                              uint32_t ndim)
+{
+    uint64_t off = lay->base;
+    uint32_t d;
+
+    for (d = 0; d < ndim; d++)
+        off += (x[d] - lay->origin[d]) * lay->stride[d];
+    return off;
+}
+
+/* ---- runs --------------------------------------------------------------- */
+
+struct run_ctx {
+    uint32_t sender, have, region, layer;
+    uint64_t esize, dst_base; /* dst_base: the want's byte offset */
+    const struct layout *src, *dst;
+};
+
+/* Emits the runs of box 'in': the longest suffix of dims contiguous in both
+ * layouts is one run, and the dims before it are iterated odometer-style. */
+static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
+                              const struct wst_box *in)
+{
+    uint32_t ndim = in->ndim, c = ndim - 1, d;
+    uint64_t ext[WST_MAX_DIMS], x[WST_MAX_DIMS], run;
+    struct wst_plan_item it = {.sender = rc->sender,
+                               .have = rc->have,
+                               .region = rc->region,
+                               .layer = rc->layer};
+    wst_status_t status = WST_OK;
+
+    box_extents(in, ext);
+    run = ext[c];
+    /* a dim of extent 1 never breaks contiguity */
+    while (c > 0 && (ext[c - 1] == 1 || (rc->src->stride[c - 1] == run &&
+                                         rc->dst->stride[c - 1] == run)))
+        run *= ext[--c];
+    it.length = run * rc->esize;
+    memcpy(x, in->start, sizeof(x));
+    for (;;) {
+        it.src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
+        it.dst_offset =
+            rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
+        status = item_push(&p->items, &it);
+        if (status != WST_OK)
+            return status;
+        for (d = c; d-- > 0;) {
+            if (++x[d] < in->stop[d])
+                break;
+            x[d] = in->start[d];
+        }
+        if (d == UINT32_MAX)
+            return WST_OK;
+    }
+}
+
+/* ---- have index --------------------------------------------------------- */
+
+/* Orders by name hash only, not by name: strcmp in the sort dominated
+ * large manifests. Names that collide on the hash share a range, so users
+ * of a range skip refs whose name differs (ref_is). */
+static int ref_cmp(const void *pa, const void *pb)
+{
+    const struct have_ref *a = pa, *b = pb;
+
+    if (a->name_hash != b->name_hash)
+        return a->name_hash < b->name_hash ? -1 : 1;
+    if (a->sender != b->sender)
+        return a->sender < b->sender ? -1 : 1;
+    return a->have < b->have ? -1 : (a->have > b->have);
+}
+
+static uint64_t name_hash(const char *name)
+{
+    return XXH3_64bits(name, strlen(name));
+}
+
+static wst_status_t index_haves(struct planner *p)
+{
+    const struct wst_plan_input *in = p->in;
+    size_t total = 0, i;
+    uint32_t s;
+
+    for (s = 0; s < in->n_senders; s++)
+        total += in->n_haves[s];
+    p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
+    if (p->refs == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory to index %zu haves", total);
+    for (s = 0; s < in->n_senders; s++) {
+        for (i = 0; i < in->n_haves[s]; i++) {
+            struct have_ref *r = &p->refs[p->n_refs++];
+
+            r->name = in->haves[s][i].tensor.name;
+            r->name_hash = name_hash(r->name);
+            r->sender = s;
+            r->have = (uint32_t)i;
+        }
+    }
+    qsort(p->refs, p->n_refs, sizeof(*p->refs), ref_cmp);
+    return WST_OK;
+}
+
+/* The haves whose name hashes like 'name': refs[*lo_p .. *hi_p), sorted by
+ * sender; filter them with ref_is. */
+static void find_refs(const struct planner *p, const char *name, size_t *lo_p,
+                      size_t *hi_p)
+{
+    uint64_t h = name_hash(name);
+    size_t lo = 0, hi = p->n_refs, mid;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (p->refs[mid].name_hash < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (hi = lo; hi < p->n_refs && p->refs[hi].name_hash == h; hi++)
+        ;
+    *lo_p = lo;
+    *hi_p = hi;
+}
+
+static int ref_is(const struct have_ref *r, const char *name)
+{
+    return strcmp(r->name, name) == 0;
+}
+
+static const struct wst_have *ref_have(const struct planner *p,
+                                       const struct have_ref *r)
+{
+    return &p->in->haves[r->sender][r->have];
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+static wst_status_t validate_input(struct planner *p)
+{
+    const struct wst_plan_input *in = p->in;
+    size_t i;
+    uint32_t s;
+
+    if ((in->n_wants && in->wants == NULL) ||
+        (in->n_senders && (in->haves == NULL || in->n_haves == NULL)))
+        return plan_fail(p, WST_ERR_INVALID, "planner: missing input arrays");
+    for (i = 0; i < in->n_wants; i++) {
+        const struct wst_want *w = &in->wants[i];
+
+        if (wst_want_check(w, in->regions, in->n_regions) != WST_OK)
+            return plan_fail(p, WST_ERR_INVALID,
+                             "want %zu (tensor %.*s): invalid entry "
+                             "(dtype, shape, box, row pitch or region range)",
+                             i, name_len(w->tensor.name), w->tensor.name);
+    }
+    for (s = 0; s < in->n_senders; s++) {
+        if (in->n_haves[s] && in->haves[s] == NULL)
+            return plan_fail(p, WST_ERR_INVALID,
+                             "planner: sender %u has no have array", s);
+        if (in->n_haves[s] > UINT32_MAX)
+            return plan_fail(p, WST_ERR_INVALID,
+                             "planner: sender %u has too many haves", s);
+        for (i = 0; i < in->n_haves[s]; i++) {
+            const struct wst_have *h = &in->haves[s][i];
+
+            if (wst_have_check(h) != WST_OK)
+                return plan_fail(p, WST_ERR_INVALID,
+                                 "sender %u have %zu (tensor %.*s): invalid "
+                                 "entry (dtype, shape, box or memory type)",
+                                 s, i, name_len(h->tensor.name),
+                                 h->tensor.name);
+        }
+    }
+    return WST_OK;
+}
+
+/* n_layers = largest layer index among the wants + 2 (the extra last layer
+ * holds the global tensors), or 1 when there are no layer tensors. */
+static wst_status_t count_layers(struct planner *p)
+{
+    uint32_t l, n = 1;
+    size_t i;
+
+    for (i = 0; i < p->in->n_wants; i++) {
+        const char *name = p->in->wants[i].tensor.name;
+
+        l = wst_tensor_layer(name);
+        if (l == UINT32_MAX)
+            continue;
+        if (l >= PLAN_MAX_LAYERS - 1)
+            return plan_fail(p, WST_ERR_INVALID,
+                             "tensor %s: layer %u exceeds the limit of %u",
+                             name, l, PLAN_MAX_LAYERS - 2);
+        if (l + 2 > n)
+            n = l + 2;
+    }
+    p->n_layers = n;
+    return WST_OK;
+}
+
+static uint32_t want_layer(const struct planner *p, const struct wst_want *w)
+{
+    uint32_t l = wst_tensor_layer(w->tensor.name);
+
+    return l == UINT32_MAX ? p->n_layers - 1 : l;
+}
+
+static int same_shape(const struct wst_tensor_desc *a,
+                      const struct wst_tensor_desc *b)
+{
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, a->ndim * sizeof(a->shape[0])) == 0;
+}
+
+/* Every have of the tensor must agree with the want on dtype and shape,
+ * whether or not it ends up chosen: a disagreement means the two sides
+ * describe different models. */
+static wst_status_t check_haves_agree(struct planner *p,
+                                      const struct wst_want *w, size_t lo,
+                                      size_t hi)
+{
+    const struct wst_tensor_desc *wt = &w->tensor, *ht;
+    char a[256], b[256];
+    size_t i;
+
+    for (i = lo; i < hi; i++) {
+        if (!ref_is(&p->refs[i], wt->name))
+            continue;
+        ht = &ref_have(p, &p->refs[i])->tensor;
+        if (ht->dtype != wt->dtype)
+            return plan_fail(p, WST_ERR_DTYPE_MISMATCH,
+                             "tensor %s: sender %u has dtype %s, want %s",
+                             wt->name, p->refs[i].sender,
+                             wst_dtype_name(ht->dtype),
+                             wst_dtype_name(wt->dtype));
+        if (!same_shape(ht, wt)) {
+            fmt_dims(a, sizeof(a), ht->shape, ht->ndim);
+            fmt_dims(b, sizeof(b), wt->shape, wt->ndim);
+            return plan_fail(p, WST_ERR_SHAPE_MISMATCH,
+                             "tensor %s: sender %u has shape %s, want %s",
+                             wt->name, p->refs[i].sender, a, b);
+        }
+    }
+    return WST_OK;
+}
+
+/* ---- coverage ----------------------------------------------------------- */
+
+/* Takes from one have whatever of the want is still uncovered. */
+static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
+                                   const struct have_ref *r)
+{
+    struct sub_have subs[FLAT_MAX_BOXES];
+    struct box_vec tmp;
+    struct wst_box in;
+    wst_status_t status = WST_OK;
+    size_t n_subs, k, i;
+
+    n_subs = have_subboxes(ref_have(p, r), subs);
+    rc->sender = r->sender;
+    rc->have = r->have;
+    for (k = 0; k < n_subs && p->cur.n > 0 && status == WST_OK; k++) {
+        rc->src = &subs[k].lay;
+        p->next.n = 0;
+        for (i = 0; i < p->cur.n && status == WST_OK; i++) {
+            if (!box_intersect(&p->cur.v[i], &subs[k].box, &in)) {
+                status = box_push(&p->next, &p->cur.v[i]);
+                continue;
+            }
+            status = emit_runs(p, rc, &in);
+            if (status == WST_OK)
+                status = box_subtract(&p->cur.v[i], &in, &p->next);
+        }
+        tmp = p->cur, p->cur = p->next, p->next = tmp;
+    }
+    return status;
+}
+
+/* Names the row-major first element left uncovered: the smallest start. */
+static wst_status_t report_gap(struct planner *p, const struct wst_want *w,
+                               size_t wi)
+{
+    const struct wst_box *first = &p->cur.v[0];
+    char idx[256];
+    size_t i;
+
+    for (i = 1; i < p->cur.n; i++) {
+        uint32_t d = 0;
+
+        while (d < w->box.ndim && p->cur.v[i].start[d] == first->start[d])
+            d++;
+        if (d < w->box.ndim && p->cur.v[i].start[d] < first->start[d])
+            first = &p->cur.v[i];
+    }
+    fmt_dims(idx, sizeof(idx), first->start, w->box.ndim);
+    return plan_fail(p, WST_ERR_COVERAGE,
+                     "tensor %s: no sender has element %s (want %zu of "
+                     "receiver %u)",
+                     w->tensor.name, idx, wi, p->in->receiver_rank);
+}
+
+static wst_status_t cover_want(struct planner *p, size_t wi)
+{
+    const struct wst_want *w = &p->in->wants[wi];
+    struct layout dst;
+    struct run_ctx rc = {.region = w->region,
+                         .layer = want_layer(p, w),
+                         .esize = wst_dtype_size(w->tensor.dtype),
+                         .dst_base = w->offset,
+                         .dst = &dst};
+    size_t lo, hi, m, k, r;
+    uint32_t rot;
+    wst_status_t status;
+
+    if (wst_box_elems(&w->box) == 0)
+        return WST_OK;
+    find_refs(p, w->tensor.name, &lo, &hi);
+    status = check_haves_agree(p, w, lo, hi);
+    if (status != WST_OK)
+        return status;
+    want_layout(w, &dst);
+    p->cur.n = 0;
+    status = box_push(&p->cur, &w->box);
+    /* rotate so replicated tensors spread over senders, want by want */
+    rot = p->in->n_senders ? (uint32_t)((p->in->receiver_rank + (uint64_t)wi) %
+                                        p->in->n_senders)
+                           : 0;
+    for (m = lo; m < hi && p->refs[m].sender < rot; m++)
+        ;
+    for (k = 0; k < hi - lo && p->cur.n > 0 && status == WST_OK; k++) {
+        r = m + k < hi ? m + k : lo + (m + k - hi);
+        if (ref_is(&p->refs[r], w->tensor.name))
+            status = take_from_have(p, &rc, &p->refs[r]);
+    }
+    if (status != WST_OK)
+        return plan_fail(p, status, "tensor %s: no memory for runs",
+                         w->tensor.name);
+    return p->cur.n > 0 ? report_gap(p, w, wi) : WST_OK;
+}
+
+/* ---- plan assembly ------------------------------------------------------ */
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : (a > b);
+}
+
+/* (sender, layer, region, dst_offset) is the contract; the rest only makes
+ * the order total so qsort's instability cannot change the hash. */
+static int item_cmp(const void *pa, const void *pb)
+{
+    const struct wst_plan_item *a = pa, *b = pb;
+    int r;
+
+    if ((r = cmp_u64(a->sender, b->sender)) != 0 ||
+        (r = cmp_u64(a->layer, b->layer)) != 0 ||
+        (r = cmp_u64(a->region, b->region)) != 0 ||
+        (r = cmp_u64(a->dst_offset, b->dst_offset)) != 0 ||
+        (r = cmp_u64(a->have, b->have)) != 0 ||
+        (r = cmp_u64(a->src_offset, b->src_offset)) != 0)
+        return r;
+    return cmp_u64(a->length, b->length);
+}
+
+/* Runs of different want entries can meet in both memories (e.g. q, k, v
+ * shards of one fused region); merge them once sorted. */
+static void coalesce_items(struct item_vec *iv)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < iv->n; i++) {
+        struct wst_plan_item *last = n ? &iv->v[n - 1] : NULL;
+        const struct wst_plan_item *it = &iv->v[i];
+
+        if (last != NULL && last->sender == it->sender &&
+            last->have == it->have && last->region == it->region &&
+            last->layer == it->layer &&
+            last->src_offset + last->length == it->src_offset &&
+            last->dst_offset + last->length == it->dst_offset)
+            last->length += it->length;
+        else
+            iv->v[n++] = *it;
+    }
+    iv->n = n;
+}
+
+static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
+{
+    uint32_t n_senders = p->in->n_senders, n_layers = p->n_layers;
+    size_t n_cells = (size_t)n_senders * n_layers, i;
+    struct wst_plan *plan;
+
+    if (p->items.n > 1) /* items.v is NULL for an empty plan */
+        qsort(p->items.v, p->items.n, sizeof(*p->items.v), item_cmp);
+    coalesce_items(&p->items);
+    plan = calloc(1, sizeof(*plan));
+    if (plan == NULL)
+        goto err_no_memory;
+    plan->sender_first = calloc((size_t)n_senders + 1, sizeof(size_t));
+    if (plan->sender_first == NULL)
+        goto err_free_plan;
+    plan->layer_bytes = calloc(n_cells ? n_cells : 1, sizeof(uint64_t));
+    if (plan->layer_bytes == NULL)
+        goto err_free_sender_first;
+    for (i = 0; i < p->items.n; i++) {
+        const struct wst_plan_item *it = &p->items.v[i];
+
+        plan->sender_first[it->sender + 1]++;
+        plan->layer_bytes[(size_t)it->sender * n_layers + it->layer] +=
+            it->length;
+        plan->total_bytes += it->length;
+    }
+    for (i = 0; i < n_senders; i++)
+        plan->sender_first[i + 1] += plan->sender_first[i];
+    plan->n_senders = n_senders;
+    plan->n_layers = n_layers;
+    plan->n_items = p->items.n;
+    plan->items = p->items.v; /* ownership moves to the plan */
+    p->items.v = NULL;
+    p->items.n = p->items.cap = 0;
+    plan->hash =
+        wst_plan_hash_items(n_senders, n_layers, plan->items, plan->n_items);
+    *plan_p = plan;
+    return WST_OK;
+
+err_free_sender_first:
+    free(plan->sender_first);
+err_free_plan:
+    free(plan);
+err_no_memory:
+    return plan_fail(p, WST_ERR_NO_MEMORY, "planner: no memory for %zu items",
+                     p->items.n);
+}
+
+wst_status_t wst_plan_build(const struct wst_plan_input *in,
+                            const struct wst_logger *lg,
+                            struct wst_plan **plan_p, char *err, size_t errlen)
+{
+    struct planner p = {.in = in, .lg = lg, .err = err, .errlen = errlen};
+    wst_status_t status;
+    size_t i;
+
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (in == NULL || plan_p == NULL)
+        return plan_fail(&p, WST_ERR_INVALID, "planner: missing input");
+    status = validate_input(&p);
+    if (status == WST_OK)
+        status = count_layers(&p);
+    if (status == WST_OK)
+        status = index_haves(&p);
+    if (status != WST_OK)
+        goto out_free_index;
+    for (i = 0; i < in->n_wants && status == WST_OK; i++)
+        status = cover_want(&p, i);
+    if (status == WST_OK)
+        status = plan_assemble(&p, plan_p);
+    free(p.items.v);
+    free(p.cur.v);
+    free(p.next.v);
+out_free_index:
+    free(p.refs);
+    return status;
+}
+
+void wst_plan_destroy(struct wst_plan *plan)
+{
+    if (plan == NULL)
+        return;
+    free(plan->items);
+    free(plan->sender_first);
+    free(plan->layer_bytes);
+    free(plan);
+}
+
+/* ---- hashes ------------------------------------------------------------- */
+
+/* Feeds fields to XXH3 in a fixed little-endian encoding, so the hash is
+ * the same on every machine and never sees struct padding. */
+struct hasher {
+    XXH3_state_t st;
+    unsigned char buf[512];
+    size_t n;
+};
+
+static void hasher_init(struct hasher *h)
+{
+    XXH3_64bits_reset(&h->st);
+    h->n = 0;
+}
+
+static void hasher_flush(struct hasher *h)
+{
+    XXH3_64bits_update(&h->st, h->buf, h->n);
+    h->n = 0;
+}
+
+static void put_u64(struct hasher *h, uint64_t v)
+{
+    int i;
+
+    if (h->n + 8 > sizeof(h->buf))
+        hasher_flush(h);
+    for (i = 0; i < 8; i++)
+        h->buf[h->n++] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u32(struct hasher *h, uint32_t v)
+{
+    int i;
+
+    if (h->n + 4 > sizeof(h->buf))
+        hasher_flush(h);
+    for (i = 0; i < 4; i++)
+        h->buf[h->n++] = (unsigned char)(v >> (8 * i));
+}
+
+/* Length-prefixed, so ("ab","c") and ("a","bc") differ. */
+static void put_name(struct hasher *h, const char *name)
+{
+    size_t len = strnlen(name, WST_NAME_MAX);
+
+    put_u32(h, (uint32_t)len);
+    hasher_flush(h);
+    XXH3_64bits_update(&h->st, name, len);
+}
+
+static uint64_t hasher_digest(struct hasher *h)
+{
+    hasher_flush(h);
+    return XXH3_64bits_digest(&h->st);
+}
+
+uint64_t wst_plan_hash_items(uint32_t n_senders, uint32_t n_layers,
+                             const struct wst_plan_item *items, size_t n)
+{
+    struct hasher h;
+    size_t i;
+
+    hasher_init(&h);
+    put_u32(&h, n_senders);
+    put_u32(&h, n_layers);
+    put_u64(&h, n);
+    for (i = 0; i < n; i++) {
+        put_u32(&h, items[i].sender);
+        put_u32(&h, items[i].have);
+        put_u64(&h, items[i].src_offset);
+        put_u32(&h, items[i].region);
+        put_u64(&h, items[i].dst_offset);
+        put_u64(&h, items[i].length);
+        put_u32(&h, items[i].layer);
+    }
+    return hasher_digest(&h);
+}
+
+static void put_tensor(struct hasher *h, const struct wst_tensor_desc *t)
+{
+    uint32_t d;
+
+    put_name(h, t->name);
+    put_u32(h, (uint32_t)t->dtype);
+    put_u32(h, t->ndim);
+    for (d = 0; d < t->ndim && d < WST_MAX_DIMS; d++)
+        put_u64(h, t->shape[d]);
+}
+
+static void put_box(struct hasher *h, const struct wst_box *b)
+{
+    uint32_t d;
+
+    put_u32(h, b->ndim);
+    for (d = 0; d < b->ndim && d < WST_MAX_DIMS; d++) {
+        put_u64(h, b->start[d]);
+        put_u64(h, b->stop[d]);
+    }
+}
+
+uint64_t wst_plan_input_key(const struct wst_plan_input *in)
+{
+    struct hasher h;
+    size_t i;
+    uint32_t s;
+
+    hasher_init(&h);
+    put_u32(&h, in->receiver_rank);
+    put_u64(&h, in->n_wants);
+    for (i = 0; i < in->n_wants; i++) {
+        put_tensor(&h, &in->wants[i].tensor);
+        put_box(&h, &in->wants[i].box);
+        put_u32(&h, in->wants[i].region);
+        put_u64(&h, in->wants[i].offset);
+        put_u64(&h, in->wants[i].row_pitch);
+    }
+    put_u64(&h, in->n_regions);
+    for (i = 0; i < in->n_regions; i++) {
+        put_name(&h, in->regions[i].name);
+        put_u64(&h, in->regions[i].length);
+        put_u32(&h, (uint32_t)in->regions[i].mem);
+    }
+    put_u32(&h, in->n_senders);
+    for (s = 0; s < in->n_senders; s++) {
+        put_u64(&h, in->n_haves[s]);
+        for (i = 0; i < in->n_haves[s]; i++) {
+            put_tensor(&h, &in->haves[s][i].tensor);
+            put_box(&h, &in->haves[s][i].box);
+            put_u32(&h, in->haves[s][i].flat != 0);
+            put_u32(&h, (uint32_t)in->haves[s][i].mem);
+        }
+    }
+    return hasher_digest(&h);
+}

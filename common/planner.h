@@ -1,0 +1,92 @@
+/* planner.h - the receiver-side planner: wants x haves -> plan items.
+ *
+ * Input: this receiver's want entries and regions, and the have manifest of
+ * every sender rank 0..n_senders-1. Output: a plan, the list of contiguous
+ * copies (items) that together write every wanted byte exactly once.
+ *
+ * Rules (DESIGN.md section 2, REFIT_LAYOUTS.md section 5):
+ *  - transfers are the non-empty intersections of want boxes and have boxes;
+ *  - every wanted element comes from exactly one sender; where several
+ *    senders own it, the choice is deterministic and spreads replicated
+ *    tensors over senders: haves of a tensor are considered in rank order
+ *    rotated by (receiver_rank + index of the want entry) mod n_senders, and
+ *    each takes what earlier ones left uncovered;
+ *  - a box that is not contiguous in source or destination memory becomes
+ *    several runs; runs adjacent in both source and destination coalesce;
+ *  - items are sorted by (sender, layer, region, dst_offset), which is the
+ *    order the sender executes them and the order digests are computed in;
+ *  - refusals, each naming the tensor in 'err': a have whose dtype differs
+ *    from the want (WST_ERR_DTYPE_MISMATCH) or whose global shape differs
+ *    (WST_ERR_SHAPE_MISMATCH); a wanted element no sender has
+ *    (WST_ERR_COVERAGE); invalid entries (WST_ERR_INVALID).
+ *
+ * Layers: layer(item) = wst_tensor_layer(name) for layer tensors; global
+ * tensors (layer UINT32_MAX) go to layer n_layers-1, where n_layers = 1 +
+ * (largest layer index among the wants, or -1 if none) + 1. n_layers is at
+ * least 1.
+ *
+ * The plan hash is a 64-bit hash over n_senders, n_layers and every item in
+ * order; equal inputs give equal hashes on every machine (it does not depend
+ * on pointer values or struct padding).
+ */
+#ifndef WST_PLANNER_H
+#define WST_PLANNER_H
+
+#include "log.h"
+#include "manifest.h"
+
+struct wst_plan_item {
+    uint32_t sender;     /* sender rank */
+    uint32_t have;       /* index into that sender's have manifest */
+    uint64_t src_offset; /* bytes into that have's shard buffer */
+    uint32_t region;     /* receiver region index */
+    uint64_t dst_offset; /* bytes into the region */
+    uint64_t length;     /* bytes, > 0 */
+    uint32_t layer;      /* 0..n_layers-1 */
+};
+
+struct wst_plan {
+    uint64_t hash;
+    uint32_t n_senders;
+    uint32_t n_layers;
+    size_t n_items;
+    struct wst_plan_item *items; /* owned; sorted as described above */
+    size_t *sender_first;  /* owned; [n_senders + 1]: items of sender s are
+                              items[sender_first[s] .. sender_first[s+1]) */
+    uint64_t *layer_bytes; /* owned; [n_senders * n_layers]: bytes sender s
+                              sends in layer l at [s * n_layers + l] */
+    uint64_t total_bytes;
+};
+
+struct wst_plan_input {
+    const struct wst_want *wants;
+    size_t n_wants;
+    const struct wst_region_desc *regions;
+    size_t n_regions;
+    const struct wst_have *const *haves; /* [n_senders] arrays */
+    const size_t *n_haves;               /* [n_senders] */
+    uint32_t n_senders;
+    uint32_t receiver_rank;
+};
+
+/* Builds a plan. On success *plan_p owns a new plan (free with
+ * wst_plan_destroy). On failure nothing is allocated, the reason is logged
+ * through 'lg' (may be NULL) and copied into err[0..errlen) (err may be NULL).
+ * Inputs are borrowed for the duration of the call. */
+wst_status_t wst_plan_build(const struct wst_plan_input *in,
+                            const struct wst_logger *lg,
+                            struct wst_plan **plan_p, char *err,
+                            size_t errlen);
+
+void wst_plan_destroy(struct wst_plan *plan);
+
+/* Hash of a plan's items as defined above (used by wst_plan_build and to
+ * check plans that arrive from the wire). */
+uint64_t wst_plan_hash_items(uint32_t n_senders, uint32_t n_layers,
+                             const struct wst_plan_item *items, size_t n);
+
+/* Hash identifying a planning input (wants, regions and all haves), the key
+ * of the plan cache: same key, same plan. */
+uint64_t wst_plan_input_key(const struct wst_plan_input *in);
+
+#endif

@@ -1,0 +1,158 @@
+/* worker.h - the UCX context and worker, owned by one progress thread.
+ *
+ * One wst_worker per process side (sender or receiver). Its progress thread
+ * creates the UCX context and worker, owns every endpoint and listener, and
+ * is the only thread that calls UCX. Other threads reach it through
+ * wst_worker_post (asynchronous) or wst_worker_call (synchronous); both wake
+ * the thread through an eventfd. When idle the thread sleeps in epoll on the
+ * worker's event fd (UCP_FEATURE_WAKEUP) and that eventfd, waking at least
+ * every tick to run the owner's tick callback (heartbeats, deadlines).
+ *
+ *     API thread ──post(fn,arg)──▶ queue ─eventfd─▶ progress thread
+ *                                                   ├ ucp_worker_progress
+ *                                                   ├ AM handlers → ops
+ *                                                   └ tick → ops.tick
+ *
+ * Connections: a wst_conn is one control endpoint (client-server sockaddr,
+ * peer-failure detection on) plus, on the connecting side, an optional data
+ * endpoint created from the peer's worker address. Control messages are
+ * active messages WST_AM_CONTROL carrying one encoded proto message; data
+ * for the AM mover are WST_AM_DATA with a struct wst_data_hdr header.
+ *
+ * Every function marked "progress thread" must only be called there (from
+ * an ops callback or a posted function).
+ */
+#ifndef WST_WORKER_H
+#define WST_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+#include <wstream/status.h>
+
+#include "log.h"
+
+typedef struct wst_worker wst_worker_t;
+typedef struct wst_conn wst_conn_t;
+
+enum {
+    WST_AM_CONTROL = 1,
+    WST_AM_DATA = 2,
+};
+
+/* Header of a data active message. Peers are assumed to share byte order
+ * (the protocol targets little-endian x86_64 and aarch64 only). */
+struct wst_data_hdr {
+    uint32_t token;   /* receiver-assigned id of the sending peer */
+    uint32_t item;    /* index into that peer's plan items */
+    uint64_t offset;  /* bytes into the item (items move in chunks) */
+    uint64_t version; /* refit version the bytes belong to */
+};
+
+/* Callbacks, all invoked on the progress thread with ops.arg. Any may be
+ * NULL. Connections passed in stay valid until wst_conn_close. */
+struct wst_worker_ops {
+    void *arg;
+    /* A peer connected to our listener. */
+    void (*accepted)(void *arg, wst_conn_t *conn);
+    /* One control message; buf is valid only during the call. */
+    void (*message)(void *arg, wst_conn_t *conn, const void *buf, size_t len);
+    /* The connection failed (peer died, unreachable, ...). Called once. */
+    void (*conn_failed)(void *arg, wst_conn_t *conn, wst_status_t status,
+                        const char *why);
+    /* A data message arrived: return WST_OK with *dest_p the place for its
+     * 'len' bytes, or an error to drop it (then data_done is not called). */
+    wst_status_t (*data_dest)(void *arg, const struct wst_data_hdr *hdr,
+                              size_t len, void **dest_p);
+    /* The bytes of an accepted data message are in place (or failed). */
+    void (*data_done)(void *arg, const struct wst_data_hdr *hdr, size_t len,
+                      wst_status_t status);
+    /* Periodic, every tick_ms. */
+    void (*tick)(void *arg);
+};
+
+struct wst_worker_params {
+    const struct wst_logger *log; /* borrowed for the worker's lifetime */
+    struct wst_worker_ops ops;
+    unsigned tick_ms;        /* 0: 100 */
+    size_t max_control_msg;  /* bytes; larger control messages are refused */
+};
+
+typedef void (*wst_worker_fn)(void *arg);
+
+/* Starts the progress thread, which creates the UCX context and worker.
+ * On success *worker_p is owned by the caller (wst_worker_destroy). */
+wst_status_t wst_worker_create(const struct wst_worker_params *params,
+                               wst_worker_t **worker_p);
+
+/* Stops the thread after force-closing every connection and listener. Must
+ * not be called from the progress thread. */
+void wst_worker_destroy(wst_worker_t *worker);
+
+/* Runs fn(arg) on the progress thread, later. Any thread. */
+wst_status_t wst_worker_post(wst_worker_t *worker, wst_worker_fn fn,
+                             void *arg);
+
+/* Runs fn(arg) on the progress thread and returns after it ran. Not from the
+ * progress thread. */
+wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn,
+                             void *arg);
+
+/* Progress thread: listen on host:port (port 0 picks one); the bound port
+ * goes to *port_p. */
+wst_status_t wst_worker_listen(wst_worker_t *worker, const char *host,
+                               uint16_t port, uint16_t *port_p);
+
+/* Progress thread: this worker's address (owned by the worker). */
+wst_status_t wst_worker_address(wst_worker_t *worker, const void **addr_p,
+                                size_t *len_p);
+
+/* Any thread (context-level): register memory once. */
+wst_status_t wst_worker_mem_map(wst_worker_t *worker, void *ptr, size_t len,
+                                ucp_mem_h *memh_p);
+void wst_worker_mem_unmap(wst_worker_t *worker, ucp_mem_h memh);
+
+/* Any thread: pack a remote key into a new malloc'd buffer. */
+wst_status_t wst_worker_rkey_pack(wst_worker_t *worker, ucp_mem_h memh,
+                                  void **buf_p, size_t *len_p);
+
+/* Nonzero when the context can register CUDA device memory
+ * (UCP_ATTR_FIELD_MEMORY_TYPES has UCS_MEMORY_TYPE_CUDA). */
+int wst_worker_supports_cuda(const wst_worker_t *worker);
+
+ucp_worker_h wst_worker_ucp(wst_worker_t *worker);
+const struct wst_logger *wst_worker_log(wst_worker_t *worker);
+
+/* Progress thread: connect a control endpoint to host:port. The connection
+ * is owned by the worker until wst_conn_close. */
+wst_status_t wst_conn_connect(wst_worker_t *worker, const char *host,
+                              uint16_t port, wst_conn_t **conn_p);
+
+/* Progress thread: send one control message; takes ownership of the
+ * malloc'd buf (freed when the send completes or fails). */
+wst_status_t wst_conn_send(wst_conn_t *conn, void *buf, size_t len);
+
+/* Progress thread: open the data endpoint to the peer's worker address.
+ * peer_errors selects UCP_ERR_HANDLING_MODE_PEER (not available on shared
+ * memory in UCX 1.13: asking for it moves traffic to TCP). The chosen lanes
+ * are described in 'lanes' (e.g. "posix/memory[am,am_bw] cma/memory[rma_bw]") and
+ * *rma_real_p says whether puts run on a real RMA lane (not emulated over
+ * AM, as UCX 1.13 does on TCP). */
+wst_status_t wst_conn_open_data(wst_conn_t *conn, const void *addr,
+                                size_t addr_len, int peer_errors, char *lanes,
+                                size_t lanes_len, int *rma_real_p);
+
+/* The data endpoint, or NULL before wst_conn_open_data. */
+ucp_ep_h wst_conn_data_ep(wst_conn_t *conn);
+
+/* Progress thread: force-close both endpoints; the connection is freed once
+ * UCX has released it. No callback fires for it after this returns. */
+void wst_conn_close(wst_conn_t *conn);
+
+void wst_conn_set_user(wst_conn_t *conn, void *user);
+void *wst_conn_user(const wst_conn_t *conn);
+
+/* "10.0.0.7:40123" for accepted peers, "host:port" for connected ones. */
+const char *wst_conn_name(const wst_conn_t *conn);
+
+#endif

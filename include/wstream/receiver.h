@@ -1,0 +1,155 @@
+/* wstream/receiver.h - the receiver library an inference engine embeds.
+ *
+ * A receiver owns nothing of the model: it is told where the engine's live
+ * parameters are (regions) and which box of which checkpoint tensor goes
+ * where (wants). Senders connect to it; it plans which bytes come from
+ * which sender, lets them stream into the live regions, checks every byte
+ * with digests, and commits a version only when it holds all of it.
+ *
+ *     wst_receiver_create(&params, &r);
+ *     wst_receiver_add_region(r, &region, &id);   // each live buffer
+ *     wst_receiver_add_want(r, &want);            // each tensor box
+ *     wst_receiver_start(r, &port);               // listen
+ *     ... senders push versions; hooks fire ...
+ *     wst_receiver_destroy(r);
+ *
+ * Engine hooks are all called from one thread, the receiver's engine
+ * thread (never the caller's, never the progress thread), in this order
+ * per refit: begin(V), then layer_finalized(L, V) per layer, then
+ * committed(V) -- or unusable(status, reason) when a refit fails after
+ * begin was acknowledged. Fail closed: once begin(V) returned WST_OK the
+ * live buffers may hold a mix of versions until committed(V); a failure
+ * makes the receiver unusable until a later refit completes.
+ */
+#ifndef WSTREAM_RECEIVER_H
+#define WSTREAM_RECEIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <wstream/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wst_receiver wst_receiver_t;
+
+#ifndef WST_LOG_FN_DEFINED
+#define WST_LOG_FN_DEFINED
+typedef void (*wst_log_fn)(void *arg, int level, const char *line);
+#endif
+
+struct wst_receiver_hooks {
+    void *arg;
+    /* Stop serving; return WST_OK once the engine no longer reads the live
+     * buffers. An error refuses the refit and changes nothing. */
+    wst_status_t (*begin)(void *arg, uint64_t version);
+    /* Every byte of layer L is in place and verified: refresh derived
+     * state. An error fails the refit (the receiver becomes unusable). */
+    wst_status_t (*layer_finalized)(void *arg, uint32_t layer,
+                                    uint64_t version);
+    /* Every layer is final: resume serving 'version'. */
+    void (*committed)(void *arg, uint64_t version);
+    /* A refit failed after begin: the live buffers are not a consistent
+     * version. Stop serving until committed() is called again. */
+    void (*unusable)(void *arg, wst_status_t status, const char *reason);
+};
+
+enum wst_receiver_param_field {
+    WST_RECEIVER_PARAM_RANK = 1u << 0,
+    WST_RECEIVER_PARAM_LISTEN = 1u << 1,
+    WST_RECEIVER_PARAM_TIMEOUT = 1u << 2,
+    WST_RECEIVER_PARAM_MOVER = 1u << 3,
+    WST_RECEIVER_PARAM_VERIFY = 1u << 4,
+    WST_RECEIVER_PARAM_LOG = 1u << 5,
+    WST_RECEIVER_PARAM_HOOKS = 1u << 6,
+};
+
+struct wst_receiver_params {
+    uint64_t field_mask; /* WST_RECEIVER_PARAM_* bits of the fields set */
+    uint32_t rank;       /* this receiver's rank among receivers; default 0 */
+    const char *listen_host; /* default "0.0.0.0"; borrowed during create */
+    uint16_t listen_port;    /* 0: any free port */
+    double timeout_s; /* deadline for manifests and for a stalled refit;
+                         default 30 */
+    /* "auto" (default; senders use put where their lane does real RMA) or
+     * "am" (never hand out remote keys). Borrowed during create. */
+    const char *mover;
+    int verify;        /* check digests; default 1 */
+    int log_level;     /* 0..4, default 2 (info) */
+    wst_log_fn log_fn; /* NULL: stderr */
+    void *log_arg;
+    const char *log_name; /* e.g. "agent[0]"; borrowed for the lifetime */
+    struct wst_receiver_hooks hooks; /* all optional */
+};
+
+/* One block of live memory. */
+struct wst_region {
+    const char *name; /* copied */
+    void *data;       /* borrowed until wst_receiver_destroy */
+    uint64_t length;  /* bytes */
+    int mem_type;     /* enum wst_mem_type; only WST_MEM_HOST for now */
+};
+
+/* A box of a checkpoint tensor this receiver needs, and where it goes: a
+ * row-major array of the box's extents at 'offset' bytes into region
+ * 'region', rows 'row_pitch' bytes apart (0: dense). */
+struct wst_want_entry {
+    const char *name; /* copied */
+    int dtype;        /* enum wst_dtype */
+    uint32_t ndim;
+    const uint64_t *shape;     /* [ndim] global shape */
+    const uint64_t *box_start; /* [ndim] */
+    const uint64_t *box_stop;  /* [ndim] */
+    uint32_t region;
+    uint64_t offset;
+    uint64_t row_pitch;
+};
+
+struct wst_receiver_state {
+    uint64_t committed_version; /* 0: none */
+    int usable;                 /* 0 after a failed refit */
+    int refit_in_progress;
+    char reason[512]; /* why unusable (or the last refusal); "" if none */
+    uint64_t refits_ok;
+    uint64_t refits_failed;
+    uint64_t last_refit_bytes;
+    double last_refit_seconds; /* begin acknowledged to commit */
+};
+
+/* On success *receiver_p is owned by the caller. */
+wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
+                                 wst_receiver_t **receiver_p);
+
+/* Adds a region and registers its memory once; its index goes to *id_p.
+ * Only before wst_receiver_start. */
+wst_status_t wst_receiver_add_region(wst_receiver_t *receiver,
+                                     const struct wst_region *region,
+                                     uint32_t *id_p);
+
+/* Adds a want entry (validated against its region at once). Only before
+ * wst_receiver_start. */
+wst_status_t wst_receiver_add_want(wst_receiver_t *receiver,
+                                   const struct wst_want_entry *want);
+
+/* Starts listening; the bound port goes to *port_p (may be NULL). */
+wst_status_t wst_receiver_start(wst_receiver_t *receiver, uint16_t *port_p);
+
+/* A snapshot of the receiver's state. */
+void wst_receiver_get_state(wst_receiver_t *receiver,
+                            struct wst_receiver_state *state);
+
+/* Waits until 'version' (or a later one) is committed: WST_OK; the receiver
+ * became unusable while waiting: WST_ERR_UNUSABLE; timeout:
+ * WST_ERR_TIMED_OUT. */
+wst_status_t wst_receiver_wait_committed(wst_receiver_t *receiver,
+                                         uint64_t version, double timeout_s);
+
+/* Closes every connection, deregisters memory, frees everything. The
+ * regions' memory stays the caller's. */
+void wst_receiver_destroy(wst_receiver_t *receiver);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSTREAM_RECEIVER_H */

@@ -1,0 +1,120 @@
+/* wstream/sender.h - the sender library a trainer rank links.
+ *
+ * A sender holds this rank's shards of the model and pushes them, as a new
+ * version, into every receiver (inference worker) it is configured with. It
+ * never gathers a full tensor: each receiver plans which bytes it needs from
+ * which sender, and this sender moves only its own bytes.
+ *
+ *     wst_sender_create(&params, &s);
+ *     wst_sender_register(s, &shard);        // once per shard, at start-up
+ *     for each optimizer step v:
+ *         wst_sender_push(s, v);             // starts the refit
+ *         wst_sender_wait(s, 60.0);          // every receiver committed v
+ *     wst_sender_destroy(s);
+ *
+ * Threads: all functions are called from one application thread; the
+ * library runs its own progress thread. Shards must not be modified between
+ * push and the end of wait (the library reads them and digests them).
+ */
+#ifndef WSTREAM_SENDER_H
+#define WSTREAM_SENDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <wstream/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wst_sender wst_sender_t;
+
+/* Log sink: one line without newline; level 0 error .. 4 trace. Called from
+ * library threads; must be thread-safe. */
+#ifndef WST_LOG_FN_DEFINED
+#define WST_LOG_FN_DEFINED
+typedef void (*wst_log_fn)(void *arg, int level, const char *line);
+#endif
+
+enum wst_sender_param_field {
+    WST_SENDER_PARAM_RANK = 1u << 0,
+    WST_SENDER_PARAM_WORLD_SIZE = 1u << 1,
+    WST_SENDER_PARAM_RECEIVERS = 1u << 2,
+    WST_SENDER_PARAM_TIMEOUT = 1u << 3,
+    WST_SENDER_PARAM_MOVER = 1u << 4,
+    WST_SENDER_PARAM_LOG = 1u << 5,
+    WST_SENDER_PARAM_WINDOW = 1u << 6,
+};
+
+struct wst_sender_params {
+    uint64_t field_mask; /* WST_SENDER_PARAM_* bits of the fields set */
+    uint32_t rank;       /* required: this trainer rank */
+    uint32_t world_size; /* required: number of sender ranks */
+    /* required: receivers as "host:port", borrowed during create */
+    const char *const *receivers;
+    size_t n_receivers;
+    double timeout_s; /* deadline for connect, plan and begin; default 30 */
+    /* "auto" (default: put where the data lane does real RMA, active
+     * messages otherwise), "put" or "am". Borrowed during create. */
+    const char *mover;
+    int log_level;     /* 0..4, default 2 (info) */
+    wst_log_fn log_fn; /* NULL: stderr */
+    void *log_arg;
+    uint64_t window_bytes; /* bytes in flight per receiver; default 64 MiB */
+};
+
+/* One shard of one checkpoint tensor, as this rank owns it. The bytes are a
+ * dense row-major array of the box's extents (or, for a flat shard, the
+ * flattened elements [box_start[0], box_stop[0]) of the tensor). */
+struct wst_shard {
+    const char *name;   /* checkpoint name, e.g. "model.norm.weight" */
+    const void *data;   /* borrowed until wst_sender_destroy */
+    int mem_type;       /* enum wst_mem_type; only WST_MEM_HOST for now */
+    int dtype;          /* enum wst_dtype */
+    uint32_t ndim;      /* of the global shape, 1..8 */
+    const uint64_t *shape;     /* [ndim] global shape */
+    const uint64_t *box_start; /* [ndim], or [1] when flat */
+    const uint64_t *box_stop;  /* [ndim], or [1] when flat */
+    int flat;                  /* nonzero: a 1-D box over the flattened view */
+};
+
+/* Creates a sender and starts its progress thread. Connections are made at
+ * the first push. On success *sender_p is owned by the caller. */
+wst_status_t wst_sender_create(const struct wst_sender_params *params,
+                               wst_sender_t **sender_p);
+
+/* Registers one shard (copied descriptors; 'data' is borrowed) and its
+ * memory with UCX, once. Only before the first push. */
+wst_status_t wst_sender_register(wst_sender_t *sender,
+                                 const struct wst_shard *shard);
+
+/* Starts pushing 'version' (> every version pushed before) to every
+ * receiver: connects and exchanges manifests and plans on first use, asks
+ * each receiver to begin, then streams layer by layer. Returns once the
+ * refit is under way; errors found before that are returned here. */
+wst_status_t wst_sender_push(wst_sender_t *sender, uint64_t version);
+
+/* Waits until every receiver has committed the pushed version (WST_OK), a
+ * receiver or connection reports an error (that error), or timeout_s passes
+ * (WST_ERR_TIMED_OUT). */
+wst_status_t wst_sender_wait(wst_sender_t *sender, double timeout_s);
+
+/* The last error's message ("receiver 127.0.0.1:7070: ..."), owned by the
+ * sender, valid until the next call. "" when there was none. */
+const char *wst_sender_last_error(wst_sender_t *sender);
+
+/* Bytes this sender moved in the last push, and the data lanes UCX chose
+ * for receiver i (e.g. "posix/memory[am,am_bw] cma/memory[rma_bw]");
+ * NULL if unknown.
+ * Strings are owned by the sender. */
+uint64_t wst_sender_bytes_moved(const wst_sender_t *sender);
+const char *wst_sender_lanes(const wst_sender_t *sender, size_t i);
+const char *wst_sender_mover(const wst_sender_t *sender, size_t i);
+
+/* Closes connections, stops the thread, frees everything. */
+void wst_sender_destroy(wst_sender_t *sender);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSTREAM_SENDER_H */

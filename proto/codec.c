@@ -1,0 +1,1100 @@
+/* codec.c - control messages to and from protobuf-c "Control" envelopes.
+ *
+ * Decoding runs in three steps, so a lying peer never makes us allocate,
+ * copy or index with a value nobody has checked:
+ *   1. refuse a buffer longer than max_len before protobuf-c parses it;
+ *   2. unpack, then validate the protobuf-c structs (check_*): counts against
+ *      the caps, blob and string sizes, enum values, tensors and boxes
+ *      through common/manifest.c, plan item ranges and their overflow;
+ *   3. convert into the plain owned structs of codec.h (convert_*), which
+ *      after step 2 can only fail for lack of memory.
+ * Encoding builds protobuf-c structs that borrow the caller's memory and runs
+ * the very same check_* functions on them before packing, so we never emit a
+ * message the peer would refuse. Only what the wire form cannot express (a
+ * plan item's sender, a name without its NUL, arrays too short for their
+ * counts) is checked on the plain structs first (precheck_*).
+ */
+#include "codec.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "wstream.pb-c.h"
+
+/* Room for "[" + 8 values of up to 20 digits + 7 commas + "]" + NUL. */
+#define DIMS_STR_MAX 200
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Formats up to WST_MAX_DIMS values as "[a,b,c]" for error messages. */
+static const char *fmt_dims(char *buf, const uint64_t *v, size_t n)
+{
+    size_t off = 0;
+    size_t i;
+
+    if (n > WST_MAX_DIMS) {
+        n = WST_MAX_DIMS;
+    }
+    off += (size_t)snprintf(buf, DIMS_STR_MAX, "[");
+    for (i = 0; i < n; i++) {
+        off += (size_t)snprintf(buf + off, DIMS_STR_MAX - off, "%s%" PRIu64,
+                                i > 0 ? "," : "", v[i]);
+    }
+    snprintf(buf + off, DIMS_STR_MAX - off, "]");
+    return buf;
+}
+
+/* ---- step 2: validation of protobuf-c structs (decode and encode) ---- */
+
+static wst_status_t check_blob(const ProtobufCBinaryData *b, const char *what,
+                               char *err, size_t errlen)
+{
+    if (b->len > WST_MAX_BLOB) {
+        set_err(err, errlen, "%s: %zu bytes, limit %d", what, b->len,
+                WST_MAX_BLOB);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+/* protobuf-c NUL-terminates strings, so an embedded NUL only shortens the
+ * string; what matters is that the result fits our fixed arrays. */
+static wst_status_t check_text(const char *s, size_t limit, const char *what,
+                               char *err, size_t errlen)
+{
+    size_t n = strnlen(s != NULL ? s : "", limit);
+
+    if (n >= limit) {
+        set_err(err, errlen, "%s: %zu bytes or more, limit %zu", what, n,
+                limit - 1);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+static int role_is_known(uint32_t role)
+{
+    return role == WST_ROLE_SENDER || role == WST_ROLE_RECEIVER;
+}
+
+static int mover_is_known(uint32_t mover)
+{
+    return mover == WST_MOVER_PUT || mover == WST_MOVER_AM;
+}
+
+static int mem_is_known(uint32_t mem)
+{
+    return mem == WST_MEM_HOST || mem == WST_MEM_CUDA;
+}
+
+static wst_status_t check_hello(const Wst__Hello *m, char *err, size_t errlen)
+{
+    wst_status_t status;
+
+    if (!role_is_known(m->role)) {
+        set_err(err, errlen, "hello: unknown role %" PRIu32, m->role);
+        return WST_ERR_PROTOCOL;
+    }
+    status = check_blob(&m->auth, "hello auth", err, errlen);
+    if (status != WST_OK) {
+        return status;
+    }
+    return check_blob(&m->worker_address, "hello worker_address", err, errlen);
+}
+
+/* Copies a have entry whose counts check_have_raw accepted. */
+static void fill_have(const Wst__HaveEntry *e, struct wst_have *h)
+{
+    memset(h, 0, sizeof(*h));
+    strcpy(h->tensor.name, e->name);
+    h->tensor.dtype = (enum wst_dtype)e->dtype;
+    h->tensor.ndim = (uint32_t)e->n_shape;
+    memcpy(h->tensor.shape, e->shape, e->n_shape * sizeof(uint64_t));
+    h->box.ndim = (uint32_t)e->n_box_start;
+    memcpy(h->box.start, e->box_start, e->n_box_start * sizeof(uint64_t));
+    memcpy(h->box.stop, e->box_stop, e->n_box_stop * sizeof(uint64_t));
+    h->flat = e->flat ? 1 : 0;
+    h->mem = (enum wst_mem_type)e->mem_type;
+}
+
+/* What must hold before the entry can be copied into a struct wst_have. */
+static wst_status_t check_have_raw(const Wst__HaveEntry *e, size_t i, char *err,
+                                   size_t errlen)
+{
+    size_t box_dims = e->flat ? 1 : e->n_shape;
+    size_t n = strnlen(e->name != NULL ? e->name : "", WST_NAME_MAX);
+
+    if (n == 0 || n >= WST_NAME_MAX) {
+        set_err(err, errlen,
+                "have entry %zu: name of %zu%s bytes, expected "
+                "1..%d",
+                i, n, n >= WST_NAME_MAX ? " or more" : "", WST_NAME_MAX - 1);
+        return WST_ERR_PROTOCOL;
+    }
+    if (!wst_dtype_is_valid((int)e->dtype)) {
+        set_err(err, errlen, "have entry %zu '%s': unknown dtype %" PRIu32, i,
+                e->name, e->dtype);
+        return WST_ERR_PROTOCOL;
+    }
+    if (!mem_is_known(e->mem_type)) {
+        set_err(err, errlen, "have entry %zu '%s': unknown mem_type %" PRIu32,
+                i, e->name, e->mem_type);
+        return WST_ERR_PROTOCOL;
+    }
+    if (e->n_shape < 1 || e->n_shape > WST_MAX_DIMS) {
+        set_err(err, errlen, "have entry %zu '%s': %zu dims, expected 1..%d", i,
+                e->name, e->n_shape, WST_MAX_DIMS);
+        return WST_ERR_PROTOCOL;
+    }
+    if (e->n_box_start != box_dims || e->n_box_stop != box_dims) {
+        set_err(err, errlen,
+                "have entry %zu '%s': box with %zu start and %zu "
+                "stop values, expected %zu",
+                i, e->name, e->n_box_start, e->n_box_stop, box_dims);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+/* Full check of one entry; the semantic part is common/manifest.c's. */
+static wst_status_t check_have_entry(const Wst__HaveEntry *e, size_t i,
+                                     char *err, size_t errlen)
+{
+    char d0[DIMS_STR_MAX], d1[DIMS_STR_MAX], d2[DIMS_STR_MAX];
+    struct wst_have h;
+    wst_status_t status;
+
+    status = check_have_raw(e, i, err, errlen);
+    if (status != WST_OK) {
+        return status;
+    }
+    fill_have(e, &h);
+    status = wst_tensor_desc_check(&h.tensor, NULL, NULL);
+    if (status != WST_OK) {
+        set_err(err, errlen,
+                "have entry %zu '%s': invalid tensor: %s shape "
+                "%s (%s)",
+                i, e->name, wst_dtype_name(h.tensor.dtype),
+                fmt_dims(d0, e->shape, e->n_shape), wst_status_string(status));
+        return WST_ERR_PROTOCOL;
+    }
+    status = wst_box_check(&h.tensor, &h.box, h.flat);
+    if (status == WST_OK) {
+        status = wst_have_check(&h);
+    }
+    if (status != WST_OK) {
+        set_err(err, errlen,
+                "have entry %zu '%s': %sbox start %s stop %s "
+                "invalid for shape %s (%s)",
+                i, e->name, h.flat ? "flat " : "",
+                fmt_dims(d0, e->box_start, e->n_box_start),
+                fmt_dims(d1, e->box_stop, e->n_box_stop),
+                fmt_dims(d2, e->shape, e->n_shape), wst_status_string(status));
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+static wst_status_t check_have(const Wst__HaveManifest *m, char *err,
+                               size_t errlen)
+{
+    wst_status_t status;
+    size_t i;
+
+    if (m->n_entries > WST_MAX_HAVES) {
+        set_err(err, errlen, "have manifest: %zu entries, limit %u",
+                m->n_entries, WST_MAX_HAVES);
+        return WST_ERR_PROTOCOL;
+    }
+    for (i = 0; i < m->n_entries; i++) {
+        status = check_have_entry(m->entries[i], i, err, errlen);
+        if (status != WST_OK) {
+            return status;
+        }
+    }
+    return WST_OK;
+}
+
+static wst_status_t check_want_summary(const Wst__WantSummary *m, char *err,
+                                       size_t errlen)
+{
+    return check_text(m->reason, WST_ERROR_MSG_MAX, "want_summary reason", err,
+                      errlen);
+}
+
+static wst_status_t check_region(const Wst__Region *r, size_t i, char *err,
+                                 size_t errlen)
+{
+    if (r->rkey.len > WST_MAX_BLOB) {
+        set_err(err, errlen, "plan region %zu: rkey of %zu bytes, limit %d", i,
+                r->rkey.len, WST_MAX_BLOB);
+        return WST_ERR_PROTOCOL;
+    }
+    /* No real mapping wraps around the address space. */
+    if (r->address + r->length < r->address) {
+        set_err(err, errlen,
+                "plan region %zu: base 0x%" PRIx64 " + length "
+                "%" PRIu64 " overflows",
+                i, r->address, r->length);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+static wst_status_t check_plan_item(const Wst__Plan *m, size_t i, char *err,
+                                    size_t errlen)
+{
+    const Wst__PlanItem *it = m->items[i];
+    uint64_t dst_end = it->dst_offset + it->length;
+
+    if (it->length == 0) {
+        set_err(err, errlen, "plan item %zu: length 0", i);
+    } else if (it->src_offset + it->length < it->src_offset) {
+        set_err(err, errlen,
+                "plan item %zu: src_offset %" PRIu64 " + length "
+                "%" PRIu64 " overflows",
+                i, it->src_offset, it->length);
+    } else if (dst_end < it->dst_offset) {
+        set_err(err, errlen,
+                "plan item %zu: dst_offset %" PRIu64 " + length "
+                "%" PRIu64 " overflows",
+                i, it->dst_offset, it->length);
+    } else if (it->region >= m->n_regions) {
+        set_err(err, errlen, "plan item %zu: region %" PRIu32 " of %zu", i,
+                it->region, m->n_regions);
+    } else if (dst_end > m->regions[it->region]->length) {
+        set_err(err, errlen,
+                "plan item %zu: dst_offset %" PRIu64 " + length "
+                "%" PRIu64 " past the end of region %" PRIu32 " (%" PRIu64
+                " bytes)",
+                i, it->dst_offset, it->length, it->region,
+                m->regions[it->region]->length);
+    } else if (it->layer >= m->n_layers) {
+        set_err(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
+                it->layer, m->n_layers);
+    } else {
+        return WST_OK;
+    }
+    return WST_ERR_PROTOCOL;
+}
+
+static wst_status_t check_plan_header(const Wst__Plan *m, char *err,
+                                      size_t errlen)
+{
+    if (m->n_layers < 1) {
+        set_err(err, errlen, "plan: n_layers 0");
+    } else if (m->sender >= m->n_senders) {
+        set_err(err, errlen, "plan: sender %" PRIu32 " of n_senders %" PRIu32,
+                m->sender, m->n_senders);
+    } else if (!mover_is_known(m->mover)) {
+        set_err(err, errlen, "plan: unknown mover %" PRIu32, m->mover);
+    } else if (m->n_items > WST_MAX_PLAN_ITEMS) {
+        set_err(err, errlen, "plan: %zu items, limit %u", m->n_items,
+                WST_MAX_PLAN_ITEMS);
+    } else if (m->n_regions > WST_MAX_REGIONS) {
+        set_err(err, errlen, "plan: %zu regions, limit %u", m->n_regions,
+                WST_MAX_REGIONS);
+    } else {
+        return WST_OK;
+    }
+    return WST_ERR_PROTOCOL;
+}
+
+static wst_status_t check_plan(const Wst__Plan *m, char *err, size_t errlen)
+{
+    wst_status_t status;
+    size_t i;
+
+    status = check_plan_header(m, err, errlen);
+    for (i = 0; status == WST_OK && i < m->n_regions; i++) {
+        status = check_region(m->regions[i], i, err, errlen);
+    }
+    for (i = 0; status == WST_OK && i < m->n_items; i++) {
+        status = check_plan_item(m, i, err, errlen);
+    }
+    return status;
+}
+
+static wst_status_t check_version(uint64_t version, const char *what, char *err,
+                                  size_t errlen)
+{
+    if (version < 1) {
+        set_err(err, errlen, "%s: version 0", what);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+static wst_status_t check_error(const Wst__Error *m, char *err, size_t errlen)
+{
+    if (m->status >= 0 || !wst_status_is_known(m->status)) {
+        set_err(err, errlen, "error: status %" PRId32 " is not a known error",
+                m->status);
+        return WST_ERR_PROTOCOL;
+    }
+    return check_text(m->message, WST_ERROR_MSG_MAX, "error message", err,
+                      errlen);
+}
+
+/* A set case whose submessage pointer is NULL can only come from a caller
+ * bug on encode, but costs nothing to refuse. */
+/* Requests name the sender's mover; acknowledgements carry none. */
+static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
+{
+    wst_status_t st = check_version(b->version, "begin", err, errlen);
+
+    if (st != WST_OK)
+        return st;
+    if (b->ack ? b->mover != 0
+               : (b->mover != WST_MOVER_PUT && b->mover != WST_MOVER_AM)) {
+        set_err(err, errlen, "begin: bad mover %u", b->mover);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+static wst_status_t check_control(const Wst__Control *pb, char *err,
+                                  size_t errlen)
+{
+    if (pb->msg_case != WST__CONTROL__MSG__NOT_SET && pb->hello == NULL) {
+        set_err(err, errlen, "control: message %d set but empty",
+                (int)pb->msg_case);
+        return WST_ERR_PROTOCOL;
+    }
+    switch (pb->msg_case) {
+    case WST__CONTROL__MSG_HELLO:
+        return check_hello(pb->hello, err, errlen);
+    case WST__CONTROL__MSG_HAVE:
+        return check_have(pb->have, err, errlen);
+    case WST__CONTROL__MSG_WANT_SUMMARY:
+        return check_want_summary(pb->want_summary, err, errlen);
+    case WST__CONTROL__MSG_PLAN:
+        return check_plan(pb->plan, err, errlen);
+    case WST__CONTROL__MSG_BEGIN:
+        return check_begin(pb->begin, err, errlen);
+    case WST__CONTROL__MSG_LAYER_DONE:
+        return check_version(pb->layer_done->version, "layer_done", err,
+                             errlen);
+    case WST__CONTROL__MSG_COMMIT:
+        return check_version(pb->commit->version, "commit", err, errlen);
+    case WST__CONTROL__MSG_ERROR:
+        return check_error(pb->error, err, errlen);
+    case WST__CONTROL__MSG_HEARTBEAT:
+        return WST_OK;
+    default:
+        set_err(err, errlen, "control: no message set");
+        return WST_ERR_PROTOCOL;
+    }
+}
+
+/* ---- step 3: conversion into owned plain structs ---- */
+
+static wst_status_t copy_blob(struct wst_blob *dst,
+                              const ProtobufCBinaryData *src)
+{
+    if (src->len == 0) {
+        return WST_OK;
+    }
+    dst->data = malloc(src->len);
+    if (dst->data == NULL) {
+        return WST_ERR_NO_MEMORY;
+    }
+    memcpy(dst->data, src->data, src->len);
+    dst->len = src->len;
+    return WST_OK;
+}
+
+static wst_status_t convert_hello(const Wst__Hello *m, struct wst_hello *out)
+{
+    wst_status_t status;
+
+    out->protocol_version = m->protocol_version;
+    out->role = (enum wst_role)m->role;
+    out->rank = m->rank;
+    out->world_size = m->world_size;
+    out->session = m->session;
+    status = copy_blob(&out->auth, &m->auth);
+    if (status != WST_OK) {
+        return status;
+    }
+    return copy_blob(&out->worker_address, &m->worker_address);
+}
+
+static wst_status_t convert_have(const Wst__HaveManifest *m,
+                                 struct wst_have_manifest *out)
+{
+    size_t i;
+
+    out->rank = m->rank;
+    if (m->n_entries == 0) {
+        return WST_OK;
+    }
+    out->entries = calloc(m->n_entries, sizeof(*out->entries));
+    if (out->entries == NULL) {
+        return WST_ERR_NO_MEMORY;
+    }
+    out->n_entries = m->n_entries;
+    for (i = 0; i < m->n_entries; i++) {
+        fill_have(m->entries[i], &out->entries[i]);
+    }
+    return WST_OK;
+}
+
+static void convert_want_summary(const Wst__WantSummary *m,
+                                 struct wst_want_summary *out)
+{
+    out->receiver_rank = m->receiver_rank;
+    out->n_wants = m->n_wants;
+    out->n_layers = m->n_layers;
+    out->total_bytes = m->total_bytes;
+    out->committed_version = m->committed_version;
+    out->usable = m->usable ? 1 : 0;
+    strcpy(out->reason, m->reason != NULL ? m->reason : "");
+}
+
+static void convert_plan_item(const Wst__PlanItem *it, uint32_t sender,
+                              struct wst_plan_item *out)
+{
+    out->sender = sender;
+    out->have = it->have;
+    out->src_offset = it->src_offset;
+    out->region = it->region;
+    out->dst_offset = it->dst_offset;
+    out->length = it->length;
+    out->layer = it->layer;
+}
+
+/* On failure the caller releases what was already attached to 'out'. */
+static wst_status_t convert_plan(const Wst__Plan *m, struct wst_plan_msg *out)
+{
+    wst_status_t status;
+    size_t i;
+
+    out->plan_hash = m->plan_hash;
+    out->sender = m->sender;
+    out->n_senders = m->n_senders;
+    out->n_layers = m->n_layers;
+    out->mover = (enum wst_mover_kind)m->mover;
+    if (m->n_items > 0) {
+        out->items = calloc(m->n_items, sizeof(*out->items));
+        if (out->items == NULL) {
+            return WST_ERR_NO_MEMORY;
+        }
+        out->n_items = m->n_items;
+    }
+    for (i = 0; i < m->n_items; i++) {
+        convert_plan_item(m->items[i], m->sender, &out->items[i]);
+    }
+    if (m->n_regions > 0) {
+        out->regions = calloc(m->n_regions, sizeof(*out->regions));
+        if (out->regions == NULL) {
+            return WST_ERR_NO_MEMORY;
+        }
+        out->n_regions = m->n_regions;
+    }
+    for (i = 0; i < m->n_regions; i++) {
+        out->regions[i].base = m->regions[i]->address;
+        out->regions[i].length = m->regions[i]->length;
+        status = copy_blob(&out->regions[i].rkey, &m->regions[i]->rkey);
+        if (status != WST_OK) {
+            return status;
+        }
+    }
+    return WST_OK;
+}
+
+static void convert_small(const Wst__Control *pb, struct wst_msg *msg)
+{
+    switch (pb->msg_case) {
+    case WST__CONTROL__MSG_BEGIN:
+        msg->u.begin.version = pb->begin->version;
+        msg->u.begin.plan_hash = pb->begin->plan_hash;
+        msg->u.begin.ack = pb->begin->ack ? 1 : 0;
+        msg->u.begin.mover = (enum wst_mover_kind)pb->begin->mover;
+        break;
+    case WST__CONTROL__MSG_LAYER_DONE:
+        msg->u.layer_done.layer = pb->layer_done->layer;
+        msg->u.layer_done.version = pb->layer_done->version;
+        msg->u.layer_done.bytes = pb->layer_done->bytes;
+        msg->u.layer_done.digest = pb->layer_done->digest;
+        break;
+    case WST__CONTROL__MSG_COMMIT:
+        msg->u.commit.version = pb->commit->version;
+        break;
+    case WST__CONTROL__MSG_ERROR:
+        msg->u.error.status = pb->error->status;
+        strcpy(msg->u.error.message,
+               pb->error->message != NULL ? pb->error->message : "");
+        break;
+    case WST__CONTROL__MSG_HEARTBEAT:
+        msg->u.heartbeat.seq = pb->heartbeat->seq;
+        break;
+    default:
+        break;
+    }
+}
+
+/* 'pb' has passed check_control. */
+static wst_status_t convert_control(const Wst__Control *pb, struct wst_msg *msg)
+{
+    msg->type = (enum wst_msg_type)pb->msg_case;
+    switch (pb->msg_case) {
+    case WST__CONTROL__MSG_HELLO:
+        return convert_hello(pb->hello, &msg->u.hello);
+    case WST__CONTROL__MSG_HAVE:
+        return convert_have(pb->have, &msg->u.have);
+    case WST__CONTROL__MSG_WANT_SUMMARY:
+        convert_want_summary(pb->want_summary, &msg->u.want_summary);
+        return WST_OK;
+    case WST__CONTROL__MSG_PLAN:
+        return convert_plan(pb->plan, &msg->u.plan);
+    default:
+        convert_small(pb, msg);
+        return WST_OK;
+    }
+}
+
+wst_status_t wst_msg_decode(const void *buf, size_t len, size_t max_len,
+                            struct wst_msg *msg, char *err, size_t errlen)
+{
+    Wst__Control *pb = NULL;
+    wst_status_t status;
+
+    set_err(err, errlen, "%s", "");
+    if (msg == NULL || (buf == NULL && len > 0)) {
+        set_err(err, errlen, "decode: no message or buffer");
+        return WST_ERR_INVALID;
+    }
+    memset(msg, 0, sizeof(*msg));
+    /* Before protobuf-c allocates anything for it. */
+    if (len > max_len) {
+        set_err(err, errlen, "control message of %zu bytes, limit %zu", len,
+                max_len);
+        return WST_ERR_TOO_LARGE;
+    }
+    pb = wst__control__unpack(NULL, len, buf);
+    if (pb == NULL) {
+        set_err(err, errlen, "control message of %zu bytes: unparsable", len);
+        return WST_ERR_PROTOCOL;
+    }
+    status = check_control(pb, err, errlen);
+    if (status != WST_OK) {
+        goto out_free_unpacked;
+    }
+    status = convert_control(pb, msg);
+    if (status != WST_OK) {
+        set_err(err, errlen, "decode %s: out of memory",
+                wst_msg_type_name(msg->type));
+        wst_msg_release(msg);
+    }
+out_free_unpacked:
+    wst__control__free_unpacked(pb, NULL);
+    return status;
+}
+
+void wst_msg_release(struct wst_msg *msg)
+{
+    size_t i;
+
+    if (msg == NULL) {
+        return;
+    }
+    switch (msg->type) {
+    case WST_MSG_HELLO:
+        free(msg->u.hello.auth.data);
+        free(msg->u.hello.worker_address.data);
+        break;
+    case WST_MSG_HAVE:
+        free(msg->u.have.entries);
+        break;
+    case WST_MSG_PLAN:
+        for (i = 0; i < msg->u.plan.n_regions; i++) {
+            free(msg->u.plan.regions[i].rkey.data);
+        }
+        free(msg->u.plan.regions);
+        free(msg->u.plan.items);
+        break;
+    default:
+        break;
+    }
+    memset(msg, 0, sizeof(*msg));
+}
+
+/* ---- encoding ---- */
+
+/* protobuf-c structs that borrow the caller's message, plus the arrays
+ * encoding had to allocate to hold them. */
+struct pb_build {
+    Wst__Control ctl;
+    Wst__Hello hello;
+    Wst__HaveManifest have;
+    Wst__WantSummary want_summary;
+    Wst__Plan plan;
+    Wst__Begin begin;
+    Wst__LayerDone layer_done;
+    Wst__Commit commit;
+    Wst__Error error;
+    Wst__Heartbeat heartbeat;
+    Wst__HaveEntry *entries;
+    Wst__HaveEntry **entry_ptrs;
+    Wst__PlanItem *items;
+    Wst__PlanItem **item_ptrs;
+    Wst__Region *regions;
+    Wst__Region **region_ptrs;
+};
+
+static int blob_ok(const struct wst_blob *b)
+{
+    return b->len <= WST_MAX_BLOB && (b->len == 0 || b->data != NULL);
+}
+
+static int have_ok(const struct wst_have *h)
+{
+    return strnlen(h->tensor.name, WST_NAME_MAX) < WST_NAME_MAX &&
+           h->tensor.ndim <= WST_MAX_DIMS && h->box.ndim <= WST_MAX_DIMS;
+}
+
+static int plan_ok(const struct wst_plan_msg *p)
+{
+    size_t i;
+
+    if (p->n_items > WST_MAX_PLAN_ITEMS || p->n_regions > WST_MAX_REGIONS ||
+        (p->n_items > 0 && p->items == NULL) ||
+        (p->n_regions > 0 && p->regions == NULL)) {
+        return 0;
+    }
+    for (i = 0; i < p->n_items; i++) {
+        if (p->items[i].sender != p->sender) {
+            return 0;
+        }
+    }
+    for (i = 0; i < p->n_regions; i++) {
+        if (!blob_ok(&p->regions[i].rkey)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* What check_control cannot see once the message is in protobuf-c form,
+ * and what must hold before building that form reads the arrays. */
+static int precheck(const struct wst_msg *msg)
+{
+    size_t i;
+
+    switch (msg->type) {
+    case WST_MSG_HELLO:
+        return blob_ok(&msg->u.hello.auth) &&
+               blob_ok(&msg->u.hello.worker_address);
+    case WST_MSG_HAVE:
+        if (msg->u.have.n_entries > WST_MAX_HAVES ||
+            (msg->u.have.n_entries > 0 && msg->u.have.entries == NULL)) {
+            return 0;
+        }
+        for (i = 0; i < msg->u.have.n_entries; i++) {
+            if (!have_ok(&msg->u.have.entries[i])) {
+                return 0;
+            }
+        }
+        return 1;
+    case WST_MSG_WANT_SUMMARY:
+        return strnlen(msg->u.want_summary.reason, WST_ERROR_MSG_MAX) <
+               WST_ERROR_MSG_MAX;
+    case WST_MSG_PLAN:
+        return plan_ok(&msg->u.plan);
+    case WST_MSG_ERROR:
+        return strnlen(msg->u.error.message, WST_ERROR_MSG_MAX) <
+               WST_ERROR_MSG_MAX;
+    case WST_MSG_BEGIN:
+    case WST_MSG_LAYER_DONE:
+    case WST_MSG_COMMIT:
+    case WST_MSG_HEARTBEAT:
+        return 1;
+    }
+    return 0;
+}
+
+static ProtobufCBinaryData pb_blob(const struct wst_blob *b)
+{
+    ProtobufCBinaryData d = {b->len, b->data};
+    return d;
+}
+
+static void build_hello(const struct wst_hello *h, Wst__Hello *m)
+{
+    wst__hello__init(m);
+    m->protocol_version = h->protocol_version;
+    m->role = (uint32_t)h->role;
+    m->rank = h->rank;
+    m->world_size = h->world_size;
+    m->session = h->session;
+    m->auth = pb_blob(&h->auth);
+    m->worker_address = pb_blob(&h->worker_address);
+}
+
+/* The casts drop const only because protobuf-c's structs are shared between
+ * packing (reads) and unpacking (writes); packing never writes. */
+static void build_have_entry(const struct wst_have *h, Wst__HaveEntry *e)
+{
+    wst__have_entry__init(e);
+    e->name = (char *)h->tensor.name;
+    e->dtype = (uint32_t)h->tensor.dtype;
+    e->n_shape = h->tensor.ndim;
+    e->shape = (uint64_t *)h->tensor.shape;
+    e->n_box_start = h->box.ndim;
+    e->box_start = (uint64_t *)h->box.start;
+    e->n_box_stop = h->box.ndim;
+    e->box_stop = (uint64_t *)h->box.stop;
+    e->flat = h->flat != 0;
+    e->mem_type = (uint32_t)h->mem;
+}
+
+static wst_status_t build_have(const struct wst_have_manifest *h,
+                               struct pb_build *b)
+{
+    size_t n = h->n_entries;
+    size_t i;
+
+    wst__have_manifest__init(&b->have);
+    b->have.rank = h->rank;
+    if (n == 0) {
+        return WST_OK;
+    }
+    b->entries = calloc(n, sizeof(*b->entries));
+    b->entry_ptrs = calloc(n, sizeof(*b->entry_ptrs));
+    if (b->entries == NULL || b->entry_ptrs == NULL) {
+        return WST_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < n; i++) {
+        build_have_entry(&h->entries[i], &b->entries[i]);
+        b->entry_ptrs[i] = &b->entries[i];
+    }
+    b->have.n_entries = n;
+    b->have.entries = b->entry_ptrs;
+    return WST_OK;
+}
+
+static void build_want_summary(const struct wst_want_summary *w,
+                               Wst__WantSummary *m)
+{
+    wst__want_summary__init(m);
+    m->receiver_rank = w->receiver_rank;
+    m->n_wants = w->n_wants;
+    m->n_layers = w->n_layers;
+    m->total_bytes = w->total_bytes;
+    m->committed_version = w->committed_version;
+    m->usable = w->usable != 0;
+    m->reason = (char *)w->reason;
+}
+
+static void build_plan_item(const struct wst_plan_item *it, Wst__PlanItem *m)
+{
+    wst__plan_item__init(m);
+    m->have = it->have;
+    m->src_offset = it->src_offset;
+    m->region = it->region;
+    m->dst_offset = it->dst_offset;
+    m->length = it->length;
+    m->layer = it->layer;
+}
+
+static wst_status_t build_plan_arrays(const struct wst_plan_msg *p,
+                                      struct pb_build *b)
+{
+    size_t i;
+
+    b->items = calloc(p->n_items + 1, sizeof(*b->items));
+    b->item_ptrs = calloc(p->n_items + 1, sizeof(*b->item_ptrs));
+    b->regions = calloc(p->n_regions + 1, sizeof(*b->regions));
+    b->region_ptrs = calloc(p->n_regions + 1, sizeof(*b->region_ptrs));
+    if (b->items == NULL || b->item_ptrs == NULL || b->regions == NULL ||
+        b->region_ptrs == NULL) {
+        return WST_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < p->n_items; i++) {
+        build_plan_item(&p->items[i], &b->items[i]);
+        b->item_ptrs[i] = &b->items[i];
+    }
+    for (i = 0; i < p->n_regions; i++) {
+        wst__region__init(&b->regions[i]);
+        b->regions[i].address = p->regions[i].base;
+        b->regions[i].length = p->regions[i].length;
+        b->regions[i].rkey = pb_blob(&p->regions[i].rkey);
+        b->region_ptrs[i] = &b->regions[i];
+    }
+    return WST_OK;
+}
+
+static wst_status_t build_plan(const struct wst_plan_msg *p, struct pb_build *b)
+{
+    wst__plan__init(&b->plan);
+    b->plan.plan_hash = p->plan_hash;
+    b->plan.sender = p->sender;
+    b->plan.n_senders = p->n_senders;
+    b->plan.n_layers = p->n_layers;
+    b->plan.mover = (uint32_t)p->mover;
+    b->plan.n_items = p->n_items;
+    b->plan.n_regions = p->n_regions;
+    return build_plan_arrays(p, b);
+}
+
+/* Begin, layer_done, commit, error and heartbeat: no arrays to build. */
+static void build_small(const struct wst_msg *msg, struct pb_build *b)
+{
+    switch (msg->type) {
+    case WST_MSG_BEGIN:
+        wst__begin__init(&b->begin);
+        b->begin.version = msg->u.begin.version;
+        b->begin.plan_hash = msg->u.begin.plan_hash;
+        b->begin.ack = msg->u.begin.ack != 0;
+        b->begin.mover = (uint32_t)msg->u.begin.mover;
+        b->ctl.begin = &b->begin;
+        break;
+    case WST_MSG_LAYER_DONE:
+        wst__layer_done__init(&b->layer_done);
+        b->layer_done.layer = msg->u.layer_done.layer;
+        b->layer_done.version = msg->u.layer_done.version;
+        b->layer_done.bytes = msg->u.layer_done.bytes;
+        b->layer_done.digest = msg->u.layer_done.digest;
+        b->ctl.layer_done = &b->layer_done;
+        break;
+    case WST_MSG_COMMIT:
+        wst__commit__init(&b->commit);
+        b->commit.version = msg->u.commit.version;
+        b->ctl.commit = &b->commit;
+        break;
+    case WST_MSG_ERROR:
+        wst__error__init(&b->error);
+        b->error.status = msg->u.error.status;
+        b->error.message = (char *)msg->u.error.message;
+        b->ctl.error = &b->error;
+        break;
+    default:
+        wst__heartbeat__init(&b->heartbeat);
+        b->heartbeat.seq = msg->u.heartbeat.seq;
+        b->ctl.heartbeat = &b->heartbeat;
+        break;
+    }
+}
+
+/* Fills b->ctl; msg has passed precheck, so msg->type is known. */
+static wst_status_t build_control(const struct wst_msg *msg, struct pb_build *b)
+{
+    wst_status_t status = WST_OK;
+
+    wst__control__init(&b->ctl);
+    b->ctl.msg_case = (Wst__Control__MsgCase)msg->type;
+    switch (msg->type) {
+    case WST_MSG_HELLO:
+        build_hello(&msg->u.hello, &b->hello);
+        b->ctl.hello = &b->hello;
+        break;
+    case WST_MSG_HAVE:
+        status = build_have(&msg->u.have, b);
+        b->ctl.have = &b->have;
+        break;
+    case WST_MSG_WANT_SUMMARY:
+        build_want_summary(&msg->u.want_summary, &b->want_summary);
+        b->ctl.want_summary = &b->want_summary;
+        break;
+    case WST_MSG_PLAN:
+        status = build_plan(&msg->u.plan, b);
+        b->plan.items = b->item_ptrs;
+        b->plan.regions = b->region_ptrs;
+        b->ctl.plan = &b->plan;
+        break;
+    default:
+        build_small(msg, b);
+        break;
+    }
+    return status;
+}
+
+static void pb_build_free(struct pb_build *b)
+{
+    free(b->entries);
+    free(b->entry_ptrs);
+    free(b->items);
+    free(b->item_ptrs);
+    free(b->regions);
+    free(b->region_ptrs);
+}
+
+wst_status_t wst_msg_encode(const struct wst_msg *msg, uint8_t **buf_p,
+                            size_t *len_p)
+{
+    struct pb_build b;
+    uint8_t *buf = NULL;
+    size_t len;
+    wst_status_t status;
+
+    if (msg == NULL || buf_p == NULL || len_p == NULL || !precheck(msg)) {
+        return WST_ERR_INVALID;
+    }
+    memset(&b, 0, sizeof(b));
+    status = build_control(msg, &b);
+    if (status != WST_OK) {
+        goto out_free_build;
+    }
+    if (check_control(&b.ctl, NULL, 0) != WST_OK) {
+        status = WST_ERR_INVALID;
+        goto out_free_build;
+    }
+    len = wst__control__get_packed_size(&b.ctl);
+    buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        status = WST_ERR_NO_MEMORY;
+        goto out_free_build;
+    }
+    wst__control__pack(&b.ctl, buf);
+    *buf_p = buf;
+    *len_p = len;
+out_free_build:
+    pb_build_free(&b);
+    return status;
+}
+
+/* ---- sender-side plan check and names ---- */
+
+/* Bytes of a have's shard buffer (manifest.h: dense box, or flat range).
+ * The have is the sender's own and already validated; nonsense still
+ * yields 0 so every item is refused rather than trusted. */
+static uint64_t have_shard_bytes(const struct wst_have *h)
+{
+    uint64_t esize = wst_dtype_size(h->tensor.dtype);
+    uint64_t elems;
+    uint64_t bytes;
+
+    if (h->flat) {
+        elems = h->box.stop[0] >= h->box.start[0]
+                    ? h->box.stop[0] - h->box.start[0]
+                    : 0;
+    } else {
+        elems = wst_box_elems(&h->box);
+    }
+    if (__builtin_mul_overflow(elems, esize, &bytes)) {
+        return 0;
+    }
+    return bytes;
+}
+
+static wst_status_t check_item_local(const struct wst_plan_msg *plan, size_t i,
+                                     const struct wst_have *haves,
+                                     size_t n_haves, char *err, size_t errlen)
+{
+    const struct wst_plan_item *it = &plan->items[i];
+    uint64_t src_end = it->src_offset + it->length;
+    uint64_t dst_end = it->dst_offset + it->length;
+    uint64_t shard;
+
+    if (it->sender != plan->sender) {
+        set_err(err, errlen,
+                "plan item %zu: sender %" PRIu32 ", plan is for "
+                "sender %" PRIu32,
+                i, it->sender, plan->sender);
+        return WST_ERR_PROTOCOL;
+    }
+    if (it->have >= n_haves) {
+        set_err(err, errlen, "plan item %zu: have %" PRIu32 " of %zu", i,
+                it->have, n_haves);
+        return WST_ERR_PROTOCOL;
+    }
+    shard = have_shard_bytes(&haves[it->have]);
+    if (src_end < it->src_offset || src_end > shard) {
+        set_err(err, errlen,
+                "plan item %zu: src_offset %" PRIu64 " + length "
+                "%" PRIu64 " past the end of have %" PRIu32 " '%s' (%" PRIu64
+                " bytes)",
+                i, it->src_offset, it->length, it->have,
+                haves[it->have].tensor.name, shard);
+        return WST_ERR_PROTOCOL;
+    }
+    if (it->region >= plan->n_regions || dst_end < it->dst_offset ||
+        dst_end > plan->regions[it->region].length) {
+        set_err(err, errlen,
+                "plan item %zu: dst_offset %" PRIu64 " + length "
+                "%" PRIu64 " outside region %" PRIu32 " of %zu",
+                i, it->dst_offset, it->length, it->region, plan->n_regions);
+        return WST_ERR_PROTOCOL;
+    }
+    if (it->layer >= plan->n_layers) {
+        set_err(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
+                it->layer, plan->n_layers);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+wst_status_t wst_plan_msg_check(const struct wst_plan_msg *plan,
+                                const struct wst_have *haves, size_t n_haves,
+                                char *err, size_t errlen)
+{
+    wst_status_t status;
+    uint64_t hash;
+    size_t i;
+
+    if (plan == NULL || (plan->n_items > 0 && plan->items == NULL) ||
+        (plan->n_regions > 0 && plan->regions == NULL) ||
+        (n_haves > 0 && haves == NULL)) {
+        set_err(err, errlen, "plan check: missing plan, items or haves");
+        return WST_ERR_INVALID;
+    }
+    for (i = 0; i < plan->n_items; i++) {
+        status = check_item_local(plan, i, haves, n_haves, err, errlen);
+        if (status != WST_OK) {
+            return status;
+        }
+    }
+    hash = wst_plan_hash_items(plan->n_senders, plan->n_layers, plan->items,
+                               plan->n_items);
+    if (hash != plan->plan_hash) {
+        set_err(err, errlen,
+                "plan: hash 0x%016" PRIx64 " of %zu items, "
+                "message says 0x%016" PRIx64,
+                hash, plan->n_items, plan->plan_hash);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+const char *wst_msg_type_name(enum wst_msg_type type)
+{
+    switch (type) {
+    case WST_MSG_HELLO:
+        return "hello";
+    case WST_MSG_HAVE:
+        return "have";
+    case WST_MSG_WANT_SUMMARY:
+        return "want_summary";
+    case WST_MSG_PLAN:
+        return "plan";
+    case WST_MSG_BEGIN:
+        return "begin";
+    case WST_MSG_LAYER_DONE:
+        return "layer_done";
+    case WST_MSG_COMMIT:
+        return "commit";
+    case WST_MSG_ERROR:
+        return "error";
+    case WST_MSG_HEARTBEAT:
+        return "heartbeat";
+    }
+    return "unknown";
+}

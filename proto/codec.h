@@ -1,0 +1,171 @@
+/* codec.h - control messages: encoding, length-capped decoding, validation.
+ *
+ * Control messages travel as UCX active messages whose payload is one
+ * protobuf-c "Control" envelope (wstream.proto) holding exactly one message.
+ * wst_msg_decode refuses a buffer longer than max_len before unpacking, and
+ * after unpacking validates every field (counts, sizes, offsets, overflow of
+ * offset + length, dtype, memory type, boxes inside their tensor, name
+ * lengths) before converting it into the plain structs below. Checks that
+ * need local knowledge (a plan item's source range inside this sender's
+ * shard) are in wst_plan_msg_check.
+ *
+ * Ownership: a decoded struct wst_msg owns its arrays; free them with
+ * wst_msg_release. Encoding borrows the message and returns a malloc'd buffer
+ * the caller frees.
+ */
+#ifndef WST_CODEC_H
+#define WST_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manifest.h"
+#include "mover.h" /* enum wst_mover_kind */
+#include "planner.h"
+
+#define WST_PROTOCOL_VERSION 1
+#define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
+#define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
+#define WST_MAX_PLAN_ITEMS (1u << 24)
+#define WST_MAX_REGIONS (1u << 16)
+#define WST_MAX_BLOB 4096 /* rkey, worker address, auth: bytes */
+#define WST_ERROR_MSG_MAX 512
+
+enum wst_msg_type {
+    WST_MSG_HELLO = 1,
+    WST_MSG_HAVE = 2,
+    WST_MSG_WANT_SUMMARY = 3,
+    WST_MSG_PLAN = 4,
+    WST_MSG_BEGIN = 5,
+    WST_MSG_LAYER_DONE = 6,
+    WST_MSG_COMMIT = 7,
+    WST_MSG_ERROR = 8,
+    WST_MSG_HEARTBEAT = 9,
+};
+
+enum wst_role {
+    WST_ROLE_SENDER = 1,
+    WST_ROLE_RECEIVER = 2,
+};
+
+
+struct wst_blob {
+    size_t len;    /* <= WST_MAX_BLOB */
+    uint8_t *data; /* owned by the message; NULL when len == 0 */
+};
+
+struct wst_hello {
+    uint32_t protocol_version;
+    enum wst_role role;
+    uint32_t rank;
+    uint32_t world_size; /* senders: trainer world; receivers: receiver count */
+    uint64_t session;    /* random per process; shows restarts in logs */
+    struct wst_blob auth;           /* reserved; empty for now */
+    struct wst_blob worker_address; /* receiver's UCX worker address for the
+                                       data endpoint; empty from senders */
+};
+
+struct wst_have_manifest {
+    uint32_t rank;
+    size_t n_entries; /* <= WST_MAX_HAVES */
+    struct wst_have *entries; /* owned */
+};
+
+struct wst_want_summary {
+    uint32_t receiver_rank;
+    uint32_t n_wants;
+    uint32_t n_layers;
+    uint64_t total_bytes;
+    uint64_t committed_version; /* 0: none yet */
+    int usable;
+    char reason[WST_ERROR_MSG_MAX]; /* why unusable; "" when usable */
+};
+
+struct wst_wire_region {
+    uint64_t base;   /* remote virtual address of the region */
+    uint64_t length; /* bytes */
+    struct wst_blob rkey; /* packed UCX remote key; may be empty for AM */
+};
+
+/* The part of a plan one sender needs. */
+struct wst_plan_msg {
+    uint64_t plan_hash;
+    uint32_t sender;   /* rank these items are for */
+    uint32_t n_senders;
+    uint32_t n_layers; /* >= 1 */
+    enum wst_mover_kind mover;
+    size_t n_items; /* <= WST_MAX_PLAN_ITEMS */
+    struct wst_plan_item *items; /* owned; item.sender == sender */
+    size_t n_regions;            /* <= WST_MAX_REGIONS */
+    struct wst_wire_region *regions; /* owned */
+};
+
+struct wst_begin {
+    uint64_t version; /* >= 1 */
+    uint64_t plan_hash;
+    int ack; /* 0: sender asks to begin; 1: receiver acknowledges */
+    enum wst_mover_kind mover; /* sender's mover; 0 in acknowledgements */
+};
+
+struct wst_layer_done {
+    uint32_t layer;
+    uint64_t version;
+    uint64_t bytes;
+    uint64_t digest;
+};
+
+struct wst_commit {
+    uint64_t version;
+};
+
+struct wst_error_msg {
+    int32_t status; /* a known wst_status_t, < 0 */
+    char message[WST_ERROR_MSG_MAX];
+};
+
+struct wst_heartbeat {
+    uint64_t seq;
+};
+
+struct wst_msg {
+    enum wst_msg_type type;
+    union {
+        struct wst_hello hello;
+        struct wst_have_manifest have;
+        struct wst_want_summary want_summary;
+        struct wst_plan_msg plan;
+        struct wst_begin begin;
+        struct wst_layer_done layer_done;
+        struct wst_commit commit;
+        struct wst_error_msg error;
+        struct wst_heartbeat heartbeat;
+    } u;
+};
+
+/* Encodes 'msg' into a new malloc'd buffer. Fails with WST_ERR_INVALID if
+ * the message would not pass wst_msg_decode's validation. */
+wst_status_t wst_msg_encode(const struct wst_msg *msg, uint8_t **buf_p,
+                            size_t *len_p);
+
+/* Decodes and validates. On failure *msg is left zeroed (nothing to
+ * release), the reason is in err. Statuses: WST_ERR_TOO_LARGE (len >
+ * max_len), WST_ERR_PROTOCOL (unparsable, no message set, invalid field).
+ * For a hello, a protocol_version other than WST_PROTOCOL_VERSION is not an
+ * error here: the caller decides (and answers WST_ERR_VERSION). */
+wst_status_t wst_msg_decode(const void *buf, size_t len, size_t max_len,
+                            struct wst_msg *msg, char *err, size_t errlen);
+
+void wst_msg_release(struct wst_msg *msg);
+
+const char *wst_msg_type_name(enum wst_msg_type type);
+
+/* Sender-side check of a decoded plan against the sender's own have
+ * manifest: item.have < n_haves, src_offset + length within that shard's
+ * bytes, region < n_regions, dst_offset + length within the region length,
+ * layer < n_layers, item.sender == plan->sender, and the hash matches
+ * wst_plan_hash_items. */
+wst_status_t wst_plan_msg_check(const struct wst_plan_msg *plan,
+                                const struct wst_have *haves, size_t n_haves,
+                                char *err, size_t errlen);
+
+#endif

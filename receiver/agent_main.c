@@ -1,0 +1,391 @@
+/* agent_main.c - wstream-agent: the receiver library as a standalone daemon.
+ *
+ * Reads a layout file (receiver/layout_file.h), maps the engine's live
+ * regions from the POSIX shared-memory object the layout names (or
+ * allocates them itself when it names none), registers them once, and
+ * serves refits until SIGTERM or SIGINT. Its state after every commit or
+ * failure goes to --status-file as one JSON object, so operators and tests
+ * can see the committed version and whether the agent is usable.
+ *
+ * Exit codes: 0 after a clean shutdown, otherwise -status of the error that
+ * stopped start-up (see include/wstream/status.h).
+ */
+#include <wstream/receiver.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "layout_file.h"
+#include "log.h"
+
+struct agent_settings {
+    char *layout;
+    char *listen;
+    char *port_file;
+    char *status_file;
+    double timeout;
+    int mover;
+    int verify;
+    int log_level;
+};
+
+static const char *const mover_choices[] = {"auto", "am", NULL};
+static const char *const level_choices[] = {"error", "warn", "info",
+                                            "debug", "trace", NULL};
+
+static const struct wst_config_entry agent_config[] = {
+    {"layout", WST_CONFIG_STRING, "", "layout file (JSON) to serve",
+     offsetof(struct agent_settings, layout), NULL},
+    {"listen", WST_CONFIG_STRING, "0.0.0.0:7070",
+     "address to listen on, host:port (port 0: any)",
+     offsetof(struct agent_settings, listen), NULL},
+    {"port-file", WST_CONFIG_STRING, "",
+     "write the bound port here once listening",
+     offsetof(struct agent_settings, port_file), NULL},
+    {"status-file", WST_CONFIG_STRING, "",
+     "write the agent state (JSON) here after every refit",
+     offsetof(struct agent_settings, status_file), NULL},
+    {"timeout", WST_CONFIG_DOUBLE, "30",
+     "seconds before missing manifests or a stalled refit fail",
+     offsetof(struct agent_settings, timeout), NULL},
+    {"mover", WST_CONFIG_ENUM, "auto",
+     "auto: senders put where their lane does real RMA; am: never",
+     offsetof(struct agent_settings, mover), mover_choices},
+    {"verify", WST_CONFIG_BOOL, "yes", "check every layer's digest",
+     offsetof(struct agent_settings, verify), NULL},
+    {"log-level", WST_CONFIG_ENUM, "info", "error, warn, info, debug, trace",
+     offsetof(struct agent_settings, log_level), level_choices},
+    WST_CONFIG_END,
+};
+
+struct agent {
+    struct agent_settings set;
+    struct wst_logger log;
+    struct wst_layout layout;
+    wst_receiver_t *receiver;
+    void *shm_base;
+    uint64_t shm_bytes;
+    void **owned; /* regions the agent allocated itself */
+    char name[32]; /* log name, "agent[rank]" once the layout is read */
+};
+
+static int write_file_atomic(const char *path, const char *text)
+{
+    char tmp[4096];
+    FILE *f;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (f == NULL)
+        return -1;
+    fputs(text, f);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+static void write_status(struct agent *a)
+{
+    struct wst_receiver_state st;
+    char text[1024], reason[600];
+    size_t j = 0;
+
+    if (a->set.status_file[0] == '\0' || a->receiver == NULL)
+        return;
+    wst_receiver_get_state(a->receiver, &st);
+    /* JSON-escape the reason: it quotes peer names and tensor names. */
+    for (const char *c = st.reason; *c && j + 7 < sizeof(reason); c++) {
+        if (*c == '"' || *c == '\\')
+            reason[j++] = '\\';
+        if ((unsigned char)*c < 0x20) {
+            j += (size_t)snprintf(reason + j, sizeof(reason) - j, "\\u%04x",
+                                  (unsigned char)*c);
+            continue;
+        }
+        reason[j++] = *c;
+    }
+    reason[j] = '\0';
+    snprintf(text, sizeof(text),
+             "{\"committed_version\": %llu, \"usable\": %s, "
+             "\"refits_ok\": %llu, \"refits_failed\": %llu, "
+             "\"last_refit_bytes\": %llu, \"last_refit_seconds\": %.6f, "
+             "\"reason\": \"%s\"}\n",
+             (unsigned long long)st.committed_version,
+             st.usable ? "true" : "false", (unsigned long long)st.refits_ok,
+             (unsigned long long)st.refits_failed,
+             (unsigned long long)st.last_refit_bytes, st.last_refit_seconds,
+             reason);
+    if (write_file_atomic(a->set.status_file, text) != 0)
+        WST_WARN(&a->log, "cannot write status file %s: %s",
+                 a->set.status_file, strerror(errno));
+}
+
+/* Daemon-mode engine hooks: the engine socket protocol comes with the MoE
+ * work; until then the agent logs each event and records its state. */
+static wst_status_t hook_begin(void *arg, uint64_t version)
+{
+    struct agent *a = arg;
+
+    WST_INFO(&a->log, "engine: begin version %llu",
+             (unsigned long long)version);
+    return WST_OK;
+}
+
+static void hook_committed(void *arg, uint64_t version)
+{
+    struct agent *a = arg;
+
+    WST_INFO(&a->log, "engine: serving version %llu",
+             (unsigned long long)version);
+    write_status(a);
+}
+
+static void hook_unusable(void *arg, wst_status_t status, const char *reason)
+{
+    struct agent *a = arg;
+
+    WST_ERROR(&a->log, "engine: unusable (%s): %s",
+              wst_status_string(status), reason);
+    write_status(a);
+}
+
+static wst_status_t map_shm(struct agent *a)
+{
+    const struct wst_layout *l = &a->layout;
+    struct stat sb;
+    int fd = shm_open(l->shm, O_RDWR, 0);
+
+    if (fd < 0) {
+        WST_ERROR(&a->log, "shm_open %s: %s", l->shm, strerror(errno));
+        return WST_ERR_IO;
+    }
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < l->shm_bytes) {
+        WST_ERROR(&a->log, "shared memory %s holds %lld bytes, the layout "
+                           "needs %llu",
+                  l->shm, (long long)sb.st_size,
+                  (unsigned long long)l->shm_bytes);
+        close(fd);
+        return WST_ERR_INVALID;
+    }
+    a->shm_base = mmap(NULL, l->shm_bytes, PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+    close(fd);
+    if (a->shm_base == MAP_FAILED) {
+        a->shm_base = NULL;
+        WST_ERROR(&a->log, "mmap %s: %s", l->shm, strerror(errno));
+        return WST_ERR_IO;
+    }
+    a->shm_bytes = l->shm_bytes;
+    return WST_OK;
+}
+
+static void *region_memory(struct agent *a, size_t i)
+{
+    const struct wst_layout_region *reg = &a->layout.regions[i];
+    void *p = NULL;
+
+    if (a->shm_base != NULL)
+        return (char *)a->shm_base + reg->offset;
+    if (posix_memalign(&p, 4096, reg->bytes) != 0)
+        return NULL;
+    memset(p, 0, reg->bytes);
+    a->owned[i] = p;
+    return p;
+}
+
+static wst_status_t add_layout(struct agent *a)
+{
+    const struct wst_layout *l = &a->layout;
+    wst_status_t st;
+
+    a->owned = calloc(l->n_regions ? l->n_regions : 1, sizeof(*a->owned));
+    if (a->owned == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t i = 0; i < l->n_regions; i++) {
+        struct wst_region reg = {
+            .name = l->regions[i].name,
+            .data = region_memory(a, i),
+            .length = l->regions[i].bytes,
+            .mem_type = WST_MEM_HOST,
+        };
+        if (reg.data == NULL)
+            return WST_ERR_NO_MEMORY;
+        st = wst_receiver_add_region(a->receiver, &reg, NULL);
+        if (st != WST_OK)
+            return st;
+    }
+    for (size_t i = 0; i < l->n_wants; i++) {
+        const struct wst_want *w = &l->wants[i];
+        struct wst_want_entry e = {
+            .name = w->tensor.name,
+            .dtype = w->tensor.dtype,
+            .ndim = w->tensor.ndim,
+            .shape = w->tensor.shape,
+            .box_start = w->box.start,
+            .box_stop = w->box.stop,
+            .region = w->region,
+            .offset = w->offset,
+            .row_pitch = w->row_pitch,
+        };
+        st = wst_receiver_add_want(a->receiver, &e);
+        if (st != WST_OK)
+            return st;
+    }
+    return WST_OK;
+}
+
+static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
+                                 uint16_t *port)
+{
+    const char *colon = strrchr(spec, ':');
+    char *end = NULL;
+
+    if (colon == NULL || (size_t)(colon - spec) >= hostlen)
+        return WST_ERR_CONFIG;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || p > 65535)
+        return WST_ERR_CONFIG;
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    *port = (uint16_t)p;
+    return WST_OK;
+}
+
+static wst_status_t agent_start(struct agent *a)
+{
+    char host[256], err[512];
+    uint16_t port;
+    wst_status_t st;
+
+    if (split_listen(a->set.listen, host, sizeof(host), &port) != WST_OK) {
+        WST_ERROR(&a->log, "--listen: bad value '%s': expected host:port",
+                  a->set.listen);
+        return WST_ERR_CONFIG;
+    }
+    st = wst_layout_load(a->set.layout, &a->layout, err, sizeof(err));
+    if (st != WST_OK) {
+        WST_ERROR(&a->log, "layout %s: %s", a->set.layout, err);
+        return st;
+    }
+    snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
+    if (a->layout.shm[0] != '\0' && (st = map_shm(a)) != WST_OK)
+        return st;
+    struct wst_receiver_params rp = {
+        .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
+                      WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
+                      WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
+                      WST_RECEIVER_PARAM_HOOKS,
+        .rank = a->layout.rank,
+        .listen_host = host,
+        .listen_port = port,
+        .timeout_s = a->set.timeout,
+        .mover = mover_choices[a->set.mover],
+        .verify = a->set.verify,
+        .log_level = a->set.log_level,
+        .log_name = a->log.name,
+        .hooks = {.arg = a,
+                  .begin = hook_begin,
+                  .committed = hook_committed,
+                  .unusable = hook_unusable},
+    };
+    st = wst_receiver_create(&rp, &a->receiver);
+    if (st != WST_OK)
+        return st;
+    st = add_layout(a);
+    if (st != WST_OK)
+        return st;
+    st = wst_receiver_start(a->receiver, &port);
+    if (st != WST_OK)
+        return st;
+    write_status(a);
+    if (a->set.port_file[0] != '\0') {
+        char text[16];
+        snprintf(text, sizeof(text), "%u\n", port);
+        if (write_file_atomic(a->set.port_file, text) != 0) {
+            WST_ERROR(&a->log, "cannot write port file %s: %s",
+                      a->set.port_file, strerror(errno));
+            return WST_ERR_IO;
+        }
+    }
+    return WST_OK;
+}
+
+static void agent_stop(struct agent *a)
+{
+    wst_receiver_destroy(a->receiver);
+    for (size_t i = 0; a->owned != NULL && i < a->layout.n_regions; i++)
+        free(a->owned[i]);
+    free(a->owned);
+    if (a->shm_base != NULL)
+        munmap(a->shm_base, a->shm_bytes);
+    wst_layout_release(&a->layout);
+    wst_config_release(agent_config, &a->set);
+}
+
+int main(int argc, char **argv)
+{
+    struct agent a;
+    char err[512];
+    sigset_t sigs;
+    int next, sig;
+    wst_status_t st;
+
+    memset(&a, 0, sizeof(a));
+    if (wst_config_has_flag(argc, argv, "--help")) {
+        printf("usage: wstream-agent --layout FILE [options]\n\n");
+        wst_config_print_help(agent_config, stdout);
+        return 0;
+    }
+    st = wst_config_defaults(agent_config, &a.set, err, sizeof(err));
+    if (st == WST_OK)
+        st = wst_config_parse_args(agent_config, &a.set, argc, argv, &next,
+                                   err, sizeof(err));
+    if (st == WST_OK && next < argc) {
+        snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
+        st = WST_ERR_CONFIG;
+    }
+    if (st == WST_OK && a.set.layout[0] == '\0') {
+        snprintf(err, sizeof(err), "--layout is required");
+        st = WST_ERR_CONFIG;
+    }
+    if (st != WST_OK) {
+        fprintf(stderr, "wstream-agent: %s\n", err);
+        wst_config_release(agent_config, &a.set);
+        return -st;
+    }
+    if (wst_config_has_flag(argc, argv, "--print-config")) {
+        wst_config_print(agent_config, &a.set, stdout);
+        wst_config_release(agent_config, &a.set);
+        return 0;
+    }
+    /* Signals are taken synchronously below; block them before any thread
+     * starts so no library thread receives them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* A restarted agent must rebind its port at once (UCX_NOTES.md). */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+
+    snprintf(a.name, sizeof(a.name), "agent");
+    wst_logger_init(&a.log, a.name, (enum wst_log_level)a.set.log_level);
+    st = agent_start(&a);
+    if (st == WST_OK) {
+        sigwait(&sigs, &sig);
+        WST_INFO(&a.log, "signal %d: shutting down", sig);
+    } else {
+        WST_ERROR(&a.log, "start-up failed: %s", wst_status_string(st));
+    }
+    agent_stop(&a);
+    return st == WST_OK ? 0 : -st;
+}

@@ -1,0 +1,1045 @@
+/* sender.c - the sender library: shards, links to receivers, push and wait.
+ *
+ * One link per receiver. Its life, driven on the progress thread:
+ *
+ *   IDLE ─connect─▶ CONNECTING ─PLAN─▶ PLANNED ─push: BEGIN(V)─▶ BEGIN_SENT
+ *     ▲                                   ▲                         │ ack
+ *     │ (next push reconnects)            └──── COMMIT(V) ◀─ STREAMING
+ *   FAILED ◀── any error, ERROR message or dead peer, from any state
+ *
+ * On connect the sender sends HELLO and its HAVE manifest at once; the
+ * receiver answers HELLO (with its worker address) and, once every sender
+ * rank has reported, a PLAN: this sender's items, the receiver's regions
+ * and keys. The plan is kept for later pushes (a static schedule).
+ *
+ * Streaming pumps items in plan order (layer by layer), cut into chunks and
+ * bounded by a window of bytes in flight; after a layer's last item a fence
+ * makes its bytes visible, then LAYER_DONE carries the layer's byte count
+ * and digest. Digests are computed on the application thread inside push,
+ * layer by layer, and handed to the progress thread as they are ready, so
+ * hashing layer L+1 overlaps sending layer L.
+ *
+ * Locking: link fields belong to the progress thread. What the application
+ * thread waits on (state, error, committed version) is written under
+ * s->lock and signalled on s->cond.
+ */
+#include <wstream/sender.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "digest.h"
+#include "dtype.h"
+#include "log.h"
+#include "manifest.h"
+#include "mover.h"
+#include "worker.h"
+
+#define DEFAULT_WINDOW (64ull << 20)
+#define CHUNK_BYTES (8ull << 20)
+
+enum link_state {
+    LINK_IDLE,
+    LINK_CONNECTING,
+    LINK_PLANNED,
+    LINK_BEGIN_SENT,
+    LINK_STREAMING,
+    LINK_COMMITTED,
+    LINK_FAILED,
+};
+
+struct shard {
+    struct wst_have have;
+    const void *data;
+    uint64_t bytes;
+    ucp_mem_h memh;
+};
+
+struct link {
+    struct wst_sender *s;
+    char host[256];
+    uint16_t port;
+    char name[280];
+    wst_conn_t *conn;
+    enum link_state state;
+    wst_status_t error;
+    char error_msg[WST_ERROR_MSG_MAX];
+
+    struct wst_blob address; /* receiver worker address (owned) */
+    struct wst_plan_msg plan; /* owned, from the codec */
+    int have_plan;
+    size_t *layer_first;   /* [n_layers + 1] item bounds per layer */
+    uint64_t *layer_bytes; /* [n_layers] */
+    uint64_t *digests;     /* [n_layers], written by push */
+    uint32_t digests_ready;
+    struct wst_mover *mover;
+    enum wst_mover_kind mover_kind;
+    char lanes[256];
+
+    uint64_t version;
+    uint64_t committed;
+    size_t cursor;        /* next item to move */
+    uint64_t cursor_off;  /* bytes of it already moved */
+    uint32_t post_layer;  /* layer whose items are being posted */
+    int fence_pending;
+    uint64_t in_flight;
+    int pumping, pump_again;
+    uint64_t bytes_moved;
+};
+
+struct wst_sender {
+    struct wst_logger log;
+    char log_name[32];
+    uint32_t rank;
+    uint32_t world_size;
+    double timeout_s;
+    enum wst_mover_kind mover_pref; /* 0: auto */
+    uint64_t window;
+    int data_peer_errors;
+    uint64_t session;
+
+    wst_worker_t *worker;
+    struct shard *shards;
+    size_t n_shards;
+    struct link *links;
+    size_t n_links;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t version; /* last pushed */
+    char last_error[WST_ERROR_MSG_MAX + 300];
+};
+
+static void pump(struct link *l);
+
+/* ---- state changes seen by the application thread ---- */
+
+static void link_set_state(struct link *l, enum link_state st)
+{
+    pthread_mutex_lock(&l->s->lock);
+    l->state = st;
+    pthread_cond_broadcast(&l->s->cond);
+    pthread_mutex_unlock(&l->s->lock);
+}
+
+static void link_fail(struct link *l, wst_status_t status, const char *fmt,
+                      ...) __attribute__((format(printf, 3, 4)));
+
+static void link_fail(struct link *l, wst_status_t status, const char *fmt,
+                      ...)
+{
+    char msg[WST_ERROR_MSG_MAX];
+    va_list ap;
+
+    if (l->state == LINK_FAILED)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    WST_ERROR(&l->s->log, "receiver %s: %s (%s)", l->name, msg,
+              wst_status_string(status));
+    pthread_mutex_lock(&l->s->lock);
+    l->error = status;
+    snprintf(l->error_msg, sizeof(l->error_msg), "%s", msg);
+    l->state = LINK_FAILED;
+    pthread_cond_broadcast(&l->s->cond);
+    pthread_mutex_unlock(&l->s->lock);
+    /* The connection and mover go now: a failed link reconnects from
+     * scratch at the next push. */
+    if (l->mover != NULL) {
+        wst_mover_destroy(l->mover);
+        l->mover = NULL;
+    }
+    if (l->conn != NULL) {
+        wst_conn_close(l->conn);
+        l->conn = NULL;
+    }
+}
+
+/* ---- sending control messages ---- */
+
+static wst_status_t link_send(struct link *l, const struct wst_msg *msg)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    wst_status_t st = wst_msg_encode(msg, &buf, &len);
+
+    if (st != WST_OK) {
+        link_fail(l, st, "cannot encode %s", wst_msg_type_name(msg->type));
+        return st;
+    }
+    st = wst_conn_send(l->conn, buf, len);
+    if (st != WST_OK)
+        link_fail(l, st, "sending %s failed", wst_msg_type_name(msg->type));
+    return st;
+}
+
+static wst_status_t send_hello_and_have(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    struct wst_msg m = {.type = WST_MSG_HELLO};
+    wst_status_t st;
+
+    m.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    m.u.hello.role = WST_ROLE_SENDER;
+    m.u.hello.rank = s->rank;
+    m.u.hello.world_size = s->world_size;
+    m.u.hello.session = s->session;
+    st = link_send(l, &m);
+    if (st != WST_OK)
+        return st;
+
+    struct wst_have *haves = calloc(s->n_shards ? s->n_shards : 1,
+                                    sizeof(*haves));
+    if (haves == NULL) {
+        link_fail(l, WST_ERR_NO_MEMORY, "no memory for the have manifest");
+        return WST_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < s->n_shards; i++)
+        haves[i] = s->shards[i].have;
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_HAVE;
+    m.u.have.rank = s->rank;
+    m.u.have.n_entries = s->n_shards;
+    m.u.have.entries = haves;
+    st = link_send(l, &m);
+    free(haves);
+    return st;
+}
+
+/* ---- handling messages from a receiver ---- */
+
+static void on_hello(struct link *l, struct wst_msg *m)
+{
+    if (m->u.hello.protocol_version != WST_PROTOCOL_VERSION) {
+        link_fail(l, WST_ERR_VERSION, "receiver speaks protocol %u, we %u",
+                  m->u.hello.protocol_version, WST_PROTOCOL_VERSION);
+        return;
+    }
+    if (m->u.hello.role != WST_ROLE_RECEIVER ||
+        m->u.hello.worker_address.len == 0) {
+        link_fail(l, WST_ERR_PROTOCOL, "hello without a receiver address");
+        return;
+    }
+    free(l->address.data);
+    l->address = m->u.hello.worker_address; /* take ownership */
+    m->u.hello.worker_address.data = NULL;
+    m->u.hello.worker_address.len = 0;
+    WST_DEBUG(&l->s->log, "receiver %s: hello, rank %u", l->name,
+              m->u.hello.rank);
+}
+
+static wst_status_t index_layers(struct link *l)
+{
+    const struct wst_plan_msg *p = &l->plan;
+
+    l->layer_first = calloc(p->n_layers + 1, sizeof(*l->layer_first));
+    l->layer_bytes = calloc(p->n_layers, sizeof(*l->layer_bytes));
+    l->digests = calloc(p->n_layers, sizeof(*l->digests));
+    if (l->layer_first == NULL || l->layer_bytes == NULL ||
+        l->digests == NULL)
+        return WST_ERR_NO_MEMORY;
+    /* Items arrive sorted by layer (checked here, relied on by pump). */
+    size_t i = 0;
+    for (uint32_t layer = 0; layer < p->n_layers; layer++) {
+        l->layer_first[layer] = i;
+        for (; i < p->n_items && p->items[i].layer == layer; i++)
+            l->layer_bytes[layer] += p->items[i].length;
+    }
+    l->layer_first[p->n_layers] = i;
+    return i == p->n_items ? WST_OK : WST_ERR_PROTOCOL;
+}
+
+/* UCX 1.13's shared-memory lanes have no peer-failure mode: asking for it
+ * would move intra-node data onto TCP, so data endpoints run without it
+ * whenever shared memory may carry them, and liveness comes from the
+ * control endpoint. */
+static int choose_mover(struct link *l, int rma_real)
+{
+    struct wst_sender *s = l->s;
+
+    if (l->plan.mover == WST_MOVER_AM) {
+        if (s->mover_pref == WST_MOVER_PUT)
+            WST_WARN(&s->log, "receiver %s hands out no remote keys: "
+                              "using am instead of the configured put",
+                     l->name);
+        return WST_MOVER_AM;
+    }
+    if (s->mover_pref != 0)
+        return s->mover_pref;
+    return rma_real ? WST_MOVER_PUT : WST_MOVER_AM;
+}
+
+static wst_status_t open_mover(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    int rma_real = 0;
+    wst_status_t st;
+
+    if (wst_conn_data_ep(l->conn) == NULL) {
+        st = wst_conn_open_data(l->conn, l->address.data, l->address.len,
+                                s->data_peer_errors, l->lanes,
+                                sizeof(l->lanes), &rma_real);
+        if (st != WST_OK)
+            return st;
+    }
+    l->mover_kind = choose_mover(l, rma_real);
+    struct wst_mover_region *regs =
+        calloc(l->plan.n_regions ? l->plan.n_regions : 1, sizeof(*regs));
+    if (regs == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t i = 0; i < l->plan.n_regions; i++) {
+        regs[i].base = l->plan.regions[i].base;
+        regs[i].length = l->plan.regions[i].length;
+        regs[i].rkey = l->plan.regions[i].rkey.data;
+        regs[i].rkey_len = l->plan.regions[i].rkey.len;
+    }
+    st = wst_mover_create(l->mover_kind, wst_conn_data_ep(l->conn),
+                          l->plan.sender, regs, l->plan.n_regions, &s->log,
+                          &l->mover);
+    free(regs);
+    if (st == WST_OK)
+        WST_INFO(&s->log,
+                 "receiver %s: mover %s, data lanes %s%s, %zu items, "
+                 "%u layers",
+                 l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
+                 rma_real ? " (real rma)" : " (no real rma lane)",
+                 l->plan.n_items, l->plan.n_layers);
+    return st;
+}
+
+static void drop_plan(struct link *l)
+{
+    if (l->have_plan) {
+        struct wst_msg m = {.type = WST_MSG_PLAN, .u.plan = l->plan};
+        wst_msg_release(&m);
+    }
+    memset(&l->plan, 0, sizeof(l->plan));
+    l->have_plan = 0;
+    free(l->layer_first);
+    free(l->layer_bytes);
+    free(l->digests);
+    l->layer_first = NULL;
+    l->layer_bytes = NULL;
+    l->digests = NULL;
+}
+
+static void on_plan(struct link *l, struct wst_msg *m)
+{
+    struct wst_sender *s = l->s;
+    char err[256];
+    wst_status_t st;
+
+    if (l->state != LINK_CONNECTING || l->address.len == 0) {
+        link_fail(l, WST_ERR_PROTOCOL, "unexpected plan");
+        return;
+    }
+    struct wst_have *haves = calloc(s->n_shards ? s->n_shards : 1,
+                                    sizeof(*haves));
+    if (haves == NULL) {
+        link_fail(l, WST_ERR_NO_MEMORY, "no memory to check the plan");
+        return;
+    }
+    for (size_t i = 0; i < s->n_shards; i++)
+        haves[i] = s->shards[i].have;
+    st = wst_plan_msg_check(&m->u.plan, haves, s->n_shards, err, sizeof(err));
+    free(haves);
+    if (st == WST_OK && m->u.plan.sender != s->rank)
+        st = WST_ERR_PROTOCOL;
+    if (st != WST_OK) {
+        link_fail(l, st, "refusing plan: %s", err);
+        return;
+    }
+    drop_plan(l);
+    l->plan = m->u.plan; /* take ownership */
+    l->have_plan = 1;
+    memset(&m->u.plan, 0, sizeof(m->u.plan));
+    st = index_layers(l);
+    if (st == WST_OK)
+        st = open_mover(l);
+    if (st != WST_OK) {
+        link_fail(l, st, "cannot set up the data path");
+        return;
+    }
+    link_set_state(l, LINK_PLANNED);
+}
+
+static void on_begin_ack(struct link *l, const struct wst_begin *b)
+{
+    if (!b->ack || l->state != LINK_BEGIN_SENT || b->version != l->version) {
+        link_fail(l, WST_ERR_PROTOCOL, "unexpected begin for version %llu",
+                  (unsigned long long)b->version);
+        return;
+    }
+    link_set_state(l, LINK_STREAMING);
+    pump(l);
+}
+
+static void on_commit(struct link *l, const struct wst_commit *c)
+{
+    if (c->version != l->version || l->state != LINK_STREAMING) {
+        link_fail(l, WST_ERR_PROTOCOL, "unexpected commit of version %llu",
+                  (unsigned long long)c->version);
+        return;
+    }
+    pthread_mutex_lock(&l->s->lock);
+    l->committed = c->version;
+    l->state = LINK_COMMITTED;
+    pthread_cond_broadcast(&l->s->cond);
+    pthread_mutex_unlock(&l->s->lock);
+}
+
+static void on_message(void *arg, wst_conn_t *conn, const void *buf,
+                       size_t len)
+{
+    struct wst_sender *s = arg;
+    struct link *l = wst_conn_user(conn);
+    struct wst_msg m;
+    char err[256];
+    wst_status_t st;
+
+    if (l == NULL)
+        return;
+    st = wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
+    if (st != WST_OK) {
+        link_fail(l, st, "bad message: %s", err);
+        return;
+    }
+    WST_TRACE(&s->log, "receiver %s: %s", l->name,
+              wst_msg_type_name(m.type));
+    switch (m.type) {
+    case WST_MSG_HELLO:
+        on_hello(l, &m);
+        break;
+    case WST_MSG_WANT_SUMMARY:
+        if (!m.u.want_summary.usable)
+            WST_WARN(&s->log, "receiver %s is unusable: %s", l->name,
+                     m.u.want_summary.reason);
+        break;
+    case WST_MSG_PLAN:
+        on_plan(l, &m);
+        break;
+    case WST_MSG_BEGIN:
+        on_begin_ack(l, &m.u.begin);
+        break;
+    case WST_MSG_COMMIT:
+        on_commit(l, &m.u.commit);
+        break;
+    case WST_MSG_ERROR:
+        link_fail(l, (wst_status_t)m.u.error.status, "receiver reports: %s",
+                  m.u.error.message);
+        break;
+    case WST_MSG_HEARTBEAT:
+        break;
+    default:
+        link_fail(l, WST_ERR_PROTOCOL, "unexpected %s message",
+                  wst_msg_type_name(m.type));
+        break;
+    }
+    wst_msg_release(&m);
+}
+
+static void on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
+                           const char *why)
+{
+    struct link *l = wst_conn_user(conn);
+
+    (void)arg;
+    if (l != NULL)
+        link_fail(l, status, "connection lost: %s", why);
+}
+
+/* ---- streaming ---- */
+
+static void send_layer_done(struct link *l, uint32_t layer)
+{
+    struct wst_msg m = {.type = WST_MSG_LAYER_DONE};
+
+    m.u.layer_done.layer = layer;
+    m.u.layer_done.version = l->version;
+    m.u.layer_done.bytes = l->layer_bytes[layer];
+    m.u.layer_done.digest = l->digests[layer];
+    link_send(l, &m);
+}
+
+static void fence_done(void *arg, wst_status_t status)
+{
+    struct link *l = arg;
+    uint32_t layer = l->post_layer;
+
+    l->fence_pending = 0;
+    if (l->state != LINK_STREAMING)
+        return;
+    if (status != WST_OK) {
+        link_fail(l, status, "making layer %u visible failed", layer);
+        return;
+    }
+    send_layer_done(l, layer);
+    l->post_layer++;
+    pump(l);
+}
+
+struct chunk_done {
+    struct link *l;
+    uint64_t len;
+};
+
+static void move_done(void *arg, wst_status_t status)
+{
+    struct chunk_done *cd = arg;
+    struct link *l = cd->l;
+
+    l->in_flight -= cd->len;
+    l->bytes_moved += status == WST_OK ? cd->len : 0;
+    free(cd);
+    if (l->state != LINK_STREAMING)
+        return;
+    if (status != WST_OK) {
+        link_fail(l, status, "moving data failed");
+        return;
+    }
+    pump(l);
+}
+
+/* Posts the next chunk of the current item; returns 0 when blocked. */
+static int post_chunk(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    const struct wst_plan_item *it = &l->plan.items[l->cursor];
+    const struct shard *sh = &s->shards[it->have];
+    uint64_t len = it->length - l->cursor_off;
+
+    if (len > CHUNK_BYTES)
+        len = CHUNK_BYTES;
+    if (l->in_flight > 0 && l->in_flight + len > s->window)
+        return 0;
+    struct chunk_done *cd = malloc(sizeof(*cd));
+    if (cd == NULL) {
+        link_fail(l, WST_ERR_NO_MEMORY, "no memory for a move");
+        return 0;
+    }
+    cd->l = l;
+    cd->len = len;
+    struct wst_move mv = {
+        .src = (const char *)sh->data + it->src_offset + l->cursor_off,
+        .src_memh = sh->memh,
+        .length = len,
+        .region = it->region,
+        .dst_offset = it->dst_offset + l->cursor_off,
+        .item = (uint32_t)l->cursor,
+        .item_offset = l->cursor_off,
+        .version = l->version,
+    };
+    l->in_flight += len;
+    l->cursor_off += len;
+    if (l->cursor_off == it->length) {
+        l->cursor++;
+        l->cursor_off = 0;
+    }
+    wst_status_t st = l->mover->ops->move(l->mover, &mv, move_done, cd);
+    if (st != WST_OK) {
+        l->in_flight -= len;
+        free(cd);
+        link_fail(l, st, "posting a move failed");
+        return 0;
+    }
+    return 1;
+}
+
+/* One step of the pump; returns 0 when nothing more can be done now. */
+static int pump_step(struct link *l)
+{
+    uint32_t layer = l->post_layer;
+
+    if (l->state != LINK_STREAMING || layer >= l->plan.n_layers ||
+        layer >= l->digests_ready || l->fence_pending)
+        return 0;
+    if (l->cursor < l->layer_first[layer + 1])
+        return post_chunk(l);
+    /* Every item of the layer is posted: fence, then LAYER_DONE. */
+    l->fence_pending = 1;
+    wst_status_t st = l->mover->ops->fence(l->mover, fence_done, l);
+    if (st != WST_OK) {
+        l->fence_pending = 0;
+        link_fail(l, st, "fence of layer %u failed", layer);
+        return 0;
+    }
+    return 1;
+}
+
+/* Callbacks may fire inside move() or fence(), re-entering pump: the outer
+ * call keeps going instead of recursing. */
+static void pump(struct link *l)
+{
+    if (l->pumping) {
+        l->pump_again = 1;
+        return;
+    }
+    l->pumping = 1;
+    do {
+        l->pump_again = 0;
+        while (pump_step(l))
+            ;
+    } while (l->pump_again);
+    l->pumping = 0;
+}
+
+/* ---- posted from the application thread ---- */
+
+static void do_connect(void *arg)
+{
+    struct link *l = arg;
+    wst_status_t st;
+
+    if (l->state != LINK_IDLE && l->state != LINK_FAILED)
+        return;
+    drop_plan(l);
+    l->error = WST_OK;
+    link_set_state(l, LINK_CONNECTING);
+    st = wst_conn_connect(l->s->worker, l->host, l->port, &l->conn);
+    if (st != WST_OK) {
+        l->conn = NULL;
+        link_fail(l, st, "cannot connect");
+        return;
+    }
+    wst_conn_set_user(l->conn, l);
+    send_hello_and_have(l);
+}
+
+static void do_begin(void *arg)
+{
+    struct link *l = arg;
+    struct wst_msg m = {.type = WST_MSG_BEGIN};
+
+    if (l->state != LINK_PLANNED && l->state != LINK_COMMITTED)
+        return;
+    l->version = l->s->version;
+    l->cursor = 0;
+    l->cursor_off = 0;
+    l->post_layer = 0;
+    l->digests_ready = 0;
+    l->bytes_moved = 0;
+    m.u.begin.version = l->version;
+    m.u.begin.plan_hash = l->plan.plan_hash;
+    m.u.begin.mover = l->mover_kind;
+    link_set_state(l, LINK_BEGIN_SENT);
+    link_send(l, &m);
+}
+
+struct digest_ready {
+    struct link *l;
+    uint64_t version;
+    uint32_t layer;
+    uint64_t digest;
+};
+
+static void do_digest_ready(void *arg)
+{
+    struct digest_ready *d = arg;
+    struct link *l = d->l;
+
+    if (l->version == d->version && l->have_plan &&
+        d->layer == l->digests_ready) {
+        l->digests[d->layer] = d->digest;
+        l->digests_ready = d->layer + 1;
+        pump(l);
+    }
+    free(d);
+}
+
+/* ---- public API ---- */
+
+static wst_status_t parse_receiver(struct link *l, const char *spec)
+{
+    const char *colon = spec != NULL ? strrchr(spec, ':') : NULL;
+    char *end = NULL;
+
+    if (colon == NULL || colon == spec ||
+        (size_t)(colon - spec) >= sizeof(l->host))
+        return WST_ERR_INVALID;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || port == 0 || port > 65535)
+        return WST_ERR_INVALID;
+    memcpy(l->host, spec, (size_t)(colon - spec));
+    l->host[colon - spec] = '\0';
+    l->port = (uint16_t)port;
+    snprintf(l->name, sizeof(l->name), "%s", spec);
+    return WST_OK;
+}
+
+/* See choose_mover: shared memory may carry data unless UCX_TLS rules it
+ * out. */
+static int shm_possible(void)
+{
+    const char *tls = getenv("UCX_TLS");
+    static const char *const shm[] = {"sm", "shm", "posix", "sysv",
+                                      "cma", "knem", "xpmem", "all"};
+
+    if (tls == NULL || *tls == '\0')
+        return 1;
+    for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++)
+        if (strstr(tls, shm[i]) != NULL)
+            return 1;
+    return 0;
+}
+
+static wst_status_t apply_params(struct wst_sender *s,
+                                 const struct wst_sender_params *p)
+{
+    uint64_t need = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
+                    WST_SENDER_PARAM_RECEIVERS;
+
+    if ((p->field_mask & need) != need || p->world_size == 0 ||
+        p->rank >= p->world_size || p->n_receivers == 0 ||
+        p->receivers == NULL)
+        return WST_ERR_INVALID;
+    s->rank = p->rank;
+    s->world_size = p->world_size;
+    s->timeout_s = (p->field_mask & WST_SENDER_PARAM_TIMEOUT) &&
+                           p->timeout_s > 0
+                       ? p->timeout_s
+                       : 30.0;
+    s->window = (p->field_mask & WST_SENDER_PARAM_WINDOW) && p->window_bytes
+                    ? p->window_bytes
+                    : DEFAULT_WINDOW;
+    s->mover_pref = 0;
+    if ((p->field_mask & WST_SENDER_PARAM_MOVER) && p->mover != NULL &&
+        strcmp(p->mover, "auto") != 0) {
+        s->mover_pref = wst_mover_kind_parse(p->mover);
+        if (s->mover_pref == 0)
+            return WST_ERR_INVALID;
+    }
+    snprintf(s->log_name, sizeof(s->log_name), "sender[%u]", p->rank);
+    wst_logger_init(&s->log, s->log_name, WST_LOG_INFO);
+    if (p->field_mask & WST_SENDER_PARAM_LOG) {
+        if (p->log_level >= 0 && p->log_level <= WST_LOG_TRACE)
+            s->log.level = (enum wst_log_level)p->log_level;
+        s->log.sink = p->log_fn;
+        s->log.sink_arg = p->log_arg;
+    }
+    s->data_peer_errors = !shm_possible();
+    return WST_OK;
+}
+
+wst_status_t wst_sender_create(const struct wst_sender_params *params,
+                               wst_sender_t **sender_p)
+{
+    wst_status_t st = WST_ERR_NO_MEMORY;
+    struct wst_sender *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return WST_ERR_NO_MEMORY;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    st = apply_params(s, params);
+    if (st != WST_OK)
+        goto err_free;
+    s->session = wst_now_ns() ^ ((uint64_t)params->rank << 48);
+    s->links = calloc(params->n_receivers, sizeof(*s->links));
+    if (s->links == NULL) {
+        st = WST_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    s->n_links = params->n_receivers;
+    for (size_t i = 0; i < s->n_links; i++) {
+        s->links[i].s = s;
+        st = parse_receiver(&s->links[i], params->receivers[i]);
+        if (st != WST_OK) {
+            WST_ERROR(&s->log, "bad receiver address '%s': want host:port",
+                      params->receivers[i] ? params->receivers[i] : "");
+            goto err_free_links;
+        }
+    }
+    struct wst_worker_params wp = {
+        .log = &s->log,
+        .ops = {.arg = s,
+                .message = on_message,
+                .conn_failed = on_conn_failed},
+    };
+    st = wst_worker_create(&wp, &s->worker);
+    if (st != WST_OK)
+        goto err_free_links;
+    WST_DEBUG(&s->log, "data endpoints %s peer-failure detection",
+              s->data_peer_errors ? "with" : "without (shared memory)");
+    *sender_p = s;
+    return WST_OK;
+
+err_free_links:
+    free(s->links);
+err_free:
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return st;
+}
+
+static wst_status_t shard_to_have(const struct wst_shard *sh,
+                                  struct wst_have *h, uint64_t *bytes_p)
+{
+    uint64_t elems;
+
+    memset(h, 0, sizeof(*h));
+    if (sh->name == NULL || strlen(sh->name) >= WST_NAME_MAX ||
+        sh->ndim == 0 || sh->ndim > WST_MAX_DIMS || sh->shape == NULL ||
+        sh->box_start == NULL || sh->box_stop == NULL)
+        return WST_ERR_INVALID;
+    strcpy(h->tensor.name, sh->name);
+    h->tensor.dtype = (enum wst_dtype)sh->dtype;
+    h->tensor.ndim = sh->ndim;
+    memcpy(h->tensor.shape, sh->shape, sh->ndim * sizeof(uint64_t));
+    h->flat = sh->flat != 0;
+    h->box.ndim = h->flat ? 1 : sh->ndim;
+    memcpy(h->box.start, sh->box_start, h->box.ndim * sizeof(uint64_t));
+    memcpy(h->box.stop, sh->box_stop, h->box.ndim * sizeof(uint64_t));
+    h->mem = (enum wst_mem_type)sh->mem_type;
+    wst_status_t st = wst_have_check(h);
+    if (st != WST_OK)
+        return st;
+    elems = wst_box_elems(&h->box);
+    *bytes_p = elems * wst_dtype_size(h->tensor.dtype);
+    return WST_OK;
+}
+
+struct map_call {
+    struct wst_sender *s;
+    struct shard *sh;
+    wst_status_t st;
+};
+
+wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
+{
+    struct shard entry = {0};
+    wst_status_t st;
+
+    if (s->version != 0)
+        return WST_ERR_STATE;
+    st = shard_to_have(sh, &entry.have, &entry.bytes);
+    if (st != WST_OK) {
+        WST_ERROR(&s->log, "register '%s': invalid shard description",
+                  sh->name ? sh->name : "(null)");
+        return st;
+    }
+    if (entry.have.mem != WST_MEM_HOST) {
+        WST_ERROR(&s->log, "register '%s': %s memory is not supported yet",
+                  sh->name, wst_mem_type_name(entry.have.mem));
+        return WST_ERR_UNSUPPORTED;
+    }
+    for (size_t i = 0; i < s->n_shards; i++)
+        if (strcmp(s->shards[i].have.tensor.name, sh->name) == 0) {
+            WST_ERROR(&s->log, "register '%s': registered twice", sh->name);
+            return WST_ERR_INVALID;
+        }
+    if (entry.bytes > 0 && sh->data == NULL)
+        return WST_ERR_INVALID;
+    entry.data = sh->data;
+    if (entry.bytes > 0) {
+        st = wst_worker_mem_map(s->worker, (void *)sh->data, entry.bytes,
+                                &entry.memh);
+        if (st != WST_OK)
+            return st;
+    }
+    struct shard *grown =
+        realloc(s->shards, (s->n_shards + 1) * sizeof(*s->shards));
+    if (grown == NULL) {
+        wst_worker_mem_unmap(s->worker, entry.memh);
+        return WST_ERR_NO_MEMORY;
+    }
+    s->shards = grown;
+    s->shards[s->n_shards++] = entry;
+    return WST_OK;
+}
+
+static void set_error(struct wst_sender *s, const struct link *l)
+{
+    snprintf(s->last_error, sizeof(s->last_error), "receiver %s: %s",
+             l->name, l->error_msg);
+}
+
+/* Waits (lock held) until every link satisfies 'done' or one failed. */
+static wst_status_t wait_links(struct wst_sender *s,
+                               int (*done)(const struct link *, uint64_t),
+                               uint64_t version, double timeout_s,
+                               const char *what)
+{
+    uint64_t deadline = wst_deadline_ns(timeout_s);
+    struct timespec ts;
+
+    for (;;) {
+        size_t n_done = 0;
+        for (size_t i = 0; i < s->n_links; i++) {
+            const struct link *l = &s->links[i];
+            if (l->state == LINK_FAILED) {
+                set_error(s, l);
+                return l->error != WST_OK ? l->error : WST_ERR_PEER_FAILED;
+            }
+            n_done += done(l, version) != 0;
+        }
+        if (n_done == s->n_links)
+            return WST_OK;
+        if (wst_now_ns() >= deadline) {
+            for (size_t i = 0; i < s->n_links; i++)
+                if (!done(&s->links[i], version)) {
+                    snprintf(s->last_error, sizeof(s->last_error),
+                             "receiver %s: timed out after %.1f s waiting "
+                             "for %s",
+                             s->links[i].name, timeout_s, what);
+                    break;
+                }
+            WST_ERROR(&s->log, "%s", s->last_error);
+            return WST_ERR_TIMED_OUT;
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+    }
+}
+
+static int link_planned(const struct link *l, uint64_t version)
+{
+    (void)version;
+    return l->state == LINK_PLANNED || l->state == LINK_COMMITTED;
+}
+
+static int link_committed(const struct link *l, uint64_t version)
+{
+    return l->state == LINK_COMMITTED && l->committed == version;
+}
+
+static void compute_digests(struct wst_sender *s, uint64_t version)
+{
+    uint32_t max_layers = 0;
+
+    for (size_t i = 0; i < s->n_links; i++)
+        if (s->links[i].plan.n_layers > max_layers)
+            max_layers = s->links[i].plan.n_layers;
+    /* Layer-major, so the first layer of every receiver is ready first. */
+    for (uint32_t layer = 0; layer < max_layers; layer++) {
+        for (size_t i = 0; i < s->n_links; i++) {
+            struct link *l = &s->links[i];
+            if (layer >= l->plan.n_layers)
+                continue;
+            struct wst_digest d;
+            wst_digest_init(&d);
+            for (size_t k = l->layer_first[layer];
+                 k < l->layer_first[layer + 1]; k++) {
+                const struct wst_plan_item *it = &l->plan.items[k];
+                wst_digest_update(&d,
+                                  (const char *)s->shards[it->have].data +
+                                      it->src_offset,
+                                  it->length);
+            }
+            struct digest_ready *dr = malloc(sizeof(*dr));
+            if (dr == NULL)
+                continue; /* the refit then stalls into its deadline */
+            dr->l = l;
+            dr->version = version;
+            dr->layer = layer;
+            dr->digest = wst_digest_final(&d);
+            wst_worker_post(s->worker, do_digest_ready, dr);
+        }
+    }
+}
+
+wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
+{
+    wst_status_t st;
+
+    s->last_error[0] = '\0';
+    if (version == 0 || version <= s->version) {
+        snprintf(s->last_error, sizeof(s->last_error),
+                 "version %llu is not above the last pushed (%llu)",
+                 (unsigned long long)version,
+                 (unsigned long long)s->version);
+        return WST_ERR_INVALID;
+    }
+    for (size_t i = 0; i < s->n_links; i++)
+        wst_worker_post(s->worker, do_connect, &s->links[i]);
+    pthread_mutex_lock(&s->lock);
+    st = wait_links(s, link_planned, 0, s->timeout_s, "a plan");
+    pthread_mutex_unlock(&s->lock);
+    if (st != WST_OK)
+        return st;
+    s->version = version;
+    for (size_t i = 0; i < s->n_links; i++)
+        wst_worker_post(s->worker, do_begin, &s->links[i]);
+    compute_digests(s, version);
+    return WST_OK;
+}
+
+wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
+{
+    wst_status_t st;
+
+    pthread_mutex_lock(&s->lock);
+    st = wait_links(s, link_committed, s->version, timeout_s,
+                    "the commit");
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+const char *wst_sender_last_error(wst_sender_t *s)
+{
+    return s->last_error;
+}
+
+uint64_t wst_sender_bytes_moved(const wst_sender_t *s)
+{
+    uint64_t total = 0;
+
+    for (size_t i = 0; i < s->n_links; i++)
+        total += s->links[i].bytes_moved;
+    return total;
+}
+
+const char *wst_sender_lanes(const wst_sender_t *s, size_t i)
+{
+    return i < s->n_links && s->links[i].lanes[0] ? s->links[i].lanes : NULL;
+}
+
+const char *wst_sender_mover(const wst_sender_t *s, size_t i)
+{
+    if (i >= s->n_links || s->links[i].mover_kind == 0)
+        return NULL;
+    return wst_mover_kind_name(s->links[i].mover_kind);
+}
+
+static void close_links(void *arg)
+{
+    struct wst_sender *s = arg;
+
+    for (size_t i = 0; i < s->n_links; i++) {
+        struct link *l = &s->links[i];
+        if (l->mover != NULL)
+            wst_mover_destroy(l->mover);
+        if (l->conn != NULL)
+            wst_conn_close(l->conn);
+        l->mover = NULL;
+        l->conn = NULL;
+        drop_plan(l);
+        free(l->address.data);
+        l->address.data = NULL;
+    }
+}
+
+void wst_sender_destroy(wst_sender_t *s)
+{
+    if (s == NULL)
+        return;
+    wst_worker_call(s->worker, close_links, s);
+    for (size_t i = 0; i < s->n_shards; i++)
+        wst_worker_mem_unmap(s->worker, s->shards[i].memh);
+    wst_worker_destroy(s->worker);
+    free(s->shards);
+    free(s->links);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}

@@ -1,0 +1,1049 @@
+/* test_codec.c - control message encoding, decoding and validation.
+ *
+ * Round trips of every message type, then messages that lie (built by
+ * packing protobuf-c structs directly, as a hostile or buggy peer would),
+ * the sender-side plan check, and random mutations of valid messages.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codec.h"
+#include "wstream.pb-c.h"
+
+#define ERRLEN 512
+
+static const struct wst_msg zero_msg;
+
+/* Asserts the documented failure contract: status, zeroed msg, a reason. */
+static void assert_decode_fails(const void *buf, size_t len, size_t max_len,
+                                wst_status_t expected, const char *reason)
+{
+    struct wst_msg msg;
+    char err[ERRLEN] = "";
+
+    memset(&msg, 0xa5, sizeof(msg));
+    assert_int_equal(wst_msg_decode(buf, len, max_len, &msg, err, ERRLEN),
+                     expected);
+    assert_memory_equal(&msg, &zero_msg, sizeof(msg));
+    assert_string_equal(err, reason);
+}
+
+/* Packs a hand-built envelope, as a lying peer would send it. */
+static uint8_t *pack_control(const Wst__Control *ctl, size_t *len_p)
+{
+    size_t len = wst__control__get_packed_size(ctl);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+
+    assert_non_null(buf);
+    assert_int_equal(wst__control__pack(ctl, buf), len);
+    *len_p = len;
+    return buf;
+}
+
+static void assert_control_refused(const Wst__Control *ctl, const char *reason)
+{
+    size_t len;
+    uint8_t *buf = pack_control(ctl, &len);
+
+    assert_decode_fails(buf, len, WST_MSG_MAX_DEFAULT, WST_ERR_PROTOCOL,
+                        reason);
+    free(buf);
+}
+
+/* Encodes 'in' and decodes it into 'out' (caller releases). */
+static void roundtrip(const struct wst_msg *in, struct wst_msg *out)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[ERRLEN] = "";
+
+    assert_int_equal(wst_msg_encode(in, &buf, &len), WST_OK);
+    assert_int_equal(
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, out, err, ERRLEN),
+        WST_OK);
+    assert_string_equal(err, "");
+    assert_int_equal(out->type, in->type);
+    free(buf);
+}
+
+/* ---- sample messages ---- */
+
+static uint8_t auth_bytes[3] = {1, 2, 3};
+static uint8_t addr_bytes[5] = {9, 8, 7, 6, 5};
+static uint8_t rkey_bytes[4] = {0xde, 0xad, 0xbe, 0xef};
+
+static void sample_haves(struct wst_have h[2])
+{
+    memset(h, 0, 2 * sizeof(*h));
+    strcpy(h[0].tensor.name, "model.layers.0.self_attn.q_proj.weight");
+    h[0].tensor.dtype = WST_DTYPE_BF16;
+    h[0].tensor.ndim = 2;
+    h[0].tensor.shape[0] = 8;
+    h[0].tensor.shape[1] = 16;
+    h[0].box.ndim = 2;
+    h[0].box.start[0] = 0;
+    h[0].box.start[1] = 0;
+    h[0].box.stop[0] = 4;
+    h[0].box.stop[1] = 16; /* 64 elements, 128 bytes */
+    h[0].mem = WST_MEM_HOST;
+
+    strcpy(h[1].tensor.name, "model.norm.weight");
+    h[1].tensor.dtype = WST_DTYPE_F32;
+    h[1].tensor.ndim = 1;
+    h[1].tensor.shape[0] = 100;
+    h[1].box.ndim = 1;
+    h[1].box.start[0] = 10;
+    h[1].box.stop[0] = 30; /* 20 elements, 80 bytes */
+    h[1].flat = 1;
+    h[1].mem = WST_MEM_HOST;
+}
+
+static struct wst_plan_item sample_items[2] = {
+    {.sender = 1,
+     .have = 0,
+     .src_offset = 0,
+     .region = 0,
+     .dst_offset = 0,
+     .length = 128,
+     .layer = 0},
+    {.sender = 1,
+     .have = 1,
+     .src_offset = 0,
+     .region = 1,
+     .dst_offset = 16,
+     .length = 80,
+     .layer = 1},
+};
+
+static struct wst_wire_region sample_regions[2] = {
+    {.base = 0x7f0000001000,
+     .length = 4096,
+     .rkey = {.len = sizeof(rkey_bytes), .data = rkey_bytes}},
+    {.base = 0x7f0000100000, .length = 96, .rkey = {.len = 0, .data = NULL}},
+};
+
+static void sample_plan(struct wst_msg *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = WST_MSG_PLAN;
+    m->u.plan.sender = 1;
+    m->u.plan.n_senders = 2;
+    m->u.plan.n_layers = 2;
+    m->u.plan.mover = WST_MOVER_PUT;
+    m->u.plan.n_items = 2;
+    m->u.plan.items = sample_items;
+    m->u.plan.n_regions = 2;
+    m->u.plan.regions = sample_regions;
+    m->u.plan.plan_hash = wst_plan_hash_items(2, 2, sample_items, 2);
+}
+
+/* ---- round trips ---- */
+
+static void test_codec_roundtrip_hello(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_HELLO;
+    in.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    in.u.hello.role = WST_ROLE_RECEIVER;
+    in.u.hello.rank = 3;
+    in.u.hello.world_size = 8;
+    in.u.hello.session = 0x0123456789abcdefull;
+    in.u.hello.auth.len = sizeof(auth_bytes);
+    in.u.hello.auth.data = auth_bytes;
+    in.u.hello.worker_address.len = sizeof(addr_bytes);
+    in.u.hello.worker_address.data = addr_bytes;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.hello.protocol_version, WST_PROTOCOL_VERSION);
+    assert_int_equal(out.u.hello.role, WST_ROLE_RECEIVER);
+    assert_int_equal(out.u.hello.rank, 3);
+    assert_int_equal(out.u.hello.world_size, 8);
+    assert_true(out.u.hello.session == 0x0123456789abcdefull);
+    assert_int_equal(out.u.hello.auth.len, 3);
+    assert_memory_equal(out.u.hello.auth.data, auth_bytes, 3);
+    assert_int_equal(out.u.hello.worker_address.len, 5);
+    assert_memory_equal(out.u.hello.worker_address.data, addr_bytes, 5);
+    wst_msg_release(&out);
+    assert_memory_equal(&out, &zero_msg, sizeof(out));
+}
+
+static void test_codec_roundtrip_have(void **state)
+{
+    struct wst_have h[2];
+    struct wst_msg in, out;
+    size_t i;
+
+    (void)state;
+    sample_haves(h);
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_HAVE;
+    in.u.have.rank = 5;
+    in.u.have.n_entries = 2;
+    in.u.have.entries = h;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.have.rank, 5);
+    assert_int_equal(out.u.have.n_entries, 2);
+    for (i = 0; i < 2; i++) {
+        const struct wst_have *o = &out.u.have.entries[i];
+        assert_string_equal(o->tensor.name, h[i].tensor.name);
+        assert_int_equal(o->tensor.dtype, h[i].tensor.dtype);
+        assert_int_equal(o->tensor.ndim, h[i].tensor.ndim);
+        assert_memory_equal(o->tensor.shape, h[i].tensor.shape,
+                            sizeof(o->tensor.shape));
+        assert_int_equal(o->box.ndim, h[i].box.ndim);
+        assert_memory_equal(o->box.start, h[i].box.start, sizeof(o->box.start));
+        assert_memory_equal(o->box.stop, h[i].box.stop, sizeof(o->box.stop));
+        assert_int_equal(o->flat, h[i].flat);
+        assert_int_equal(o->mem, h[i].mem);
+    }
+    wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_want_summary(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_WANT_SUMMARY;
+    in.u.want_summary.receiver_rank = 2;
+    in.u.want_summary.n_wants = 291;
+    in.u.want_summary.n_layers = 33;
+    in.u.want_summary.total_bytes = 16ull << 30;
+    in.u.want_summary.committed_version = 41;
+    in.u.want_summary.usable = 0;
+    strcpy(in.u.want_summary.reason, "layer 12 digest mismatch (version 41)");
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.want_summary.receiver_rank, 2);
+    assert_int_equal(out.u.want_summary.n_wants, 291);
+    assert_int_equal(out.u.want_summary.n_layers, 33);
+    assert_true(out.u.want_summary.total_bytes == 16ull << 30);
+    assert_int_equal(out.u.want_summary.committed_version, 41);
+    assert_int_equal(out.u.want_summary.usable, 0);
+    assert_string_equal(out.u.want_summary.reason,
+                        "layer 12 digest mismatch (version 41)");
+    wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_plan(void **state)
+{
+    struct wst_msg in, out;
+    size_t i;
+
+    (void)state;
+    sample_plan(&in);
+    roundtrip(&in, &out);
+    assert_true(out.u.plan.plan_hash == in.u.plan.plan_hash);
+    assert_int_equal(out.u.plan.sender, 1);
+    assert_int_equal(out.u.plan.n_senders, 2);
+    assert_int_equal(out.u.plan.n_layers, 2);
+    assert_int_equal(out.u.plan.mover, WST_MOVER_PUT);
+    assert_int_equal(out.u.plan.n_items, 2);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(out.u.plan.items[i].sender, sample_items[i].sender);
+        assert_int_equal(out.u.plan.items[i].have, sample_items[i].have);
+        assert_int_equal(out.u.plan.items[i].src_offset,
+                         sample_items[i].src_offset);
+        assert_int_equal(out.u.plan.items[i].region, sample_items[i].region);
+        assert_int_equal(out.u.plan.items[i].dst_offset,
+                         sample_items[i].dst_offset);
+        assert_int_equal(out.u.plan.items[i].length, sample_items[i].length);
+        assert_int_equal(out.u.plan.items[i].layer, sample_items[i].layer);
+    }
+    assert_int_equal(out.u.plan.n_regions, 2);
+    for (i = 0; i < 2; i++) {
+        assert_true(out.u.plan.regions[i].base == sample_regions[i].base);
+        assert_int_equal(out.u.plan.regions[i].length,
+                         sample_regions[i].length);
+        assert_int_equal(out.u.plan.regions[i].rkey.len,
+                         sample_regions[i].rkey.len);
+    }
+    assert_memory_equal(out.u.plan.regions[0].rkey.data, rkey_bytes, 4);
+    assert_null(out.u.plan.regions[1].rkey.data);
+    wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_begin(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_BEGIN;
+    in.u.begin.version = 42;
+    in.u.begin.plan_hash = 0xfedcba9876543210ull;
+    in.u.begin.ack = 1;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.begin.version, 42);
+    assert_true(out.u.begin.plan_hash == 0xfedcba9876543210ull);
+    assert_int_equal(out.u.begin.ack, 1);
+    assert_int_equal(out.u.begin.mover, 0);
+    wst_msg_release(&out);
+
+    in.u.begin.ack = 0;
+    in.u.begin.mover = WST_MOVER_AM;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.begin.ack, 0);
+    assert_int_equal(out.u.begin.mover, WST_MOVER_AM);
+    wst_msg_release(&out);
+}
+
+static void test_codec_begin_bad_mover_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Begin b = WST__BEGIN__INIT;
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_BEGIN;
+    ctl.begin = &b;
+    b.version = 3;
+    b.mover = 0; /* a request must name its mover */
+    assert_control_refused(&ctl, "begin: bad mover 0");
+    b.mover = 7;
+    assert_control_refused(&ctl, "begin: bad mover 7");
+    b.ack = 1;
+    b.mover = WST_MOVER_PUT; /* an acknowledgement carries none */
+    assert_control_refused(&ctl, "begin: bad mover 1");
+}
+
+static void test_codec_roundtrip_layer_done(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_LAYER_DONE;
+    in.u.layer_done.layer = 12;
+    in.u.layer_done.version = 41;
+    in.u.layer_done.bytes = 3ull << 30;
+    in.u.layer_done.digest = 0x1122334455667788ull;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.layer_done.layer, 12);
+    assert_int_equal(out.u.layer_done.version, 41);
+    assert_true(out.u.layer_done.bytes == 3ull << 30);
+    assert_true(out.u.layer_done.digest == 0x1122334455667788ull);
+    wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_commit(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_COMMIT;
+    in.u.commit.version = UINT64_MAX;
+    roundtrip(&in, &out);
+    assert_true(out.u.commit.version == UINT64_MAX);
+    wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_error(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_ERROR;
+    in.u.error.status = WST_ERR_COVERAGE;
+    strcpy(in.u.error.message, "tensor 'lm_head.weight': rows 0..7 uncovered");
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.error.status, WST_ERR_COVERAGE);
+    assert_string_equal(out.u.error.message,
+                        "tensor 'lm_head.weight': rows 0..7 uncovered");
+    wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_heartbeat(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_HEARTBEAT;
+    in.u.heartbeat.seq = 987654321;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.heartbeat.seq, 987654321);
+    wst_msg_release(&out);
+    wst_msg_release(&out); /* safe on a zeroed msg */
+}
+
+static void test_codec_type_names(void **state)
+{
+    (void)state;
+    assert_string_equal(wst_msg_type_name(WST_MSG_HELLO), "hello");
+    assert_string_equal(wst_msg_type_name(WST_MSG_PLAN), "plan");
+    assert_string_equal(wst_msg_type_name(WST_MSG_HEARTBEAT), "heartbeat");
+    assert_string_equal(wst_msg_type_name((enum wst_msg_type)77), "unknown");
+}
+
+/* ---- envelope-level refusals ---- */
+
+static void test_codec_oversized_refused_before_parsing(void **state)
+{
+    struct wst_msg in;
+    uint8_t *buf = NULL;
+    uint8_t garbage[64];
+    char reason[ERRLEN];
+    size_t len = 0;
+
+    (void)state;
+    sample_plan(&in);
+    assert_int_equal(wst_msg_encode(&in, &buf, &len), WST_OK);
+    snprintf(reason, sizeof(reason), "control message of %zu bytes, limit %zu",
+             len, len - 1);
+    assert_decode_fails(buf, len, len - 1, WST_ERR_TOO_LARGE, reason);
+    free(buf);
+    /* Garbage that would be unparsable: the size verdict comes first. */
+    memset(garbage, 0xff, sizeof(garbage));
+    assert_decode_fails(garbage, sizeof(garbage), 63, WST_ERR_TOO_LARGE,
+                        "control message of 64 bytes, limit 63");
+}
+
+static void test_codec_garbage_refused(void **state)
+{
+    uint8_t garbage[32];
+
+    (void)state;
+    memset(garbage, 0xff, sizeof(garbage));
+    assert_decode_fails(garbage, sizeof(garbage), WST_MSG_MAX_DEFAULT,
+                        WST_ERR_PROTOCOL,
+                        "control message of 32 bytes: unparsable");
+}
+
+static void test_codec_empty_envelope_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    uint8_t unknown_field[] = {0x50, 0x01}; /* field 10, varint 1 */
+
+    (void)state;
+    assert_control_refused(&ctl, "control: no message set");
+    assert_decode_fails(unknown_field, sizeof(unknown_field),
+                        WST_MSG_MAX_DEFAULT, WST_ERR_PROTOCOL,
+                        "control: no message set");
+}
+
+/* ---- lying have entries ---- */
+
+struct pb_have {
+    Wst__Control ctl;
+    Wst__HaveManifest have;
+    Wst__HaveEntry entry;
+    Wst__HaveEntry *entries[1];
+    uint64_t shape[WST_MAX_DIMS + 1];
+    uint64_t start[WST_MAX_DIMS + 1];
+    uint64_t stop[WST_MAX_DIMS + 1];
+};
+
+/* A valid 2-D bf16 entry [8,16], box [0,0]-[4,16], that cases then break. */
+static void pb_have_init(struct pb_have *p)
+{
+    wst__control__init(&p->ctl);
+    wst__have_manifest__init(&p->have);
+    wst__have_entry__init(&p->entry);
+    p->entry.name = "model.layers.0.mlp.down_proj.weight";
+    p->entry.dtype = WST_DTYPE_BF16;
+    p->shape[0] = 8;
+    p->shape[1] = 16;
+    p->start[0] = 0;
+    p->start[1] = 0;
+    p->stop[0] = 4;
+    p->stop[1] = 16;
+    p->entry.n_shape = 2;
+    p->entry.shape = p->shape;
+    p->entry.n_box_start = 2;
+    p->entry.box_start = p->start;
+    p->entry.n_box_stop = 2;
+    p->entry.box_stop = p->stop;
+    p->entry.mem_type = WST_MEM_HOST;
+    p->entries[0] = &p->entry;
+    p->have.n_entries = 1;
+    p->have.entries = p->entries;
+    p->ctl.msg_case = WST__CONTROL__MSG_HAVE;
+    p->ctl.have = &p->have;
+}
+
+static void test_codec_have_valid_pb_accepted(void **state)
+{
+    struct pb_have p;
+    struct wst_msg msg;
+    char err[ERRLEN];
+    uint8_t *buf;
+    size_t len;
+
+    (void)state;
+    pb_have_init(&p);
+    buf = pack_control(&p.ctl, &len);
+    assert_int_equal(
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &msg, err, ERRLEN),
+        WST_OK);
+    assert_int_equal(msg.u.have.n_entries, 1);
+    assert_int_equal(msg.u.have.entries[0].box.stop[0], 4);
+    wst_msg_release(&msg);
+    free(buf);
+}
+
+static void test_codec_have_box_stop_past_shape_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.stop[1] = 17;
+    assert_control_refused(
+        &p.ctl,
+        "have entry 0 'model.layers.0.mlp.down_proj.weight': box start [0,0] "
+        "stop [4,17] invalid for shape [8,16] (invalid argument)");
+}
+
+static void test_codec_have_box_start_after_stop_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.start[0] = 5;
+    assert_control_refused(
+        &p.ctl,
+        "have entry 0 'model.layers.0.mlp.down_proj.weight': box start [5,0] "
+        "stop [4,16] invalid for shape [8,16] (invalid argument)");
+}
+
+static void test_codec_have_unknown_dtype_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.entry.dtype = 99;
+    assert_control_refused(
+        &p.ctl,
+        "have entry 0 'model.layers.0.mlp.down_proj.weight': unknown dtype 99");
+}
+
+static void test_codec_have_unknown_mem_type_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.entry.mem_type = 7;
+    assert_control_refused(
+        &p.ctl, "have entry 0 'model.layers.0.mlp.down_proj.weight': unknown "
+                "mem_type 7");
+}
+
+static void test_codec_have_nine_dims_refused(void **state)
+{
+    struct pb_have p;
+    size_t i;
+
+    (void)state;
+    pb_have_init(&p);
+    for (i = 0; i < 9; i++) {
+        p.shape[i] = 2;
+        p.start[i] = 0;
+        p.stop[i] = 1;
+    }
+    p.entry.n_shape = 9;
+    p.entry.n_box_start = 9;
+    p.entry.n_box_stop = 9;
+    assert_control_refused(
+        &p.ctl, "have entry 0 'model.layers.0.mlp.down_proj.weight': 9 dims, "
+                "expected 1..8");
+}
+
+static void test_codec_have_box_count_mismatch_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.entry.n_box_stop = 1;
+    assert_control_refused(
+        &p.ctl, "have entry 0 'model.layers.0.mlp.down_proj.weight': box with "
+                "2 start and 1 stop values, expected 2");
+}
+
+static void test_codec_have_shape_overflow_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.shape[0] = 1ull << 32;
+    p.shape[1] = 1ull << 32; /* 2^64 elements */
+    p.stop[0] = 1;
+    p.stop[1] = 1;
+    assert_control_refused(
+        &p.ctl,
+        "have entry 0 'model.layers.0.mlp.down_proj.weight': invalid tensor: "
+        "bf16 shape [4294967296,4294967296] (invalid argument)");
+}
+
+static void test_codec_have_name_too_long_refused(void **state)
+{
+    struct pb_have p;
+    char name[WST_NAME_MAX + 1];
+
+    (void)state;
+    pb_have_init(&p);
+    memset(name, 'x', WST_NAME_MAX);
+    name[WST_NAME_MAX] = '\0';
+    p.entry.name = name;
+    assert_control_refused(
+        &p.ctl, "have entry 0: name of 256 or more bytes, expected 1..255");
+    p.entry.name = "";
+    assert_control_refused(&p.ctl,
+                           "have entry 0: name of 0 bytes, expected 1..255");
+}
+
+static void test_codec_have_flat_past_elements_refused(void **state)
+{
+    struct pb_have p;
+
+    (void)state;
+    pb_have_init(&p);
+    p.entry.flat = 1;
+    p.entry.n_box_start = 1;
+    p.entry.n_box_stop = 1;
+    p.start[0] = 100;
+    p.stop[0] = 129; /* 128 elements */
+    assert_control_refused(
+        &p.ctl,
+        "have entry 0 'model.layers.0.mlp.down_proj.weight': flat box start "
+        "[100] stop [129] invalid for shape [8,16] (invalid argument)");
+}
+
+/* ---- lying plans ---- */
+
+struct pb_plan {
+    Wst__Control ctl;
+    Wst__Plan plan;
+    Wst__PlanItem item;
+    Wst__PlanItem *items[1];
+    Wst__Region region;
+    Wst__Region *regions[1];
+};
+
+/* One item of 128 bytes at offset 64 of a 4096-byte region, layer 0 of 2. */
+static void pb_plan_init(struct pb_plan *p)
+{
+    wst__control__init(&p->ctl);
+    wst__plan__init(&p->plan);
+    wst__plan_item__init(&p->item);
+    wst__region__init(&p->region);
+    p->item.dst_offset = 64;
+    p->item.length = 128;
+    p->region.address = 0x10000;
+    p->region.length = 4096;
+    p->items[0] = &p->item;
+    p->regions[0] = &p->region;
+    p->plan.sender = 0;
+    p->plan.n_senders = 1;
+    p->plan.n_layers = 2;
+    p->plan.mover = WST_MOVER_PUT;
+    p->plan.n_items = 1;
+    p->plan.items = p->items;
+    p->plan.n_regions = 1;
+    p->plan.regions = p->regions;
+    p->ctl.msg_case = WST__CONTROL__MSG_PLAN;
+    p->ctl.plan = &p->plan;
+}
+
+static void test_codec_plan_valid_pb_accepted(void **state)
+{
+    struct pb_plan p;
+    struct wst_msg msg;
+    char err[ERRLEN];
+    uint8_t *buf;
+    size_t len;
+
+    (void)state;
+    pb_plan_init(&p);
+    buf = pack_control(&p.ctl, &len);
+    assert_int_equal(
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &msg, err, ERRLEN),
+        WST_OK);
+    assert_int_equal(msg.u.plan.items[0].dst_offset, 64);
+    assert_true(msg.u.plan.regions[0].base == 0x10000);
+    wst_msg_release(&msg);
+    free(buf);
+}
+
+static void test_codec_plan_dst_overflow_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.item.dst_offset = UINT64_MAX - 63;
+    p.item.length = 128;
+    assert_control_refused(
+        &p.ctl,
+        "plan item 0: dst_offset 18446744073709551552 + length 128 overflows");
+}
+
+static void test_codec_plan_src_overflow_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.item.src_offset = UINT64_MAX;
+    assert_control_refused(
+        &p.ctl,
+        "plan item 0: src_offset 18446744073709551615 + length 128 overflows");
+}
+
+static void test_codec_plan_item_past_region_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.item.dst_offset = 4096 - 127; /* ends one byte past the region */
+    assert_control_refused(&p.ctl, "plan item 0: dst_offset 3969 + length 128 "
+                                   "past the end of region 0 (4096 bytes)");
+}
+
+static void test_codec_plan_region_out_of_range_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.item.region = 1;
+    assert_control_refused(&p.ctl, "plan item 0: region 1 of 1");
+}
+
+static void test_codec_plan_layer_out_of_range_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.item.layer = 2;
+    assert_control_refused(&p.ctl, "plan item 0: layer 2 of 2");
+    pb_plan_init(&p);
+    p.plan.n_layers = 0;
+    p.item.layer = 0;
+    assert_control_refused(&p.ctl, "plan: n_layers 0");
+}
+
+static void test_codec_plan_bad_header_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.plan.sender = 1; /* of n_senders 1 */
+    assert_control_refused(&p.ctl, "plan: sender 1 of n_senders 1");
+    pb_plan_init(&p);
+    p.plan.mover = 3;
+    assert_control_refused(&p.ctl, "plan: unknown mover 3");
+    pb_plan_init(&p);
+    p.item.length = 0;
+    assert_control_refused(&p.ctl, "plan item 0: length 0");
+}
+
+/* ---- other lying messages ---- */
+
+static void test_codec_error_unknown_status_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Error e = WST__ERROR__INIT;
+    char msg[WST_ERROR_MSG_MAX + 1];
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_ERROR;
+    ctl.error = &e;
+    e.message = "boom";
+    e.status = -999;
+    assert_control_refused(&ctl, "error: status -999 is not a known error");
+    e.status = WST_OK; /* known, but not an error */
+    assert_control_refused(&ctl, "error: status 0 is not a known error");
+    e.status = WST_ERR_IO;
+    memset(msg, 'm', WST_ERROR_MSG_MAX);
+    msg[WST_ERROR_MSG_MAX] = '\0';
+    e.message = msg;
+    assert_control_refused(&ctl, "error message: 512 bytes or more, limit 511");
+}
+
+static void test_codec_blob_too_large_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Hello h = WST__HELLO__INIT;
+    struct pb_plan p;
+    uint8_t *big = calloc(WST_MAX_BLOB + 1, 1);
+
+    (void)state;
+    assert_non_null(big);
+    ctl.msg_case = WST__CONTROL__MSG_HELLO;
+    ctl.hello = &h;
+    h.role = WST_ROLE_SENDER;
+    h.auth.len = WST_MAX_BLOB + 1;
+    h.auth.data = big;
+    assert_control_refused(&ctl, "hello auth: 4097 bytes, limit 4096");
+    h.auth.len = 0;
+    h.worker_address.len = WST_MAX_BLOB + 1;
+    h.worker_address.data = big;
+    assert_control_refused(&ctl,
+                           "hello worker_address: 4097 bytes, limit 4096");
+    pb_plan_init(&p);
+    p.region.rkey.len = WST_MAX_BLOB + 1;
+    p.region.rkey.data = big;
+    assert_control_refused(&p.ctl,
+                           "plan region 0: rkey of 4097 bytes, limit 4096");
+    free(big);
+}
+
+static void test_codec_hello_unknown_role_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Hello h = WST__HELLO__INIT;
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_HELLO;
+    ctl.hello = &h;
+    h.role = 3;
+    assert_control_refused(&ctl, "hello: unknown role 3");
+}
+
+static void test_codec_version_zero_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Begin b = WST__BEGIN__INIT;
+    Wst__LayerDone ld = WST__LAYER_DONE__INIT;
+    Wst__Commit c = WST__COMMIT__INIT;
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_BEGIN;
+    ctl.begin = &b;
+    assert_control_refused(&ctl, "begin: version 0");
+    ctl.msg_case = WST__CONTROL__MSG_LAYER_DONE;
+    ctl.layer_done = &ld;
+    assert_control_refused(&ctl, "layer_done: version 0");
+    ctl.msg_case = WST__CONTROL__MSG_COMMIT;
+    ctl.commit = &c;
+    assert_control_refused(&ctl, "commit: version 0");
+}
+
+static void test_codec_encode_refuses_invalid(void **state)
+{
+    struct wst_have h[2];
+    struct wst_msg m;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    sample_haves(h);
+    h[1].tensor.dtype = (enum wst_dtype)99;
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_HAVE;
+    m.u.have.n_entries = 2;
+    m.u.have.entries = h;
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    assert_null(buf);
+    sample_plan(&m);
+    m.u.plan.items = malloc(sizeof(sample_items));
+    assert_non_null(m.u.plan.items);
+    memcpy(m.u.plan.items, sample_items, sizeof(sample_items));
+    m.u.plan.items[1].sender = 0; /* not the plan's sender */
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    m.u.plan.items[1].sender = 1;
+    m.u.plan.items[1].length = 81; /* past region 1 */
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    assert_null(buf);
+    free(m.u.plan.items);
+}
+
+/* ---- sender-side plan check ---- */
+
+static void test_codec_plan_check_good_accepted(void **state)
+{
+    struct wst_have h[2];
+    struct wst_msg in, out;
+    char err[ERRLEN] = "";
+
+    (void)state;
+    sample_haves(h);
+    sample_plan(&in);
+    assert_int_equal(wst_plan_msg_check(&in.u.plan, h, 2, err, ERRLEN), WST_OK);
+    roundtrip(&in, &out);
+    assert_int_equal(wst_plan_msg_check(&out.u.plan, h, 2, err, ERRLEN),
+                     WST_OK);
+    wst_msg_release(&out);
+}
+
+static void test_codec_plan_check_source_past_shard_refused(void **state)
+{
+    struct wst_plan_item items[2];
+    struct wst_have h[2];
+    struct wst_msg m;
+    char err[ERRLEN] = "";
+
+    (void)state;
+    sample_haves(h);
+    sample_plan(&m);
+    memcpy(items, sample_items, sizeof(items));
+    items[0].src_offset = 1; /* 1 + 128 > 128 bytes of have 0 */
+    m.u.plan.items = items;
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
+                     WST_ERR_PROTOCOL);
+    assert_non_null(strstr(err, "plan item 0"));
+    memcpy(items, sample_items, sizeof(items));
+    items[1].length = 81; /* flat have 1 holds 20 f32 = 80 bytes */
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
+                     WST_ERR_PROTOCOL);
+    assert_non_null(strstr(err, "plan item 1"));
+    memcpy(items, sample_items, sizeof(items));
+    items[1].have = 2;
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
+                     WST_ERR_PROTOCOL);
+}
+
+static void test_codec_plan_check_hash_mismatch_refused(void **state)
+{
+    struct wst_have h[2];
+    struct wst_msg m;
+    char err[ERRLEN] = "";
+
+    (void)state;
+    sample_haves(h);
+    sample_plan(&m);
+    m.u.plan.plan_hash ^= 1;
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
+                     WST_ERR_PROTOCOL);
+    assert_non_null(strstr(err, "hash"));
+}
+
+/* ---- random mutations ---- */
+
+/* A decoded message must be one the encoder accepts again (same checks),
+ * and a refusal must leave nothing behind. */
+static int fuzz_one(const uint8_t *orig, size_t len, uint8_t *work)
+{
+    struct wst_msg msg;
+    char err[ERRLEN];
+    size_t n = len;
+    int k, flips = 1 + rand() % 4;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    wst_status_t status;
+
+    memcpy(work, orig, len);
+    for (k = 0; k < flips; k++) {
+        work[(size_t)rand() % len] = (uint8_t)rand();
+    }
+    if (rand() % 8 == 0) {
+        n = (size_t)rand() % len; /* truncated */
+    }
+    status = wst_msg_decode(work, n, WST_MSG_MAX_DEFAULT, &msg, err, ERRLEN);
+    if (status != WST_OK) {
+        assert_int_equal(status, WST_ERR_PROTOCOL);
+        assert_memory_equal(&msg, &zero_msg, sizeof(msg));
+        return 0;
+    }
+    assert_int_equal(wst_msg_encode(&msg, &buf, &blen), WST_OK);
+    free(buf);
+    wst_msg_release(&msg);
+    return 1;
+}
+
+static void fuzz_message(const struct wst_msg *m)
+{
+    uint8_t *orig = NULL;
+    uint8_t *work;
+    size_t len = 0;
+    int i, accepted = 0;
+
+    assert_int_equal(wst_msg_encode(m, &orig, &len), WST_OK);
+    work = malloc(len);
+    assert_non_null(work);
+    for (i = 0; i < 2000; i++) {
+        accepted += fuzz_one(orig, len, work);
+    }
+    /* Both outcomes exercised, or the mutations taught us nothing. */
+    assert_true(accepted > 0 && accepted < 2000);
+    free(work);
+    free(orig);
+}
+
+static void test_codec_mutations_never_crash(void **state)
+{
+    struct wst_have h[2];
+    struct wst_msg m;
+
+    (void)state;
+    srand(12345);
+    sample_plan(&m);
+    fuzz_message(&m);
+    sample_haves(h);
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_HAVE;
+    m.u.have.rank = 1;
+    m.u.have.n_entries = 2;
+    m.u.have.entries = h;
+    fuzz_message(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codec_roundtrip_hello),
+        cmocka_unit_test(test_codec_roundtrip_have),
+        cmocka_unit_test(test_codec_roundtrip_want_summary),
+        cmocka_unit_test(test_codec_roundtrip_plan),
+        cmocka_unit_test(test_codec_roundtrip_begin),
+        cmocka_unit_test(test_codec_begin_bad_mover_refused),
+        cmocka_unit_test(test_codec_roundtrip_layer_done),
+        cmocka_unit_test(test_codec_roundtrip_commit),
+        cmocka_unit_test(test_codec_roundtrip_error),
+        cmocka_unit_test(test_codec_roundtrip_heartbeat),
+        cmocka_unit_test(test_codec_type_names),
+        cmocka_unit_test(test_codec_oversized_refused_before_parsing),
+        cmocka_unit_test(test_codec_garbage_refused),
+        cmocka_unit_test(test_codec_empty_envelope_refused),
+        cmocka_unit_test(test_codec_have_valid_pb_accepted),
+        cmocka_unit_test(test_codec_have_box_stop_past_shape_refused),
+        cmocka_unit_test(test_codec_have_box_start_after_stop_refused),
+        cmocka_unit_test(test_codec_have_unknown_dtype_refused),
+        cmocka_unit_test(test_codec_have_unknown_mem_type_refused),
+        cmocka_unit_test(test_codec_have_nine_dims_refused),
+        cmocka_unit_test(test_codec_have_box_count_mismatch_refused),
+        cmocka_unit_test(test_codec_have_shape_overflow_refused),
+        cmocka_unit_test(test_codec_have_name_too_long_refused),
+        cmocka_unit_test(test_codec_have_flat_past_elements_refused),
+        cmocka_unit_test(test_codec_plan_valid_pb_accepted),
+        cmocka_unit_test(test_codec_plan_dst_overflow_refused),
+        cmocka_unit_test(test_codec_plan_src_overflow_refused),
+        cmocka_unit_test(test_codec_plan_item_past_region_refused),
+        cmocka_unit_test(test_codec_plan_region_out_of_range_refused),
+        cmocka_unit_test(test_codec_plan_layer_out_of_range_refused),
+        cmocka_unit_test(test_codec_plan_bad_header_refused),
+        cmocka_unit_test(test_codec_error_unknown_status_refused),
+        cmocka_unit_test(test_codec_blob_too_large_refused),
+        cmocka_unit_test(test_codec_hello_unknown_role_refused),
+        cmocka_unit_test(test_codec_version_zero_refused),
+        cmocka_unit_test(test_codec_encode_refuses_invalid),
+        cmocka_unit_test(test_codec_plan_check_good_accepted),
+        cmocka_unit_test(test_codec_plan_check_source_past_shard_refused),
+        cmocka_unit_test(test_codec_plan_check_hash_mismatch_refused),
+        cmocka_unit_test(test_codec_mutations_never_crash),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

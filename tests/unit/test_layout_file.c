@@ -1,0 +1,406 @@
+/* test_layout_file.c - the agent's layout file (receiver/layout_file.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "layout_file.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void tmp_path(char *buf, size_t len, const char *tag)
+{
+    const char *dir = getenv("TMPDIR");
+
+    snprintf(buf, len, "%s/test_layout_file.%ld.%s.json",
+             dir != NULL ? dir : "/tmp", (long)getpid(), tag);
+}
+
+static struct wst_want mk_want(const char *name, enum wst_dtype dt,
+                               uint32_t ndim, const uint64_t *shape,
+                               const uint64_t *start, const uint64_t *stop,
+                               uint32_t region, uint64_t offset, uint64_t pitch)
+{
+    struct wst_want w;
+
+    memset(&w, 0, sizeof(w));
+    snprintf(w.tensor.name, sizeof(w.tensor.name), "%s", name);
+    w.tensor.dtype = dt;
+    w.tensor.ndim = ndim;
+    w.box.ndim = ndim;
+    memcpy(w.tensor.shape, shape, ndim * sizeof(*shape));
+    memcpy(w.box.start, start, ndim * sizeof(*start));
+    memcpy(w.box.stop, stop, ndim * sizeof(*stop));
+    w.region = region;
+    w.offset = offset;
+    w.row_pitch = pitch;
+    return w;
+}
+
+/* Parses 'text', expecting refusal with 'status' and a message containing
+ * 'needle'; checks that the output struct was left alone. */
+static void expect_refused(const char *text, wst_status_t status,
+                           const char *needle)
+{
+    struct wst_layout out;
+    struct wst_layout sentinel;
+    char err[512] = "";
+
+    memset(&out, 0xa5, sizeof(out));
+    memcpy(&sentinel, &out, sizeof(out));
+    assert_int_equal(
+        wst_layout_parse(text, strlen(text), &out, err, sizeof(err)), status);
+    if (strstr(err, needle) == NULL)
+        fail_msg("message \"%s\" lacks \"%s\"", err, needle);
+    assert_memory_equal(&out, &sentinel, sizeof(out));
+}
+
+/* A valid base: two 2048-byte regions back to back in a 4096-byte shm. */
+#define HDR "\"format\":1,\"rank\":0,\"shm\":\"/x\",\"shm_bytes\":4096,"
+#define REGS                                                                   \
+    "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":2048},"               \
+    "{\"name\":\"b\",\"offset\":2048,\"bytes\":2048}],"
+#define WANTS(w) "\"wants\":[{" w "}]"
+#define WT "\"tensor\":\"t\",\"dtype\":\"bf16\","
+#define WBOX "\"shape\":[4,256],\"start\":[0,0],\"stop\":[4,256],"
+#define WREG "\"region\":\"a\",\"offset\":0"
+#define WOK WT WBOX WREG
+
+/* ---- cases -------------------------------------------------------------- */
+
+static void test_layout_file_round_trip(void **state)
+{
+    struct wst_layout l, got;
+    struct wst_layout_region regions[3];
+    struct wst_want wants[3];
+    uint64_t shape2[2] = {1024, 1024}, s0[2] = {0, 0}, e0[2] = {512, 1024};
+    uint64_t s1[2] = {256, 0}, e1[2] = {384, 1024};
+    uint64_t shape1[1] = {64}, s2[1] = {0}, e2[1] = {64};
+    char path[256], err[512] = "";
+    size_t i;
+
+    (void)state;
+    memset(&l, 0, sizeof(l));
+    memset(regions, 0, sizeof(regions));
+    snprintf(regions[0].name, WST_NAME_MAX, "qkv");
+    regions[0].offset = 0;
+    regions[0].bytes = 2u << 20;
+    snprintf(regions[1].name, WST_NAME_MAX, "pitched");
+    regions[1].offset = 2u << 20;
+    regions[1].bytes = 1u << 20;
+    snprintf(regions[2].name, WST_NAME_MAX, "norm");
+    regions[2].offset = 3u << 20;
+    regions[2].bytes = 256;
+    wants[0] = mk_want("q", WST_DTYPE_BF16, 2, shape2, s0, e0, 0, 0, 0);
+    wants[1] = mk_want("norm", WST_DTYPE_F32, 1, shape1, s2, e2, 2, 0, 0);
+    /* 128 rows of 1024 bf16 (2048 bytes) at a 4096-byte pitch */
+    wants[2] = mk_want("k", WST_DTYPE_BF16, 2, shape2, s1, e1, 1, 0, 4096);
+    l.rank = 3;
+    snprintf(l.shm, sizeof(l.shm), "/wstream-test-r3");
+    l.shm_bytes = (3u << 20) + 256;
+    l.n_regions = 3;
+    l.regions = regions;
+    l.n_wants = 3;
+    l.wants = wants;
+
+    tmp_path(path, sizeof(path), "rt");
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)), WST_OK);
+    assert_int_equal(wst_layout_load(path, &got, err, sizeof(err)), WST_OK);
+    assert_int_equal(got.rank, 3);
+    assert_string_equal(got.shm, "/wstream-test-r3");
+    assert_int_equal(got.shm_bytes, (3u << 20) + 256);
+    assert_int_equal(got.n_regions, 3);
+    assert_int_equal(got.n_wants, 3);
+    assert_memory_equal(got.regions, regions, sizeof(regions));
+    for (i = 0; i < 3; i++)
+        assert_memory_equal(&got.wants[i], &wants[i], sizeof(wants[i]));
+    wst_layout_release(&got);
+    assert_null(got.regions);
+    assert_int_equal(got.n_wants, 0);
+
+    /* no temporary file is left next to the target */
+    {
+        char tmp[300];
+
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+        assert_int_equal(access(tmp, F_OK), -1);
+    }
+    unlink(path);
+}
+
+static void test_layout_file_no_shm(void **state)
+{
+    static const char text[] =
+        "{\"format\":1,\"rank\":7,"
+        "\"regions\":[{\"name\":\"r\",\"bytes\":64}],"
+        "\"wants\":[{\"tensor\":\"t\",\"dtype\":\"f32\",\"shape\":[16],"
+        "\"start\":[0],\"stop\":[16],\"region\":\"r\",\"offset\":0}]}\n";
+    struct wst_layout l;
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(wst_layout_parse(text, strlen(text), &l, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(l.rank, 7);
+    assert_string_equal(l.shm, "");
+    assert_int_equal(l.shm_bytes, 0);
+    assert_int_equal(l.regions[0].offset, 0);
+    assert_int_equal(l.wants[0].row_pitch, 0);
+    assert_int_equal(l.wants[0].tensor.dtype, WST_DTYPE_F32);
+    wst_layout_release(&l);
+}
+
+static void test_layout_file_spec_example(void **state)
+{
+    static const char text[] =
+        "{\"format\":1,\"rank\":0,\"shm\":\"/wstream-demo-1234-r0\","
+        "\"shm_bytes\":2097152,"
+        "\"regions\":[{\"name\":\"model.layers.0.self_attn.qkv_proj.weight\","
+        "\"offset\":0,\"bytes\":1048576},{\"name\":\"z\",\"offset\":1048576,"
+        "\"bytes\":16}],"
+        "\"wants\":[{\"tensor\":\"model.layers.0.self_attn.q_proj.weight\","
+        "\"dtype\":\"bf16\",\"shape\":[1024,1024],\"start\":[0,0],"
+        "\"stop\":[512,1024],\"region\":"
+        "\"model.layers.0.self_attn.qkv_proj.weight\",\"offset\":0,"
+        "\"row_pitch\":0}]}";
+    struct wst_layout l;
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(wst_layout_parse(text, strlen(text), &l, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(l.n_regions, 2);
+    assert_int_equal(l.n_wants, 1);
+    assert_int_equal(l.wants[0].region, 0);
+    assert_int_equal(l.wants[0].box.ndim, 2);
+    assert_int_equal(l.wants[0].box.stop[0], 512);
+    assert_int_equal(l.wants[0].tensor.shape[1], 1024);
+    wst_layout_release(&l);
+}
+
+static void test_layout_file_bad_header(void **state)
+{
+    (void)state;
+    expect_refused("{\"format\":2,\"rank\":0," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "unknown format 2");
+    expect_refused("{\"format\":1," REGS WANTS(WOK) "}", WST_ERR_CONFIG,
+                   "missing field \"rank\"");
+    expect_refused("{\"format\":1,\"rank\":\"0\"," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "field \"rank\" must be an integer");
+    expect_refused("{\"format\":1,\"rank\":4294967296," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "field \"rank\" is too large");
+    expect_refused(
+        "{\"format\":1,\"rank\":0,\"shm\":\"/x\"," REGS WANTS(WOK) "}",
+        WST_ERR_CONFIG, "missing field \"shm_bytes\"");
+    expect_refused(
+        "{\"format\":1,\"rank\":0,\"shm\":5,\"shm_bytes\":1," REGS WANTS(
+            WOK) "}",
+        WST_ERR_CONFIG, "field \"shm\" must be a string");
+    expect_refused("{" HDR REGS "\"wants\":{}}", WST_ERR_CONFIG,
+                   "field \"wants\" must be an array");
+    expect_refused("{" HDR "\"wants\":[]}", WST_ERR_CONFIG,
+                   "missing field \"regions\"");
+    expect_refused("[1]", WST_ERR_CONFIG, "top level must be an object");
+    expect_refused("{\"format\":1,", WST_ERR_CONFIG, "invalid JSON");
+    expect_refused("{" HDR REGS WANTS(WOK) "} x", WST_ERR_CONFIG,
+                   "trailing data");
+}
+
+static void test_layout_file_bad_numbers(void **state)
+{
+    (void)state;
+    expect_refused("{" HDR
+                   "\"regions\":[{\"name\":\"a\",\"offset\":-64,\"bytes\":"
+                   "2048}]," WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "regions[0]: field \"offset\" is negative");
+    expect_refused(
+        "{" HDR "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":"
+        "2048.0}]," WANTS(WOK) "}",
+        WST_ERR_CONFIG, "regions[0]: field \"bytes\" must be an integer");
+    expect_refused("{" HDR
+                   "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":"
+                   "18446744073709551615}]," WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "regions[0]: field \"bytes\" is too large");
+    expect_refused("{" HDR REGS WANTS(WT "\"shape\":[4,256],\"start\":[0,0],"
+                                         "\"stop\":[4,256.5]," WREG) "}",
+                   WST_ERR_CONFIG,
+                   "wants[0]: field \"stop[1]\" must be an integer");
+    expect_refused("{" HDR REGS WANTS(WT WBOX "\"region\":\"a\"") "}",
+                   WST_ERR_CONFIG, "wants[0]: missing field \"offset\"");
+}
+
+static void test_layout_file_bad_regions(void **state)
+{
+    (void)state;
+    expect_refused(
+        "{" HDR "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":64},"
+        "{\"name\":\"a\",\"offset\":64,\"bytes\":64}]," WANTS(WOK) "}",
+        WST_ERR_CONFIG, "regions[1]: duplicate region name \"a\"");
+    expect_refused("{" HDR
+                   "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":2048},"
+                   "{\"name\":\"b\",\"offset\":2048,\"bytes\":2049}],"
+                   "\"wants\":[]}",
+                   WST_ERR_CONFIG,
+                   "regions[1] (\"b\"): offset + bytes = 4097 is beyond "
+                   "shm_bytes 4096");
+    expect_refused("{" HDR "\"regions\":[{\"name\":\"a\",\"offset\":"
+                   "9223372036854775000,\"bytes\":9223372036854775000}],"
+                   "\"wants\":[]}",
+                   WST_ERR_CONFIG,
+                   "regions[0] (\"a\"): offset + bytes = "
+                   "18446744073709550000 is beyond shm_bytes 4096");
+    expect_refused("{" HDR
+                   "\"regions\":[{\"name\":\"b\",\"offset\":1000,\"bytes\":"
+                   "2048},{\"name\":\"a\",\"offset\":0,\"bytes\":1001}],"
+                   "\"wants\":[]}",
+                   WST_ERR_CONFIG, "regions \"a\" and \"b\" overlap");
+    expect_refused("{" HDR
+                   "\"regions\":[{\"name\":\"\",\"offset\":0,\"bytes\":64}],"
+                   "\"wants\":[]}",
+                   WST_ERR_CONFIG,
+                   "regions[0]: field \"name\" must be a "
+                   "non-empty string");
+    expect_refused("{" HDR
+                   "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":0}],"
+                   "\"wants\":[]}",
+                   WST_ERR_CONFIG, "regions[0] (\"a\"): field \"bytes\" is 0");
+    expect_refused("{" HDR "\"regions\":[{\"offset\":0,\"bytes\":1}],"
+                   "\"wants\":[]}",
+                   WST_ERR_CONFIG, "regions[0]: missing field \"name\"");
+}
+
+static void test_layout_file_bad_wants(void **state)
+{
+    (void)state;
+    expect_refused(
+        "{" HDR REGS WANTS(WT WBOX "\"region\":\"c\",\"offset\":0") "}",
+        WST_ERR_CONFIG, "wants[0] (\"t\"): unknown region \"c\"");
+    expect_refused("{" HDR REGS WANTS(
+                       "\"tensor\":\"t\",\"dtype\":\"bf17\"," WBOX WREG) "}",
+                   WST_ERR_CONFIG, "wants[0] (\"t\"): unknown dtype \"bf17\"");
+    expect_refused("{" HDR REGS WANTS(WT "\"shape\":[4,256],\"start\":[0],"
+                                         "\"stop\":[4,256]," WREG) "}",
+                   WST_ERR_CONFIG,
+                   "wants[0]: field \"start\" has 1 dims, shape has 2");
+    expect_refused(
+        "{" HDR REGS WANTS(WT "\"shape\":[1,1,1,1,1,1,1,1,1],"
+                              "\"start\":[0,0],\"stop\":[1,1]," WREG) "}",
+        WST_ERR_CONFIG, "wants[0]: field \"shape\" has 9 dims, expected 1..8");
+    expect_refused("{" HDR REGS WANTS(WT "\"shape\":[4,256],\"start\":[0,0],"
+                                         "\"stop\":[5,256]," WREG) "}",
+                   WST_ERR_CONFIG,
+                   "wants[0] (\"t\"): start[0]=0 stop[0]=5 outside shape[0]=4");
+    expect_refused("{" HDR REGS WANTS(WT "\"shape\":[4,256],\"start\":[3,0],"
+                                         "\"stop\":[2,256]," WREG) "}",
+                   WST_ERR_CONFIG, "start[0]=3 stop[0]=2");
+    expect_refused(
+        "{" HDR REGS WANTS(WT WBOX "\"region\":\"a\",\"offset\":2") "}",
+        WST_ERR_CONFIG,
+        "wants[0] (\"t\"): offset 2 + span 2048 exceeds region "
+        "\"a\" bytes 2048");
+    expect_refused("{" HDR REGS WANTS(WT WBOX WREG ",\"row_pitch\":3") "}",
+                   WST_ERR_CONFIG, "wants[0] (\"t\"): row_pitch 3");
+    expect_refused(
+        "{" HDR REGS WANTS(WT WBOX WREG ",\"row_pitch\":256") "}",
+        WST_ERR_CONFIG,
+        "row_pitch 256 must be a multiple of 2 and >= row bytes 512");
+    /* a valid pitch whose span no longer fits the region */
+    expect_refused("{" HDR REGS WANTS(WT WBOX WREG ",\"row_pitch\":1024") "}",
+                   WST_ERR_CONFIG, "offset 0 + span 3584 exceeds region");
+    expect_refused("{" HDR REGS "\"wants\":[5]}", WST_ERR_CONFIG,
+                   "wants[0]: must be an object");
+}
+
+static void test_layout_file_too_many_entries(void **state)
+{
+    size_t n = ((size_t)1 << 20) + 1, i, len;
+    static const char head[] = "{" HDR "\"wants\":[], \"regions\":[";
+    char *text = malloc(sizeof(head) + 2 * n + 4);
+
+    (void)state;
+    assert_non_null(text);
+    len = sizeof(head) - 1;
+    memcpy(text, head, len);
+    for (i = 0; i < n; i++) {
+        text[len++] = '0';
+        text[len++] = i + 1 < n ? ',' : ']';
+    }
+    text[len++] = '}';
+    text[len] = '\0';
+    expect_refused(text, WST_ERR_CONFIG,
+                   "field \"regions\" has 1048577 entries, at most 1048576");
+    free(text);
+}
+
+static void test_layout_file_load_errors(void **state)
+{
+    struct wst_layout l;
+    char path[256], err[512] = "";
+    FILE *f;
+
+    (void)state;
+    tmp_path(path, sizeof(path), "missing");
+    unlink(path);
+    assert_int_equal(wst_layout_load(path, &l, err, sizeof(err)), WST_ERR_IO);
+    assert_non_null(strstr(err, "cannot open"));
+
+    tmp_path(path, sizeof(path), "bad");
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"format\":1,\"rank\":0,\"regions\":[],\"wants\":7}", f);
+    fclose(f);
+    assert_int_equal(wst_layout_load(path, &l, err, sizeof(err)),
+                     WST_ERR_CONFIG);
+    assert_int_equal(strncmp(err, path, strlen(path)), 0);
+    assert_non_null(strstr(err, "field \"wants\" must be an array"));
+    unlink(path);
+}
+
+static void test_layout_file_save_refuses_bad_index(void **state)
+{
+    struct wst_layout_region r;
+    struct wst_want w;
+    struct wst_layout l;
+    uint64_t shape[1] = {4}, s[1] = {0}, e[1] = {4};
+    char path[256], err[256] = "";
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    snprintf(r.name, sizeof(r.name), "r");
+    r.bytes = 8;
+    w = mk_want("t", WST_DTYPE_BF16, 1, shape, s, e, 1, 0, 0);
+    memset(&l, 0, sizeof(l));
+    l.n_regions = 1;
+    l.regions = &r;
+    l.n_wants = 1;
+    l.wants = &w;
+    tmp_path(path, sizeof(path), "refused");
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    assert_non_null(strstr(err, "wants[0]"));
+    assert_int_equal(access(path, F_OK), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_file_round_trip),
+        cmocka_unit_test(test_layout_file_no_shm),
+        cmocka_unit_test(test_layout_file_spec_example),
+        cmocka_unit_test(test_layout_file_bad_header),
+        cmocka_unit_test(test_layout_file_bad_numbers),
+        cmocka_unit_test(test_layout_file_bad_regions),
+        cmocka_unit_test(test_layout_file_bad_wants),
+        cmocka_unit_test(test_layout_file_too_many_entries),
+        cmocka_unit_test(test_layout_file_load_errors),
+        cmocka_unit_test(test_layout_file_save_refuses_bad_index),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
