@@ -27,12 +27,15 @@ struct wst_config_entry {
     enum wst_config_type type;
     const char *default_value; /* textual, parsed like user input */
     const char *help;
-    size_t offset;               /* offsetof(settings struct, field) */
-    const char *const *choices;  /* WST_CONFIG_ENUM only */
+    size_t offset;              /* offsetof(settings struct, field) */
+    const char *const *choices; /* WST_CONFIG_ENUM only */
 };
 
 /* Table terminator: name == NULL. */
-#define WST_CONFIG_END {NULL, WST_CONFIG_STRING, NULL, NULL, 0, NULL}
+#define WST_CONFIG_END                                                         \
+    {                                                                          \
+        NULL, WST_CONFIG_STRING, NULL, NULL, 0, NULL                           \
+    }
 
 /* Fills 'settings' with defaults, then WST_* environment variables. */
 wst_status_t wst_config_defaults(const struct wst_config_entry *table,
@@ -40,8 +43,8 @@ wst_status_t wst_config_defaults(const struct wst_config_entry *table,
 
 /* Applies one textual value to the entry called 'name'. */
 wst_status_t wst_config_set(const struct wst_config_entry *table,
-                            void *settings, const char *name,
-                            const char *value, char *err, size_t errlen);
+                            void *settings, const char *name, const char *value,
+                            char *err, size_t errlen);
 
 /* Parses argv: "--name value", "--name=value", "--bool-flag" (sets y).
  * Stops at the first non-flag argument and stores its index in *next_p (argc

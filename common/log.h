@@ -25,7 +25,7 @@ typedef void (*wst_log_sink_fn)(void *arg, int level, const char *line);
 
 struct wst_logger {
     enum wst_log_level level;
-    const char *name;    /* borrowed; e.g. "agent[0]"; may be NULL */
+    const char *name;     /* borrowed; e.g. "agent[0]"; may be NULL */
     wst_log_sink_fn sink; /* NULL: stderr */
     void *sink_arg;
 };

@@ -100,8 +100,7 @@ static wst_status_t track(struct wst_mover *m, struct move_req *r,
     return WST_OK;
 }
 
-static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb,
-                                void *arg)
+static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb, void *arg)
 {
     struct move_req *r = malloc(sizeof(*r));
 
@@ -164,8 +163,8 @@ static wst_status_t put_fence(struct wst_mover *m, wst_mover_cb cb, void *arg)
     if (r == NULL)
         return WST_ERR_NO_MEMORY;
     ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = flush_done,
         .user_data = r,
     };
@@ -187,8 +186,7 @@ static wst_status_t am_move(struct wst_mover *m, const struct wst_move *mv,
     r->hdr.version = mv->version;
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS |
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
                         (mv->src_memh ? UCP_OP_ATTR_FIELD_MEMH : 0),
         .cb.send = move_done,
         .user_data = r,

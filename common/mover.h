@@ -38,12 +38,12 @@ typedef void (*wst_mover_cb)(void *arg, wst_status_t status);
 
 /* One contiguous run. */
 struct wst_move {
-    const void *src;   /* borrowed until the move's callback */
+    const void *src;    /* borrowed until the move's callback */
     ucp_mem_h src_memh; /* registration covering src, or NULL */
     uint64_t length;
     uint32_t region;
     uint64_t dst_offset;
-    uint32_t item;    /* plan item index (am: tells the receiver where) */
+    uint32_t item;        /* plan item index (am: tells the receiver where) */
     uint64_t item_offset; /* bytes into the item of this run */
     uint64_t version;
 };
@@ -77,8 +77,8 @@ struct wst_mover {
     uint64_t outstanding;             /* moves not yet completed */
     wst_mover_cb fence_cb;            /* am: pending fence */
     void *fence_arg;
-    wst_status_t error;               /* first failed move, sticky */
-    int destroyed; /* freed when the last outstanding move completes */
+    wst_status_t error; /* first failed move, sticky */
+    int destroyed;      /* freed when the last outstanding move completes */
 };
 
 /* Destroying a mover with moves in flight is allowed (after its endpoint

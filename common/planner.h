@@ -75,8 +75,7 @@ struct wst_plan_input {
  * Inputs are borrowed for the duration of the call. */
 wst_status_t wst_plan_build(const struct wst_plan_input *in,
                             const struct wst_logger *lg,
-                            struct wst_plan **plan_p, char *err,
-                            size_t errlen);
+                            struct wst_plan **plan_p, char *err, size_t errlen);
 
 void wst_plan_destroy(struct wst_plan *plan);
 

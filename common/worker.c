@@ -102,7 +102,8 @@ static void conn_fail(struct wst_conn *c, ucs_status_t status)
     if (c->failed)
         return;
     c->failed = 1;
-    WST_WARN(w->log, "peer %s: %s", c->name, ucs_status_string(status));
+    /* The owner logs it: only it knows whether this loses anything. */
+    WST_DEBUG(w->log, "peer %s: %s", c->name, ucs_status_string(status));
     if (w->ops.conn_failed != NULL)
         w->ops.conn_failed(w->ops.arg, c, wst_status_from_ucs(status),
                            ucs_status_string(status));
@@ -116,14 +117,16 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     conn_fail(c, status);
 }
 
-static void deliver_message(wst_worker_t *w, ucp_ep_h reply_ep,
-                            const void *buf, size_t len)
+static void deliver_message(wst_worker_t *w, ucp_ep_h reply_ep, const void *buf,
+                            size_t len)
 {
     struct wst_conn *c = reply_ep != NULL ? conn_find(w, reply_ep) : NULL;
 
     if (c == NULL) {
-        WST_WARN(w->log, "control message of %zu bytes from an unknown "
-                         "endpoint dropped", len);
+        WST_WARN(w->log,
+                 "control message of %zu bytes from an unknown "
+                 "endpoint dropped",
+                 len);
         return;
     }
     if (c->failed)
@@ -132,8 +135,8 @@ static void deliver_message(wst_worker_t *w, ucp_ep_h reply_ep,
         w->ops.message(w->ops.arg, c, buf, len);
 }
 
-static void control_recv_done(void *request, ucs_status_t status,
-                              size_t length, void *user_data)
+static void control_recv_done(void *request, ucs_status_t status, size_t length,
+                              void *user_data)
 {
     struct wst_pending_msg *pm = user_data;
 
@@ -163,8 +166,10 @@ static ucs_status_t am_control_cb(void *arg, const void *header,
     (void)header_length;
     if (length > w->max_control_msg) {
         /* Length cap before anything is allocated or parsed. */
-        WST_WARN(w->log, "control message of %zu bytes exceeds the %zu-byte "
-                         "cap, dropped", length, w->max_control_msg);
+        WST_WARN(w->log,
+                 "control message of %zu bytes exceeds the %zu-byte "
+                 "cap, dropped",
+                 length, w->max_control_msg);
         if (rndv)
             ucp_am_data_release(w->worker, data);
         return UCS_OK;
@@ -186,13 +191,13 @@ static ucs_status_t am_control_cb(void *arg, const void *header,
     pm->buf = buf;
     pm->len = length;
     ucp_request_param_t rp = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.recv_am = control_recv_done,
         .user_data = pm,
     };
-    ucs_status_ptr_t req = ucp_am_recv_data_nbx(w->worker, data, buf, length,
-                                                &rp);
+    ucs_status_ptr_t req =
+        ucp_am_recv_data_nbx(w->worker, data, buf, length, &rp);
     if (req == NULL)
         control_recv_done(NULL, UCS_OK, length, pm);
     else if (UCS_PTR_IS_ERR(req))
@@ -216,8 +221,7 @@ static void data_recv_done(void *request, ucs_status_t status, size_t length,
 }
 
 static ucs_status_t am_data_cb(void *arg, const void *header,
-                               size_t header_length, void *data,
-                               size_t length,
+                               size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param)
 {
     wst_worker_t *w = arg;
@@ -248,13 +252,13 @@ static ucs_status_t am_data_cb(void *arg, const void *header,
     pd->hdr = hdr;
     pd->len = length;
     ucp_request_param_t rp = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.recv_am = data_recv_done,
         .user_data = pd,
     };
-    ucs_status_ptr_t req = ucp_am_recv_data_nbx(w->worker, data, dest, length,
-                                                &rp);
+    ucs_status_ptr_t req =
+        ucp_am_recv_data_nbx(w->worker, data, dest, length, &rp);
     if (req == NULL)
         data_recv_done(NULL, UCS_OK, length, pd);
     else if (UCS_PTR_IS_ERR(req))
@@ -461,8 +465,8 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
     w->log = params->log;
     w->ops = params->ops;
     w->tick_ms = params->tick_ms ? params->tick_ms : 100;
-    w->max_control_msg = params->max_control_msg ? params->max_control_msg
-                                                  : (64u << 20);
+    w->max_control_msg =
+        params->max_control_msg ? params->max_control_msg : (64u << 20);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->started, NULL);
     w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -631,8 +635,8 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
 {
     wst_worker_t *w = arg;
     char name[96] = "unknown peer";
-    ucp_conn_request_attr_t ra = {
-        .field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
+    ucp_conn_request_attr_t ra = {.field_mask =
+                                      UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
 
     if (ucp_conn_request_query(req, &ra) == UCS_OK &&
         ra.client_address.ss_family == AF_INET) {
@@ -666,8 +670,8 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         w->ops.accepted(w->ops.arg, c);
 }
 
-wst_status_t wst_worker_listen(wst_worker_t *w, const char *host,
-                               uint16_t port, uint16_t *port_p)
+wst_status_t wst_worker_listen(wst_worker_t *w, const char *host, uint16_t port,
+                               uint16_t *port_p)
 {
     struct sockaddr_storage ss;
     socklen_t sslen;
@@ -710,8 +714,8 @@ wst_status_t wst_worker_mem_map(wst_worker_t *w, void *ptr, size_t len,
                                 ucp_mem_h *memh_p)
 {
     ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                      UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .field_mask =
+            UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
         .address = ptr,
         .length = len,
     };
@@ -731,8 +735,8 @@ void wst_worker_mem_unmap(wst_worker_t *w, ucp_mem_h memh)
         ucp_mem_unmap(w->context, memh);
 }
 
-wst_status_t wst_worker_rkey_pack(wst_worker_t *w, ucp_mem_h memh,
-                                  void **buf_p, size_t *len_p)
+wst_status_t wst_worker_rkey_pack(wst_worker_t *w, ucp_mem_h memh, void **buf_p,
+                                  size_t *len_p)
 {
     void *rkey = NULL;
     size_t len = 0;
@@ -769,8 +773,8 @@ const struct wst_logger *wst_worker_log(wst_worker_t *w)
     return w->log;
 }
 
-wst_status_t wst_conn_connect(wst_worker_t *w, const char *host,
-                              uint16_t port, wst_conn_t **conn_p)
+wst_status_t wst_conn_connect(wst_worker_t *w, const char *host, uint16_t port,
+                              wst_conn_t **conn_p)
 {
     struct sockaddr_storage ss;
     socklen_t sslen;
@@ -784,8 +788,7 @@ wst_status_t wst_conn_connect(wst_worker_t *w, const char *host,
     if (c == NULL)
         return WST_ERR_NO_MEMORY;
     ucp_ep_params_t ep = {
-        .field_mask = UCP_EP_PARAM_FIELD_FLAGS |
-                      UCP_EP_PARAM_FIELD_SOCK_ADDR |
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
@@ -820,14 +823,13 @@ wst_status_t wst_conn_send(wst_conn_t *c, void *buf, size_t len)
     }
     ucp_request_param_t sp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
         .cb.send = send_done,
         .user_data = buf,
         .flags = UCP_AM_SEND_FLAG_REPLY,
     };
-    ucs_status_ptr_t req = ucp_am_send_nbx(c->ep, WST_AM_CONTROL, NULL, 0,
-                                           buf, len, &sp);
+    ucs_status_ptr_t req =
+        ucp_am_send_nbx(c->ep, WST_AM_CONTROL, NULL, 0, buf, len, &sp);
     if (req == NULL) {
         free(buf);
         return WST_OK;
@@ -867,7 +869,8 @@ static void describe_lanes(ucp_ep_h ep, char *out, size_t outlen,
         char *lane = strstr(line, "lane[");
         char *arrow = lane != NULL ? strstr(lane, "->") : NULL;
         char tl[64] = "", roles[128] = "";
-        if (arrow == NULL || sscanf(strchr(lane, ':') + 1, " %*d:%63s", tl) != 1)
+        if (arrow == NULL ||
+            sscanf(strchr(lane, ':') + 1, " %*d:%63s", tl) != 1)
             continue;
         char *dot = strrchr(tl, '.');
         if (dot != NULL)
@@ -880,9 +883,9 @@ static void describe_lanes(ucp_ep_h ep, char *out, size_t outlen,
                 tok++;
             size_t n = strcspn(tok, " #");
             if (n > 0)
-                rused += (size_t)snprintf(roles + rused, sizeof(roles) - rused,
-                                          "%s%.*s", rused ? "," : "", (int)n,
-                                          tok);
+                rused +=
+                    (size_t)snprintf(roles + rused, sizeof(roles) - rused,
+                                     "%s%.*s", rused ? "," : "", (int)n, tok);
             tok = strchr(tok, ' ');
         }
         if (strstr(roles, "rma_bw") != NULL && strncmp(tl, "tcp", 3) != 0)

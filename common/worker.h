@@ -74,8 +74,8 @@ struct wst_worker_ops {
 struct wst_worker_params {
     const struct wst_logger *log; /* borrowed for the worker's lifetime */
     struct wst_worker_ops ops;
-    unsigned tick_ms;        /* 0: 100 */
-    size_t max_control_msg;  /* bytes; larger control messages are refused */
+    unsigned tick_ms;       /* 0: 100 */
+    size_t max_control_msg; /* bytes; larger control messages are refused */
 };
 
 typedef void (*wst_worker_fn)(void *arg);
@@ -90,13 +90,11 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
 void wst_worker_destroy(wst_worker_t *worker);
 
 /* Runs fn(arg) on the progress thread, later. Any thread. */
-wst_status_t wst_worker_post(wst_worker_t *worker, wst_worker_fn fn,
-                             void *arg);
+wst_status_t wst_worker_post(wst_worker_t *worker, wst_worker_fn fn, void *arg);
 
 /* Runs fn(arg) on the progress thread and returns after it ran. Not from the
  * progress thread. */
-wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn,
-                             void *arg);
+wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn, void *arg);
 
 /* Progress thread: listen on host:port (port 0 picks one); the bound port
  * goes to *port_p. */
@@ -135,8 +133,8 @@ wst_status_t wst_conn_send(wst_conn_t *conn, void *buf, size_t len);
 /* Progress thread: open the data endpoint to the peer's worker address.
  * peer_errors selects UCP_ERR_HANDLING_MODE_PEER (not available on shared
  * memory in UCX 1.13: asking for it moves traffic to TCP). The chosen lanes
- * are described in 'lanes' (e.g. "posix/memory[am,am_bw] cma/memory[rma_bw]") and
- * *rma_real_p says whether puts run on a real RMA lane (not emulated over
+ * are described in 'lanes' (e.g. "posix/memory[am,am_bw] cma/memory[rma_bw]")
+ * and *rma_real_p says whether puts run on a real RMA lane (not emulated over
  * AM, as UCX 1.13 does on TCP). */
 wst_status_t wst_conn_open_data(wst_conn_t *conn, const void *addr,
                                 size_t addr_len, int peer_errors, char *lanes,

@@ -48,7 +48,6 @@ enum wst_role {
     WST_ROLE_RECEIVER = 2,
 };
 
-
 struct wst_blob {
     size_t len;    /* <= WST_MAX_BLOB */
     uint8_t *data; /* owned by the message; NULL when len == 0 */
@@ -67,7 +66,7 @@ struct wst_hello {
 
 struct wst_have_manifest {
     uint32_t rank;
-    size_t n_entries; /* <= WST_MAX_HAVES */
+    size_t n_entries;         /* <= WST_MAX_HAVES */
     struct wst_have *entries; /* owned */
 };
 
@@ -82,21 +81,21 @@ struct wst_want_summary {
 };
 
 struct wst_wire_region {
-    uint64_t base;   /* remote virtual address of the region */
-    uint64_t length; /* bytes */
+    uint64_t base;        /* remote virtual address of the region */
+    uint64_t length;      /* bytes */
     struct wst_blob rkey; /* packed UCX remote key; may be empty for AM */
 };
 
 /* The part of a plan one sender needs. */
 struct wst_plan_msg {
     uint64_t plan_hash;
-    uint32_t sender;   /* rank these items are for */
+    uint32_t sender; /* rank these items are for */
     uint32_t n_senders;
     uint32_t n_layers; /* >= 1 */
     enum wst_mover_kind mover;
-    size_t n_items; /* <= WST_MAX_PLAN_ITEMS */
-    struct wst_plan_item *items; /* owned; item.sender == sender */
-    size_t n_regions;            /* <= WST_MAX_REGIONS */
+    size_t n_items;                  /* <= WST_MAX_PLAN_ITEMS */
+    struct wst_plan_item *items;     /* owned; item.sender == sender */
+    size_t n_regions;                /* <= WST_MAX_REGIONS */
     struct wst_wire_region *regions; /* owned */
 };
 

@@ -40,7 +40,7 @@ struct agent_settings {
 };
 
 static const char *const mover_choices[] = {"auto", "am", NULL};
-static const char *const level_choices[] = {"error", "warn", "info",
+static const char *const level_choices[] = {"error", "warn",  "info",
                                             "debug", "trace", NULL};
 
 static const struct wst_config_entry agent_config[] = {
@@ -75,7 +75,7 @@ struct agent {
     wst_receiver_t *receiver;
     void *shm_base;
     uint64_t shm_bytes;
-    void **owned; /* regions the agent allocated itself */
+    void **owned;  /* regions the agent allocated itself */
     char name[32]; /* log name, "agent[rank]" once the layout is read */
 };
 
@@ -115,19 +115,18 @@ static void write_status(struct agent *a)
         reason[j++] = *c;
     }
     reason[j] = '\0';
-    snprintf(text, sizeof(text),
-             "{\"committed_version\": %llu, \"usable\": %s, "
-             "\"refits_ok\": %llu, \"refits_failed\": %llu, "
-             "\"last_refit_bytes\": %llu, \"last_refit_seconds\": %.6f, "
-             "\"reason\": \"%s\"}\n",
-             (unsigned long long)st.committed_version,
-             st.usable ? "true" : "false", (unsigned long long)st.refits_ok,
-             (unsigned long long)st.refits_failed,
-             (unsigned long long)st.last_refit_bytes, st.last_refit_seconds,
-             reason);
+    snprintf(
+        text, sizeof(text),
+        "{\"committed_version\": %llu, \"usable\": %s, "
+        "\"refits_ok\": %llu, \"refits_failed\": %llu, "
+        "\"last_refit_bytes\": %llu, \"last_refit_seconds\": %.6f, "
+        "\"reason\": \"%s\"}\n",
+        (unsigned long long)st.committed_version, st.usable ? "true" : "false",
+        (unsigned long long)st.refits_ok, (unsigned long long)st.refits_failed,
+        (unsigned long long)st.last_refit_bytes, st.last_refit_seconds, reason);
     if (write_file_atomic(a->set.status_file, text) != 0)
-        WST_WARN(&a->log, "cannot write status file %s: %s",
-                 a->set.status_file, strerror(errno));
+        WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
+                 strerror(errno));
 }
 
 /* Daemon-mode engine hooks: the engine socket protocol comes with the MoE
@@ -154,8 +153,8 @@ static void hook_unusable(void *arg, wst_status_t status, const char *reason)
 {
     struct agent *a = arg;
 
-    WST_ERROR(&a->log, "engine: unusable (%s): %s",
-              wst_status_string(status), reason);
+    WST_ERROR(&a->log, "engine: unusable (%s): %s", wst_status_string(status),
+              reason);
     write_status(a);
 }
 
@@ -170,15 +169,16 @@ static wst_status_t map_shm(struct agent *a)
         return WST_ERR_IO;
     }
     if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < l->shm_bytes) {
-        WST_ERROR(&a->log, "shared memory %s holds %lld bytes, the layout "
-                           "needs %llu",
+        WST_ERROR(&a->log,
+                  "shared memory %s holds %lld bytes, the layout "
+                  "needs %llu",
                   l->shm, (long long)sb.st_size,
                   (unsigned long long)l->shm_bytes);
         close(fd);
         return WST_ERR_INVALID;
     }
-    a->shm_base = mmap(NULL, l->shm_bytes, PROT_READ | PROT_WRITE,
-                       MAP_SHARED, fd, 0);
+    a->shm_base =
+        mmap(NULL, l->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (a->shm_base == MAP_FAILED) {
         a->shm_base = NULL;
@@ -348,8 +348,8 @@ int main(int argc, char **argv)
     }
     st = wst_config_defaults(agent_config, &a.set, err, sizeof(err));
     if (st == WST_OK)
-        st = wst_config_parse_args(agent_config, &a.set, argc, argv, &next,
-                                   err, sizeof(err));
+        st = wst_config_parse_args(agent_config, &a.set, argc, argv, &next, err,
+                                   sizeof(err));
     if (st == WST_OK && next < argc) {
         snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
         st = WST_ERR_CONFIG;

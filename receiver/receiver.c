@@ -53,9 +53,9 @@ enum refit_state {
 };
 
 enum layer_mark {
-    MARK_NONE,      /* no LAYER_DONE yet */
-    MARK_WAITING,   /* LAYER_DONE in, am bytes still arriving */
-    MARK_CHECKING,  /* digest check queued */
+    MARK_NONE,     /* no LAYER_DONE yet */
+    MARK_WAITING,  /* LAYER_DONE in, am bytes still arriving */
+    MARK_CHECKING, /* digest check queued */
     MARK_VERIFIED,
 };
 
@@ -80,12 +80,12 @@ struct peer {
     uint64_t plan_hash; /* hash of this sender's slice of the plan */
 
     /* current refit */
-    uint64_t version;     /* BEGIN received for this version */
+    uint64_t version; /* BEGIN received for this version */
     enum wst_mover_kind mover;
     int acked;
-    uint64_t *recv_bytes;  /* [n_layers], am only */
-    uint8_t *marks;        /* [n_layers] enum layer_mark */
-    uint64_t *digests;     /* [n_layers] from LAYER_DONE */
+    uint64_t *recv_bytes; /* [n_layers], am only */
+    uint8_t *marks;       /* [n_layers] enum layer_mark */
+    uint64_t *digests;    /* [n_layers] from LAYER_DONE */
 };
 
 struct wst_receiver {
@@ -110,7 +110,7 @@ struct wst_receiver {
     struct wst_region_desc *region_descs;
 
     /* progress-thread state */
-    uint32_t world_size; /* senders; 0 until the first hello */
+    uint32_t world_size;   /* senders; 0 until the first hello */
     struct peer **by_rank; /* [world_size] */
     uint64_t first_have_ns;
     struct wst_plan *plan;
@@ -242,9 +242,8 @@ static int peer_in_refit(const struct wst_receiver *r, const struct peer *p)
 
 /* ---- state visible to the API ---- */
 
-static void publish(struct wst_receiver *r, void (*fn)(struct wst_receiver *,
-                                                       void *),
-                    void *arg)
+static void publish(struct wst_receiver *r,
+                    void (*fn)(struct wst_receiver *, void *), void *arg)
 {
     pthread_mutex_lock(&r->lock);
     fn(r, arg);
@@ -276,7 +275,6 @@ static struct job *job_new(struct wst_receiver *r)
     }
     return j;
 }
-
 
 static void queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j)
 {
@@ -313,10 +311,9 @@ static void job_verify(void *arg)
     wst_digest_init(&d);
     for (size_t k = first; k < last; k++) {
         const struct wst_plan_item *it = &r->plan->items[k];
-        wst_digest_update(&d,
-                          (const char *)r->regions[it->region].data +
-                              it->dst_offset,
-                          it->length);
+        wst_digest_update(
+            &d, (const char *)r->regions[it->region].data + it->dst_offset,
+            it->length);
     }
     uint64_t got = wst_digest_final(&d);
     if (got != j->digest) {
@@ -343,8 +340,8 @@ static void job_finalize(void *arg)
     struct wst_receiver *r = j->r;
 
     if (r->hooks.layer_finalized != NULL) {
-        j->status = r->hooks.layer_finalized(r->hooks.arg, j->layer,
-                                             j->version);
+        j->status =
+            r->hooks.layer_finalized(r->hooks.arg, j->layer, j->version);
         if (j->status != WST_OK)
             snprintf(j->reason, sizeof(j->reason),
                      "engine failed to finalize layer %u: %s", j->layer,
@@ -500,8 +497,7 @@ static void begin_done(void *arg)
     for_each_peer(r, ack_peer, NULL);
 }
 
-static void queue_verify(struct wst_receiver *r, struct peer *p,
-                         uint32_t layer)
+static void queue_verify(struct wst_receiver *r, struct peer *p, uint32_t layer)
 {
     struct job *j = job_new(r);
 
@@ -646,8 +642,8 @@ static wst_status_t build_layer_index(struct wst_receiver *r)
 
     free(r->layer_index);
     free(r->layer_verified);
-    r->layer_index = calloc((size_t)pl->n_senders * stride,
-                            sizeof(*r->layer_index));
+    r->layer_index =
+        calloc((size_t)pl->n_senders * stride, sizeof(*r->layer_index));
     r->layer_verified = calloc(pl->n_layers, sizeof(*r->layer_verified));
     if (r->layer_index == NULL || r->layer_verified == NULL)
         return WST_ERR_NO_MEMORY;
@@ -685,8 +681,8 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
             regs[i].rkey.data = r->regions[i].rkey;
         }
     }
-    p->plan_hash = wst_plan_hash_items(pl->n_senders, pl->n_layers,
-                                       &pl->items[first], n);
+    p->plan_hash =
+        wst_plan_hash_items(pl->n_senders, pl->n_layers, &pl->items[first], n);
     m.u.plan.plan_hash = p->plan_hash;
     m.u.plan.sender = p->rank;
     m.u.plan.n_senders = pl->n_senders;
@@ -805,8 +801,8 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     m.u.want_summary.committed_version = r->state.committed_version;
     m.u.want_summary.usable = r->state.usable;
     if (!r->state.usable)
-        snprintf(m.u.want_summary.reason, sizeof(m.u.want_summary.reason),
-                 "%s", r->state.reason);
+        snprintf(m.u.want_summary.reason, sizeof(m.u.want_summary.reason), "%s",
+                 r->state.reason);
     pthread_mutex_unlock(&r->lock);
     m.u.want_summary.receiver_rank = r->rank;
     m.u.want_summary.n_wants = (uint32_t)r->n_wants;
@@ -884,8 +880,7 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
     r->by_rank[h->rank] = p;
     snprintf(p->name + strlen(p->name), sizeof(p->name) - strlen(p->name),
              " (rank %u)", h->rank);
-    WST_INFO(&r->log, "sender %s connected, world %u", p->name,
-             h->world_size);
+    WST_INFO(&r->log, "sender %s connected, world %u", p->name, h->world_size);
     reply_hello(r, p);
     return 0;
 }
@@ -926,14 +921,12 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
     else if (r->refit != REFIT_IDLE && b->version != r->version)
         snprintf(why, sizeof(why), "busy with version %llu",
                  (unsigned long long)r->version);
-    else if (r->refit == REFIT_IDLE &&
-             b->version <= r->state.committed_version)
+    else if (r->refit == REFIT_IDLE && b->version <= r->state.committed_version)
         snprintf(why, sizeof(why), "version %llu is not above %llu",
                  (unsigned long long)b->version,
                  (unsigned long long)r->state.committed_version);
     if (why[0] != '\0') {
-        send_error(r, p, r->refit != REFIT_IDLE ? WST_ERR_BUSY
-                                                : WST_ERR_STATE,
+        send_error(r, p, r->refit != REFIT_IDLE ? WST_ERR_BUSY : WST_ERR_STATE,
                    why);
         return;
     }
@@ -954,9 +947,8 @@ static uint64_t expected_bytes(const struct wst_receiver *r, uint32_t rank,
 static void on_layer_done(struct wst_receiver *r, struct peer *p,
                           const struct wst_layer_done *ld)
 {
-    if (r->refit != REFIT_RECEIVING || !p->acked ||
-        ld->version != r->version || ld->layer >= r->plan->n_layers ||
-        p->marks[ld->layer] != MARK_NONE) {
+    if (r->refit != REFIT_RECEIVING || !p->acked || ld->version != r->version ||
+        ld->layer >= r->plan->n_layers || p->marks[ld->layer] != MARK_NONE) {
         refit_fail(r, WST_ERR_PROTOCOL,
                    "sender %s: unexpected layer-done for layer %u of "
                    "version %llu",
@@ -966,8 +958,8 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
     uint64_t want = expected_bytes(r, p->rank, ld->layer);
     if (ld->bytes != want) {
         refit_fail(r, WST_ERR_INTEGRITY,
-                   "sender %s: layer %u has %llu bytes, the plan %llu",
-                   p->name, ld->layer, (unsigned long long)ld->bytes,
+                   "sender %s: layer %u has %llu bytes, the plan %llu", p->name,
+                   ld->layer, (unsigned long long)ld->bytes,
                    (unsigned long long)want);
         return;
     }
@@ -980,8 +972,7 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
     queue_verify(r, p, ld->layer);
 }
 
-static void on_message(void *arg, wst_conn_t *conn, const void *buf,
-                       size_t len)
+static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
 {
     struct wst_receiver *r = arg;
     struct peer *p = wst_conn_user(conn);
@@ -990,16 +981,15 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf,
 
     if (p == NULL)
         return;
-    wst_status_t st = wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err,
-                                     sizeof(err));
+    wst_status_t st =
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
     if (st != WST_OK) {
         /* Bad input: a clear error to that peer, nothing else changes
          * (unless it was part of a refit, which cannot complete now). */
         WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
         send_error(r, p, st, err);
         if (peer_in_refit(r, p))
-            refit_fail(r, st, "sender %s sent a bad message: %s", p->name,
-                       err);
+            refit_fail(r, st, "sender %s sent a bad message: %s", p->name, err);
         peer_drop(r, p);
         return;
     }
@@ -1019,8 +1009,7 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf,
     case WST_MSG_HEARTBEAT:
         break;
     case WST_MSG_ERROR:
-        WST_WARN(&r->log, "sender %s reports: %s", p->name,
-                 m.u.error.message);
+        WST_WARN(&r->log, "sender %s reports: %s", p->name, m.u.error.message);
         if (peer_in_refit(r, p) && p->version == r->version)
             refit_fail(r, (wst_status_t)m.u.error.status,
                        "sender %s failed: %s", p->name, m.u.error.message);
@@ -1057,6 +1046,8 @@ static void on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
         return;
     if (peer_in_refit(r, p))
         refit_fail(r, status, "sender %s lost: %s", p->name, why);
+    else
+        WST_INFO(&r->log, "sender %s disconnected: %s", p->name, why);
     peer_drop(r, p);
 }
 
@@ -1066,8 +1057,7 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                                  size_t len, void **dest_p)
 {
     struct wst_receiver *r = arg;
-    struct peer *p = hdr->token < r->world_size ? r->by_rank[hdr->token]
-                                                : NULL;
+    struct peer *p = hdr->token < r->world_size ? r->by_rank[hdr->token] : NULL;
 
     if (r->refit != REFIT_RECEIVING || hdr->version != r->version ||
         p == NULL || !p->acked) {
@@ -1087,21 +1077,20 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                    p->name, hdr->item, (unsigned long long)hdr->offset, len);
         return WST_ERR_PROTOCOL;
     }
-    *dest_p = (char *)r->regions[it->region].data + it->dst_offset +
-              hdr->offset;
+    *dest_p =
+        (char *)r->regions[it->region].data + it->dst_offset + hdr->offset;
     return WST_OK;
 }
 
-static void on_data_done(void *arg, const struct wst_data_hdr *hdr,
-                         size_t len, wst_status_t status)
+static void on_data_done(void *arg, const struct wst_data_hdr *hdr, size_t len,
+                         wst_status_t status)
 {
     struct wst_receiver *r = arg;
     struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
                          ? r->by_rank[hdr->token]
                          : NULL;
 
-    if (r->refit != REFIT_RECEIVING || hdr->version != r->version ||
-        p == NULL)
+    if (r->refit != REFIT_RECEIVING || hdr->version != r->version || p == NULL)
         return;
     if (status != WST_OK) {
         refit_fail(r, status, "sender %s: receiving data failed", p->name);
@@ -1126,8 +1115,7 @@ static void on_tick(void *arg)
     uint64_t limit = (uint64_t)(r->timeout_s * 1e9);
 
     if (r->refit != REFIT_IDLE && now - r->last_progress_ns > limit) {
-        refit_fail(r, WST_ERR_TIMED_OUT,
-                   "version %llu: no progress for %.1f s",
+        refit_fail(r, WST_ERR_TIMED_OUT, "version %llu: no progress for %.1f s",
                    (unsigned long long)r->version, r->timeout_s);
         return;
     }
@@ -1162,9 +1150,8 @@ static wst_status_t apply_params(struct wst_receiver *r,
 
     r->rank = (f & WST_RECEIVER_PARAM_RANK) ? p->rank : 0;
     snprintf(r->listen_host, sizeof(r->listen_host), "%s",
-             (f & WST_RECEIVER_PARAM_LISTEN) && p->listen_host
-                 ? p->listen_host
-                 : "0.0.0.0");
+             (f & WST_RECEIVER_PARAM_LISTEN) && p->listen_host ? p->listen_host
+                                                               : "0.0.0.0");
     r->listen_port = (f & WST_RECEIVER_PARAM_LISTEN) ? p->listen_port : 0;
     r->timeout_s = (f & WST_RECEIVER_PARAM_TIMEOUT) && p->timeout_s > 0
                        ? p->timeout_s
@@ -1181,7 +1168,7 @@ static wst_status_t apply_params(struct wst_receiver *r,
         r->hooks = p->hooks;
     snprintf(r->log_name, sizeof(r->log_name), "%s",
              (f & WST_RECEIVER_PARAM_LOG) && p->log_name ? p->log_name
-                                                        : "receiver");
+                                                         : "receiver");
     wst_logger_init(&r->log, r->log_name, WST_LOG_INFO);
     if (f & WST_RECEIVER_PARAM_LOG) {
         if (p->log_level >= 0 && p->log_level <= WST_LOG_TRACE)
@@ -1267,8 +1254,7 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
     reg.data = region->data;
     reg.length = region->length;
     /* Registered once, here: never on the per-refit path. */
-    st = wst_worker_mem_map(r->worker, region->data, region->length,
-                            &reg.memh);
+    st = wst_worker_mem_map(r->worker, region->data, region->length, &reg.memh);
     if (st != WST_OK)
         return st;
     st = wst_worker_rkey_pack(r->worker, reg.memh, &reg.rkey, &reg.rkey_len);
@@ -1321,8 +1307,8 @@ wst_status_t wst_receiver_add_want(wst_receiver_t *r,
     want.row_pitch = w->row_pitch;
     st = wst_want_check(&want, r->region_descs, r->n_regions);
     if (st != WST_OK) {
-        WST_ERROR(&r->log, "want %s: invalid (region %u, offset %llu)",
-                  w->name, w->region, (unsigned long long)w->offset);
+        WST_ERROR(&r->log, "want %s: invalid (region %u, offset %llu)", w->name,
+                  w->region, (unsigned long long)w->offset);
         return st;
     }
     st = grow((void **)&r->wants, r->n_wants, sizeof(*r->wants));
@@ -1366,8 +1352,7 @@ wst_status_t wst_receiver_start(wst_receiver_t *r, uint16_t *port_p)
     return WST_OK;
 }
 
-void wst_receiver_get_state(wst_receiver_t *r,
-                            struct wst_receiver_state *state)
+void wst_receiver_get_state(wst_receiver_t *r, struct wst_receiver_state *state)
 {
     pthread_mutex_lock(&r->lock);
     *state = r->state;

@@ -69,7 +69,7 @@ struct link {
     wst_status_t error;
     char error_msg[WST_ERROR_MSG_MAX];
 
-    struct wst_blob address; /* receiver worker address (owned) */
+    struct wst_blob address;  /* receiver worker address (owned) */
     struct wst_plan_msg plan; /* owned, from the codec */
     int have_plan;
     size_t *layer_first;   /* [n_layers + 1] item bounds per layer */
@@ -82,9 +82,9 @@ struct link {
 
     uint64_t version;
     uint64_t committed;
-    size_t cursor;        /* next item to move */
-    uint64_t cursor_off;  /* bytes of it already moved */
-    uint32_t post_layer;  /* layer whose items are being posted */
+    size_t cursor;       /* next item to move */
+    uint64_t cursor_off; /* bytes of it already moved */
+    uint32_t post_layer; /* layer whose items are being posted */
     int fence_pending;
     uint64_t in_flight;
     int pumping, pump_again;
@@ -126,11 +126,10 @@ static void link_set_state(struct link *l, enum link_state st)
     pthread_mutex_unlock(&l->s->lock);
 }
 
-static void link_fail(struct link *l, wst_status_t status, const char *fmt,
-                      ...) __attribute__((format(printf, 3, 4)));
+static void link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static void link_fail(struct link *l, wst_status_t status, const char *fmt,
-                      ...)
+static void link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
 {
     char msg[WST_ERROR_MSG_MAX];
     va_list ap;
@@ -193,8 +192,8 @@ static wst_status_t send_hello_and_have(struct link *l)
     if (st != WST_OK)
         return st;
 
-    struct wst_have *haves = calloc(s->n_shards ? s->n_shards : 1,
-                                    sizeof(*haves));
+    struct wst_have *haves =
+        calloc(s->n_shards ? s->n_shards : 1, sizeof(*haves));
     if (haves == NULL) {
         link_fail(l, WST_ERR_NO_MEMORY, "no memory for the have manifest");
         return WST_ERR_NO_MEMORY;
@@ -240,8 +239,7 @@ static wst_status_t index_layers(struct link *l)
     l->layer_first = calloc(p->n_layers + 1, sizeof(*l->layer_first));
     l->layer_bytes = calloc(p->n_layers, sizeof(*l->layer_bytes));
     l->digests = calloc(p->n_layers, sizeof(*l->digests));
-    if (l->layer_first == NULL || l->layer_bytes == NULL ||
-        l->digests == NULL)
+    if (l->layer_first == NULL || l->layer_bytes == NULL || l->digests == NULL)
         return WST_ERR_NO_MEMORY;
     /* Items arrive sorted by layer (checked here, relied on by pump). */
     size_t i = 0;
@@ -264,8 +262,9 @@ static int choose_mover(struct link *l, int rma_real)
 
     if (l->plan.mover == WST_MOVER_AM) {
         if (s->mover_pref == WST_MOVER_PUT)
-            WST_WARN(&s->log, "receiver %s hands out no remote keys: "
-                              "using am instead of the configured put",
+            WST_WARN(&s->log,
+                     "receiver %s hands out no remote keys: "
+                     "using am instead of the configured put",
                      l->name);
         return WST_MOVER_AM;
     }
@@ -282,8 +281,8 @@ static wst_status_t open_mover(struct link *l)
 
     if (wst_conn_data_ep(l->conn) == NULL) {
         st = wst_conn_open_data(l->conn, l->address.data, l->address.len,
-                                s->data_peer_errors, l->lanes,
-                                sizeof(l->lanes), &rma_real);
+                                s->data_peer_errors, l->lanes, sizeof(l->lanes),
+                                &rma_real);
         if (st != WST_OK)
             return st;
     }
@@ -338,8 +337,8 @@ static void on_plan(struct link *l, struct wst_msg *m)
         link_fail(l, WST_ERR_PROTOCOL, "unexpected plan");
         return;
     }
-    struct wst_have *haves = calloc(s->n_shards ? s->n_shards : 1,
-                                    sizeof(*haves));
+    struct wst_have *haves =
+        calloc(s->n_shards ? s->n_shards : 1, sizeof(*haves));
     if (haves == NULL) {
         link_fail(l, WST_ERR_NO_MEMORY, "no memory to check the plan");
         return;
@@ -393,8 +392,7 @@ static void on_commit(struct link *l, const struct wst_commit *c)
     pthread_mutex_unlock(&l->s->lock);
 }
 
-static void on_message(void *arg, wst_conn_t *conn, const void *buf,
-                       size_t len)
+static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
 {
     struct wst_sender *s = arg;
     struct link *l = wst_conn_user(conn);
@@ -409,8 +407,7 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf,
         link_fail(l, st, "bad message: %s", err);
         return;
     }
-    WST_TRACE(&s->log, "receiver %s: %s", l->name,
-              wst_msg_type_name(m.type));
+    WST_TRACE(&s->log, "receiver %s: %s", l->name, wst_msg_type_name(m.type));
     switch (m.type) {
     case WST_MSG_HELLO:
         on_hello(l, &m);
@@ -676,7 +673,7 @@ static wst_status_t parse_receiver(struct link *l, const char *spec)
 static int shm_possible(void)
 {
     const char *tls = getenv("UCX_TLS");
-    static const char *const shm[] = {"sm", "shm", "posix", "sysv",
+    static const char *const shm[] = {"sm",  "shm",  "posix", "sysv",
                                       "cma", "knem", "xpmem", "all"};
 
     if (tls == NULL || *tls == '\0')
@@ -694,15 +691,14 @@ static wst_status_t apply_params(struct wst_sender *s,
                     WST_SENDER_PARAM_RECEIVERS;
 
     if ((p->field_mask & need) != need || p->world_size == 0 ||
-        p->rank >= p->world_size || p->n_receivers == 0 ||
-        p->receivers == NULL)
+        p->rank >= p->world_size || p->n_receivers == 0 || p->receivers == NULL)
         return WST_ERR_INVALID;
     s->rank = p->rank;
     s->world_size = p->world_size;
-    s->timeout_s = (p->field_mask & WST_SENDER_PARAM_TIMEOUT) &&
-                           p->timeout_s > 0
-                       ? p->timeout_s
-                       : 30.0;
+    s->timeout_s =
+        (p->field_mask & WST_SENDER_PARAM_TIMEOUT) && p->timeout_s > 0
+            ? p->timeout_s
+            : 30.0;
     s->window = (p->field_mask & WST_SENDER_PARAM_WINDOW) && p->window_bytes
                     ? p->window_bytes
                     : DEFAULT_WINDOW;
@@ -756,9 +752,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
     }
     struct wst_worker_params wp = {
         .log = &s->log,
-        .ops = {.arg = s,
-                .message = on_message,
-                .conn_failed = on_conn_failed},
+        .ops = {.arg = s, .message = on_message, .conn_failed = on_conn_failed},
     };
     st = wst_worker_create(&wp, &s->worker);
     if (st != WST_OK)
@@ -783,9 +777,9 @@ static wst_status_t shard_to_have(const struct wst_shard *sh,
     uint64_t elems;
 
     memset(h, 0, sizeof(*h));
-    if (sh->name == NULL || strlen(sh->name) >= WST_NAME_MAX ||
-        sh->ndim == 0 || sh->ndim > WST_MAX_DIMS || sh->shape == NULL ||
-        sh->box_start == NULL || sh->box_stop == NULL)
+    if (sh->name == NULL || strlen(sh->name) >= WST_NAME_MAX || sh->ndim == 0 ||
+        sh->ndim > WST_MAX_DIMS || sh->shape == NULL || sh->box_start == NULL ||
+        sh->box_stop == NULL)
         return WST_ERR_INVALID;
     strcpy(h->tensor.name, sh->name);
     h->tensor.dtype = (enum wst_dtype)sh->dtype;
@@ -855,8 +849,8 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
 
 static void set_error(struct wst_sender *s, const struct link *l)
 {
-    snprintf(s->last_error, sizeof(s->last_error), "receiver %s: %s",
-             l->name, l->error_msg);
+    snprintf(s->last_error, sizeof(s->last_error), "receiver %s: %s", l->name,
+             l->error_msg);
 }
 
 /* Waits (lock held) until every link satisfies 'done' or one failed. */
@@ -931,10 +925,9 @@ static void compute_digests(struct wst_sender *s, uint64_t version)
             for (size_t k = l->layer_first[layer];
                  k < l->layer_first[layer + 1]; k++) {
                 const struct wst_plan_item *it = &l->plan.items[k];
-                wst_digest_update(&d,
-                                  (const char *)s->shards[it->have].data +
-                                      it->src_offset,
-                                  it->length);
+                wst_digest_update(
+                    &d, (const char *)s->shards[it->have].data + it->src_offset,
+                    it->length);
             }
             struct digest_ready *dr = malloc(sizeof(*dr));
             if (dr == NULL)
@@ -956,8 +949,7 @@ wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
     if (version == 0 || version <= s->version) {
         snprintf(s->last_error, sizeof(s->last_error),
                  "version %llu is not above the last pushed (%llu)",
-                 (unsigned long long)version,
-                 (unsigned long long)s->version);
+                 (unsigned long long)version, (unsigned long long)s->version);
         return WST_ERR_INVALID;
     }
     for (size_t i = 0; i < s->n_links; i++)
@@ -979,8 +971,7 @@ wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
     wst_status_t st;
 
     pthread_mutex_lock(&s->lock);
-    st = wait_links(s, link_committed, s->version, timeout_s,
-                    "the commit");
+    st = wait_links(s, link_committed, s->version, timeout_s, "the commit");
     pthread_mutex_unlock(&s->lock);
     return st;
 }

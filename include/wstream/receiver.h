@@ -70,8 +70,8 @@ struct wst_receiver_params {
     uint32_t rank;       /* this receiver's rank among receivers; default 0 */
     const char *listen_host; /* default "0.0.0.0"; borrowed during create */
     uint16_t listen_port;    /* 0: any free port */
-    double timeout_s; /* deadline for manifests and for a stalled refit;
-                         default 30 */
+    double timeout_s;        /* deadline for manifests and for a stalled refit;
+                                default 30 */
     /* "auto" (default; senders use put where their lane does real RMA) or
      * "am" (never hand out remote keys). Borrowed during create. */
     const char *mover;

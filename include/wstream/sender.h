@@ -67,12 +67,12 @@ struct wst_sender_params {
  * dense row-major array of the box's extents (or, for a flat shard, the
  * flattened elements [box_start[0], box_stop[0]) of the tensor). */
 struct wst_shard {
-    const char *name;   /* checkpoint name, e.g. "model.norm.weight" */
-    const void *data;   /* borrowed until wst_sender_destroy */
-    int mem_type;       /* enum wst_mem_type; only WST_MEM_HOST for now */
-    int dtype;          /* enum wst_dtype */
-    uint32_t ndim;      /* of the global shape, 1..8 */
-    const uint64_t *shape;     /* [ndim] global shape */
+    const char *name;      /* checkpoint name, e.g. "model.norm.weight" */
+    const void *data;      /* borrowed until wst_sender_destroy */
+    int mem_type;          /* enum wst_mem_type; only WST_MEM_HOST for now */
+    int dtype;             /* enum wst_dtype */
+    uint32_t ndim;         /* of the global shape, 1..8 */
+    const uint64_t *shape; /* [ndim] global shape */
     const uint64_t *box_start; /* [ndim], or [1] when flat */
     const uint64_t *box_stop;  /* [ndim], or [1] when flat */
     int flat;                  /* nonzero: a 1-D box over the flattened view */

@@ -14,35 +14,36 @@ extern "C" {
 #endif
 
 /* X(name, value, message) */
-#define WST_STATUS_LIST(X)                                                      \
-    X(WST_OK, 0, "success")                                                     \
-    X(WST_INPROGRESS, 1, "operation in progress")                               \
-    X(WST_ERR_NO_MEMORY, -1, "out of memory")                                   \
-    X(WST_ERR_INVALID, -2, "invalid argument")                                  \
-    X(WST_ERR_PROTOCOL, -3, "protocol error")                                   \
-    X(WST_ERR_VERSION, -4, "protocol version mismatch")                         \
-    X(WST_ERR_TIMED_OUT, -5, "timed out")                                       \
-    X(WST_ERR_UNREACHABLE, -6, "peer unreachable")                              \
-    X(WST_ERR_UNSUPPORTED_LAYOUT, -7, "unsupported layout")                     \
-    X(WST_ERR_INTEGRITY, -8, "integrity check failed")                          \
-    X(WST_ERR_UNUSABLE, -9, "receiver unusable")                                \
-    X(WST_ERR_NO_DEVICE, -10, "no CUDA device")                                 \
-    X(WST_ERR_CANCELED, -11, "canceled")                                        \
-    X(WST_ERR_DTYPE_MISMATCH, -12, "dtype mismatch")                            \
-    X(WST_ERR_SHAPE_MISMATCH, -13, "shape mismatch")                            \
-    X(WST_ERR_COVERAGE, -14, "coverage gap")                                    \
-    X(WST_ERR_IO, -15, "input/output error")                                    \
-    X(WST_ERR_TRANSPORT, -16, "transport error")                                \
-    X(WST_ERR_PEER_FAILED, -17, "peer failed")                                  \
-    X(WST_ERR_CONFIG, -18, "bad configuration")                                 \
-    X(WST_ERR_NON_LINEAR_PLACEMENT, -19, "non-linear expert placement")         \
-    X(WST_ERR_EXPERT_SHARDING, -20, "experts sharded on a non-expert dimension") \
-    X(WST_ERR_EXPERT_DIVISIBILITY, -21, "expert count not divisible by ep")     \
-    X(WST_ERR_REPACK_SHAPE, -22, "repack layout shape constraint violated")     \
-    X(WST_ERR_UNSUPPORTED, -23, "not supported")                                \
-    X(WST_ERR_BUSY, -24, "busy")                                                \
-    X(WST_ERR_TOO_LARGE, -25, "message or value too large")                     \
-    X(WST_ERR_NOT_FOUND, -26, "not found")                                      \
+#define WST_STATUS_LIST(X)                                                     \
+    X(WST_OK, 0, "success")                                                    \
+    X(WST_INPROGRESS, 1, "operation in progress")                              \
+    X(WST_ERR_NO_MEMORY, -1, "out of memory")                                  \
+    X(WST_ERR_INVALID, -2, "invalid argument")                                 \
+    X(WST_ERR_PROTOCOL, -3, "protocol error")                                  \
+    X(WST_ERR_VERSION, -4, "protocol version mismatch")                        \
+    X(WST_ERR_TIMED_OUT, -5, "timed out")                                      \
+    X(WST_ERR_UNREACHABLE, -6, "peer unreachable")                             \
+    X(WST_ERR_UNSUPPORTED_LAYOUT, -7, "unsupported layout")                    \
+    X(WST_ERR_INTEGRITY, -8, "integrity check failed")                         \
+    X(WST_ERR_UNUSABLE, -9, "receiver unusable")                               \
+    X(WST_ERR_NO_DEVICE, -10, "no CUDA device")                                \
+    X(WST_ERR_CANCELED, -11, "canceled")                                       \
+    X(WST_ERR_DTYPE_MISMATCH, -12, "dtype mismatch")                           \
+    X(WST_ERR_SHAPE_MISMATCH, -13, "shape mismatch")                           \
+    X(WST_ERR_COVERAGE, -14, "coverage gap")                                   \
+    X(WST_ERR_IO, -15, "input/output error")                                   \
+    X(WST_ERR_TRANSPORT, -16, "transport error")                               \
+    X(WST_ERR_PEER_FAILED, -17, "peer failed")                                 \
+    X(WST_ERR_CONFIG, -18, "bad configuration")                                \
+    X(WST_ERR_NON_LINEAR_PLACEMENT, -19, "non-linear expert placement")        \
+    X(WST_ERR_EXPERT_SHARDING, -20,                                            \
+      "experts sharded on a non-expert dimension")                             \
+    X(WST_ERR_EXPERT_DIVISIBILITY, -21, "expert count not divisible by ep")    \
+    X(WST_ERR_REPACK_SHAPE, -22, "repack layout shape constraint violated")    \
+    X(WST_ERR_UNSUPPORTED, -23, "not supported")                               \
+    X(WST_ERR_BUSY, -24, "busy")                                               \
+    X(WST_ERR_TOO_LARGE, -25, "message or value too large")                    \
+    X(WST_ERR_NOT_FOUND, -26, "not found")                                     \
     X(WST_ERR_STATE, -27, "operation not valid in this state")
 
 typedef enum {
