@@ -177,8 +177,11 @@ static wst_status_t map_shm(struct agent *a)
         close(fd);
         return WST_ERR_INVALID;
     }
-    a->shm_base =
-        mmap(NULL, l->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* Populate now: faulting 4 KiB pages in during the first refit cost
+     * seconds per GB (NOTES.md); like registration, this is start-up
+     * work. */
+    a->shm_base = mmap(NULL, l->shm_bytes, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (a->shm_base == MAP_FAILED) {
         a->shm_base = NULL;

@@ -480,7 +480,7 @@ static int run(struct demo *d)
         verified = 0;
     }
     qsort(secs, d->set.refits, sizeof(*secs), compare_double);
-    double median = secs[d->set.refits / 2];
+    double median = secs[(d->set.refits - 1) / 2];
     printf(
         "wstream-demo: %s, %zu tensors, %llu senders -> %llu receivers, "
         "%llu versions x %.1f MB, median %.3f s (%.2f GB/s), transport %s, "

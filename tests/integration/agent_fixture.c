@@ -1,0 +1,389 @@
+/* agent_fixture.c - a real wstream-agent process and in-process senders for
+ * the integration tests (see agent_fixture.h).
+ */
+#include "agent_fixture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int create_shm(struct it_agent *a)
+{
+    static unsigned counter;
+    int fd;
+
+    snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-it-%d-%u",
+             (int)getpid(), counter++);
+    fd = shm_open(a->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "fixture: shm_open %s: %s\n", a->shm_name,
+                strerror(errno));
+        a->shm_name[0] = '\0';
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)a->layout.shm_bytes) != 0) {
+        fprintf(stderr, "fixture: ftruncate: %s\n", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE,
+                  MAP_SHARED, fd, 0);
+    close(fd);
+    if (a->shm == MAP_FAILED) {
+        a->shm = NULL;
+        fprintf(stderr, "fixture: mmap: %s\n", strerror(errno));
+        return -1;
+    }
+    memset(a->shm, IT_POISON, a->layout.shm_bytes);
+    snprintf(a->layout.shm, sizeof(a->layout.shm), "%s", a->shm_name);
+    return 0;
+}
+
+static int spawn_agent(struct it_agent *a, const char *agent_bin)
+{
+    a->pid = fork();
+    if (a->pid < 0) {
+        fprintf(stderr, "fixture: fork: %s\n", strerror(errno));
+        a->pid = 0;
+        return -1;
+    }
+    if (a->pid == 0) {
+        int fd = open(a->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execl(agent_bin, agent_bin, "--layout", a->layout_path, "--listen",
+              "127.0.0.1:0", "--port-file", a->port_path, "--status-file",
+              a->status_path, "--timeout", "5", "--log-level", "info",
+              (char *)NULL);
+        fprintf(stderr, "fixture: exec %s: %s\n", agent_bin, strerror(errno));
+        _exit(127);
+    }
+    return 0;
+}
+
+static int wait_port(struct it_agent *a, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    int wstatus;
+
+    while (now_s() < deadline) {
+        FILE *f = fopen(a->port_path, "r");
+        unsigned port = 0;
+        if (f != NULL) {
+            int ok = fscanf(f, "%u", &port) == 1;
+            fclose(f);
+            if (ok && port > 0 && port < 65536) {
+                a->port = (uint16_t)port;
+                snprintf(a->addr, sizeof(a->addr), "127.0.0.1:%u", port);
+                return 0;
+            }
+        }
+        if (waitpid(a->pid, &wstatus, WNOHANG) == a->pid) {
+            fprintf(stderr, "fixture: the agent exited during start-up "
+                            "(status 0x%x)\n", wstatus);
+            a->pid = 0;
+            return -1;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "fixture: the agent did not write %s in %.0f s\n",
+            a->port_path, timeout_s);
+    return -1;
+}
+
+int it_agent_start(struct it_agent *a, const char *agent_bin)
+{
+    char err[512];
+
+    memset(a, 0, sizeof(*a));
+    /* Control needs TCP; data may use shared memory (real RMA: put). */
+    setenv("UCX_TLS", "sm,tcp", 0);
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (agent_bin == NULL || access(agent_bin, X_OK) != 0) {
+        fprintf(stderr, "fixture: agent binary '%s' is not executable\n",
+                agent_bin ? agent_bin : "(none: pass it as argv[1])");
+        return -1;
+    }
+    snprintf(a->dir, sizeof(a->dir), "/tmp/wstream-it-XXXXXX");
+    if (mkdtemp(a->dir) == NULL) {
+        fprintf(stderr, "fixture: mkdtemp: %s\n", strerror(errno));
+        a->dir[0] = '\0';
+        return -1;
+    }
+    snprintf(a->layout_path, sizeof(a->layout_path), "%s/agent.json", a->dir);
+    snprintf(a->port_path, sizeof(a->port_path), "%s/agent.port", a->dir);
+    snprintf(a->status_path, sizeof(a->status_path), "%s/agent.status",
+             a->dir);
+    snprintf(a->log_path, sizeof(a->log_path), "%s/agent.log", a->dir);
+    if (wst_model_preset("tiny", 1, &a->model, err, sizeof(err)) != WST_OK ||
+        wst_model_engine_layout(&a->model, 0, 1, &a->layout, err,
+                                sizeof(err)) != WST_OK) {
+        fprintf(stderr, "fixture: model: %s\n", err);
+        goto err_stop;
+    }
+    if (create_shm(a) != 0)
+        goto err_stop;
+    if (wst_layout_save(a->layout_path, &a->layout, err, sizeof(err)) !=
+        WST_OK) {
+        fprintf(stderr, "fixture: %s\n", err);
+        goto err_stop;
+    }
+    if (spawn_agent(a, agent_bin) != 0 || wait_port(a, 20.0) != 0)
+        goto err_stop;
+    return 0;
+
+err_stop:
+    it_agent_stop(a);
+    return -1;
+}
+
+static void print_log(const struct it_agent *a)
+{
+    char line[1024];
+    FILE *f;
+
+    if (a->log_path[0] == '\0' || (f = fopen(a->log_path, "r")) == NULL)
+        return;
+    fprintf(stderr, "---- agent log %s ----\n", a->log_path);
+    while (fgets(line, sizeof(line), f) != NULL)
+        fputs(line, stderr);
+    fprintf(stderr, "---- end of agent log ----\n");
+    fclose(f);
+}
+
+static void reap(struct it_agent *a)
+{
+    double deadline = now_s() + 10.0;
+    int wstatus = 0;
+
+    kill(a->pid, SIGTERM);
+    while (waitpid(a->pid, &wstatus, WNOHANG) == 0) {
+        if (now_s() > deadline) {
+            fprintf(stderr, "fixture: agent %d ignored SIGTERM for 10 s; "
+                            "killing it\n", (int)a->pid);
+            kill(a->pid, SIGKILL);
+            waitpid(a->pid, &wstatus, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
+        fprintf(stderr, "fixture: agent %d ended with wait status 0x%x\n",
+                (int)a->pid, wstatus);
+    a->pid = 0;
+}
+
+void it_agent_stop(struct it_agent *a)
+{
+    char cmd[PATH_MAX + 16];
+
+    if (a->pid > 0)
+        reap(a);
+    print_log(a);
+    if (a->shm != NULL)
+        munmap(a->shm, a->layout.shm_bytes);
+    if (a->shm_name[0] != '\0')
+        shm_unlink(a->shm_name);
+    if (a->dir[0] != '\0') {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", a->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "fixture: could not remove %s\n", a->dir);
+    }
+    wst_layout_release(&a->layout);
+    wst_model_release(&a->model);
+    memset(a, 0, sizeof(*a));
+}
+
+int it_agent_alive(struct it_agent *a)
+{
+    int wstatus;
+
+    if (a->pid <= 0)
+        return 0;
+    if (waitpid(a->pid, &wstatus, WNOHANG) == 0)
+        return 1;
+    fprintf(stderr, "fixture: agent %d is gone (wait status 0x%x)\n",
+            (int)a->pid, wstatus);
+    a->pid = 0;
+    return 0;
+}
+
+int it_agent_status(const struct it_agent *a, uint64_t *committed_p,
+                    int *usable_p)
+{
+    char text[2048];
+    unsigned long long v;
+    const char *p;
+    size_t n;
+    FILE *f = fopen(a->status_path, "r");
+
+    if (f == NULL)
+        return -1;
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    p = strstr(text, "\"committed_version\": ");
+    if (p == NULL || sscanf(p, "\"committed_version\": %llu", &v) != 1)
+        return -1;
+    *committed_p = v;
+    if (strstr(text, "\"usable\": true") != NULL)
+        *usable_p = 1;
+    else if (strstr(text, "\"usable\": false") != NULL)
+        *usable_p = 0;
+    else
+        return -1;
+    return 0;
+}
+
+int it_agent_wait_status(const struct it_agent *a, uint64_t version,
+                         double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    uint64_t committed = 0;
+    int usable = 0;
+
+    do {
+        if (it_agent_status(a, &committed, &usable) == 0 &&
+            committed >= version)
+            return 0;
+        usleep(10000);
+    } while (now_s() < deadline);
+    fprintf(stderr, "fixture: status file says committed_version %llu, "
+                    "waited for %llu\n",
+            (unsigned long long)committed, (unsigned long long)version);
+    return -1;
+}
+
+int it_agent_shm_untouched(const struct it_agent *a)
+{
+    const unsigned char *p = a->shm;
+
+    for (uint64_t i = 0; i < a->layout.shm_bytes; i++)
+        if (p[i] != IT_POISON) {
+            fprintf(stderr, "fixture: shm byte %llu is 0x%02x, not poison\n",
+                    (unsigned long long)i, p[i]);
+            return 0;
+        }
+    return 1;
+}
+
+int it_agent_log_has(const struct it_agent *a, const char *needle)
+{
+    char line[2048];
+    int found = 0;
+    FILE *f = fopen(a->log_path, "r");
+
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+int it_sender_load(struct it_sender *s, const struct it_agent *a)
+{
+    memset(s, 0, sizeof(*s));
+    return wst_model_trainer_shards(&a->model, 0, 1, &s->haves,
+                                    &s->n_haves) == WST_OK
+               ? 0
+               : -1;
+}
+
+static wst_status_t register_one(struct it_sender *s, size_t i,
+                                 uint64_t version)
+{
+    const struct wst_have *h = &s->haves[i];
+    uint64_t bytes = wst_model_shard_bytes(h);
+
+    s->bufs[i] = malloc(bytes ? bytes : 1);
+    if (s->bufs[i] == NULL)
+        return WST_ERR_NO_MEMORY;
+    wst_model_fill_shard(h, IT_SEED, version, s->bufs[i]);
+    struct wst_shard sh = {
+        .name = h->tensor.name,
+        .data = s->bufs[i],
+        .mem_type = WST_MEM_HOST,
+        .dtype = h->tensor.dtype,
+        .ndim = h->tensor.ndim,
+        .shape = h->tensor.shape,
+        .box_start = h->box.start,
+        .box_stop = h->box.stop,
+        .flat = h->flat,
+    };
+    return wst_sender_register(s->sender, &sh);
+}
+
+wst_status_t it_sender_setup(struct it_sender *s, const struct it_agent *a,
+                             size_t skip, uint64_t version)
+{
+    const char *recv[1] = {a->addr};
+    struct wst_sender_params sp = {
+        .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
+                      WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
+                      WST_SENDER_PARAM_LOG,
+        .rank = 0,
+        .world_size = 1,
+        .receivers = recv,
+        .n_receivers = 1,
+        .timeout_s = 10.0,
+        .log_level = 1,
+    };
+    wst_status_t st = wst_sender_create(&sp, &s->sender);
+
+    if (st != WST_OK)
+        return st;
+    s->bufs = calloc(s->n_haves, sizeof(*s->bufs));
+    if (s->bufs == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t i = 0; i < s->n_haves && st == WST_OK; i++)
+        if (i != skip)
+            st = register_one(s, i, version);
+    return st;
+}
+
+void it_sender_fill(struct it_sender *s, uint64_t version)
+{
+    for (size_t i = 0; i < s->n_haves; i++)
+        if (s->bufs[i] != NULL)
+            wst_model_fill_shard(&s->haves[i], IT_SEED, version, s->bufs[i]);
+}
+
+void it_sender_destroy(struct it_sender *s)
+{
+    if (s->sender != NULL)
+        wst_sender_destroy(s->sender);
+    for (size_t i = 0; s->bufs != NULL && i < s->n_haves; i++)
+        free(s->bufs[i]);
+    free(s->bufs);
+    free(s->haves);
+    memset(s, 0, sizeof(*s));
+}
+
+size_t it_first_matrix(const struct it_sender *s)
+{
+    for (size_t i = 0; i < s->n_haves; i++)
+        if (s->haves[i].tensor.ndim == 2 && !s->haves[i].flat)
+            return i;
+    return 0;
+}

@@ -1,0 +1,94 @@
+/* agent_fixture.h - a real wstream-agent process and in-process senders for
+ * the integration tests.
+ *
+ * it_agent_start builds the tiny model with one layer, writes its TP-1
+ * engine layout to a fresh temporary folder, creates and poisons the POSIX
+ * shm the layout names (as wstream-demo does), fork+execs the agent with
+ * --listen 127.0.0.1:0 --port-file --status-file --timeout 5 (its output goes
+ * to a log file) and waits for the port. it_agent_stop sends SIGTERM, reaps
+ * it, prints its log, unlinks the shm and removes the folder.
+ */
+#ifndef WST_IT_AGENT_FIXTURE_H
+#define WST_IT_AGENT_FIXTURE_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <wstream/sender.h>
+
+#include "layout_file.h"
+#include "model.h"
+
+#define IT_SEED 7
+#define IT_POISON 0xA5
+
+struct it_agent {
+    char dir[256];
+    char layout_path[PATH_MAX];
+    char port_path[PATH_MAX];
+    char status_path[PATH_MAX];
+    char log_path[PATH_MAX];
+    char shm_name[64];
+    void *shm;
+    struct wst_model model;
+    struct wst_layout layout;
+    pid_t pid;
+    uint16_t port;
+    char addr[64]; /* "127.0.0.1:<port>" */
+};
+
+/* A sender of rank 0 of 1 and the shards it registers. */
+struct it_sender {
+    wst_sender_t *sender;
+    struct wst_have *haves; /* the model's full shards; tests may edit them */
+    size_t n_haves;
+    void **bufs;
+};
+
+/* 0 on success; on failure prints why on stderr, cleans up, returns -1. */
+int it_agent_start(struct it_agent *a, const char *agent_bin);
+
+/* Kills (SIGTERM, then SIGKILL after 10 s) and reaps the agent, prints its
+ * log, unlinks the shm, removes the folder. Safe on a zeroed or
+ * half-started fixture. */
+void it_agent_stop(struct it_agent *a);
+
+/* Nonzero while the agent process is alive (waitpid WNOHANG == 0). */
+int it_agent_alive(struct it_agent *a);
+
+/* Reads the status file: 0 and the two fields, or -1. */
+int it_agent_status(const struct it_agent *a, uint64_t *committed_p,
+                    int *usable_p);
+
+/* Polls the status file until it reports committed_version >= version,
+ * up to timeout_s. 0 when it did. */
+int it_agent_wait_status(const struct it_agent *a, uint64_t version,
+                         double timeout_s);
+
+/* Nonzero when every byte of the shm is still the poison byte. */
+int it_agent_shm_untouched(const struct it_agent *a);
+
+/* Nonzero when the agent's log contains 'needle'. */
+int it_agent_log_has(const struct it_agent *a, const char *needle);
+
+/* Loads the model's shards for rank 0 of 1 into s->haves (nothing else). */
+int it_sender_load(struct it_sender *s, const struct it_agent *a);
+
+/* Creates the sender for a's agent, allocates a buffer for every have (its
+ * size from the have as edited), fills it for 'version' and registers it,
+ * except have 'skip' (SIZE_MAX: none). Returns the first failing status. */
+wst_status_t it_sender_setup(struct it_sender *s, const struct it_agent *a,
+                             size_t skip, uint64_t version);
+
+/* Refills every buffer for 'version' (no register). */
+void it_sender_fill(struct it_sender *s, uint64_t version);
+
+/* Frees everything, destroys the sender. Safe on a zeroed struct. */
+void it_sender_destroy(struct it_sender *s);
+
+/* Index of the first 2-D (non-flat) tensor of the model's shards. */
+size_t it_first_matrix(const struct it_sender *s);
+
+#endif
