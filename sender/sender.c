@@ -952,6 +952,18 @@ wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
                  (unsigned long long)version, (unsigned long long)s->version);
         return WST_ERR_INVALID;
     }
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_links; i++) {
+        enum link_state ls = s->links[i].state;
+        if (ls == LINK_BEGIN_SENT || ls == LINK_STREAMING) {
+            snprintf(s->last_error, sizeof(s->last_error),
+                     "receiver %s: version %llu is still in flight",
+                     s->links[i].name, (unsigned long long)s->version);
+            pthread_mutex_unlock(&s->lock);
+            return WST_ERR_BUSY;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, do_connect, &s->links[i]);
     pthread_mutex_lock(&s->lock);

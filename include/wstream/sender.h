@@ -91,7 +91,10 @@ wst_status_t wst_sender_register(wst_sender_t *sender,
 /* Starts pushing 'version' (> every version pushed before) to every
  * receiver: connects and exchanges manifests and plans on first use, asks
  * each receiver to begin, then streams layer by layer. Returns once the
- * refit is under way; errors found before that are returned here. */
+ * refit is under way (digests of every layer computed); errors found before
+ * that are returned here: a refusal of the plan (WST_ERR_COVERAGE,
+ * WST_ERR_DTYPE_MISMATCH, ...), WST_ERR_TIMED_OUT, or WST_ERR_BUSY while
+ * the previous version is still in flight (wait for it first). */
 wst_status_t wst_sender_push(wst_sender_t *sender, uint64_t version);
 
 /* Waits until every receiver has committed the pushed version (WST_OK), a
