@@ -41,7 +41,9 @@ struct wst_conn {
     ucp_ep_h data_ep; /* NULL until opened */
     void *user;
     int failed;
-    int close_refs; /* c is freed when this drops to 0 after close */
+    int close_refs;   /* c is freed when this drops to 0 after close */
+    uint64_t last_rx; /* ns of the last control message received */
+    uint64_t last_tx; /* ns of the last heartbeat sent */
     char name[96];
 };
 
@@ -50,6 +52,10 @@ struct wst_worker {
     struct wst_worker_ops ops;
     unsigned tick_ms;
     size_t max_control_msg;
+    uint64_t hb_interval_ns; /* 0: no heartbeats */
+    uint64_t hb_timeout_ns;
+    void *hb_msg;
+    size_t hb_len;
 
     ucp_context_h context;
     ucp_worker_h worker;
@@ -95,7 +101,7 @@ static struct wst_conn *conn_find(wst_worker_t *w, ucp_ep_h ep)
     return NULL;
 }
 
-static void conn_fail(struct wst_conn *c, ucs_status_t status)
+static void conn_fail(struct wst_conn *c, wst_status_t status, const char *why)
 {
     wst_worker_t *w = c->worker;
 
@@ -103,10 +109,9 @@ static void conn_fail(struct wst_conn *c, ucs_status_t status)
         return;
     c->failed = 1;
     /* The owner logs it: only it knows whether this loses anything. */
-    WST_DEBUG(w->log, "peer %s: %s", c->name, ucs_status_string(status));
+    WST_DEBUG(w->log, "peer %s: %s", c->name, why);
     if (w->ops.conn_failed != NULL)
-        w->ops.conn_failed(w->ops.arg, c, wst_status_from_ucs(status),
-                           ucs_status_string(status));
+        w->ops.conn_failed(w->ops.arg, c, status, why);
 }
 
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -114,7 +119,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     struct wst_conn *c = arg;
 
     (void)ep;
-    conn_fail(c, status);
+    conn_fail(c, wst_status_from_ucs(status), ucs_status_string(status));
 }
 
 static void deliver_message(wst_worker_t *w, ucp_ep_h reply_ep, const void *buf,
@@ -131,6 +136,7 @@ static void deliver_message(wst_worker_t *w, ucp_ep_h reply_ep, const void *buf,
     }
     if (c->failed)
         return;
+    c->last_rx = wst_now_ns();
     if (w->ops.message != NULL)
         w->ops.message(w->ops.arg, c, buf, len);
 }
@@ -410,6 +416,40 @@ static int run_posts(wst_worker_t *w)
     return n;
 }
 
+/* Sends heartbeats that are due and fails connections gone silent. The
+ * failure callback may close connections, so walk a snapshot. */
+static void heartbeat_tick(wst_worker_t *w, uint64_t now)
+{
+    struct wst_conn *silent[64];
+    size_t n_silent = 0;
+
+    if (w->hb_interval_ns == 0)
+        return;
+    for (struct wst_conn *c = w->conns; c != NULL; c = c->next) {
+        if (c->failed)
+            continue;
+        if (now - c->last_rx > w->hb_timeout_ns) {
+            if (n_silent < sizeof(silent) / sizeof(silent[0]))
+                silent[n_silent++] = c;
+            continue;
+        }
+        if (now - c->last_tx >= w->hb_interval_ns) {
+            void *copy = malloc(w->hb_len);
+            if (copy == NULL)
+                continue;
+            memcpy(copy, w->hb_msg, w->hb_len);
+            c->last_tx = now;
+            wst_conn_send(c, copy, w->hb_len);
+        }
+    }
+    for (size_t i = 0; i < n_silent; i++) {
+        char why[96];
+        snprintf(why, sizeof(why), "no message for %.1f s",
+                 (double)(now - silent[i]->last_rx) / 1e9);
+        conn_fail(silent[i], WST_ERR_TIMED_OUT, why);
+    }
+}
+
 static void progress_loop(wst_worker_t *w)
 {
     uint64_t tick_ns = (uint64_t)w->tick_ms * 1000000ull;
@@ -421,6 +461,7 @@ static void progress_loop(wst_worker_t *w)
             busy = 1;
         uint64_t now = wst_now_ns();
         if (now >= next_tick) {
+            heartbeat_tick(w, now);
             if (w->ops.tick != NULL)
                 w->ops.tick(w->ops.arg);
             next_tick = now + tick_ns;
@@ -469,6 +510,15 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
         params->max_control_msg ? params->max_control_msg : (64u << 20);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->started, NULL);
+    if (params->heartbeat.interval_s > 0 && params->heartbeat.msg_len > 0) {
+        w->hb_msg = malloc(params->heartbeat.msg_len);
+        if (w->hb_msg == NULL)
+            goto err_free;
+        memcpy(w->hb_msg, params->heartbeat.msg, params->heartbeat.msg_len);
+        w->hb_len = params->heartbeat.msg_len;
+        w->hb_interval_ns = (uint64_t)(params->heartbeat.interval_s * 1e9);
+        w->hb_timeout_ns = (uint64_t)(params->heartbeat.timeout_s * 1e9);
+    }
     w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->evfd < 0)
         goto err_free;
@@ -497,6 +547,7 @@ err_close_epfd:
 err_close_evfd:
     close(w->evfd);
 err_free:
+    free(w->hb_msg);
     pthread_cond_destroy(&w->started);
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -521,6 +572,7 @@ void wst_worker_destroy(wst_worker_t *w)
     }
     close(w->epfd);
     close(w->evfd);
+    free(w->hb_msg);
     pthread_cond_destroy(&w->started);
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -614,6 +666,7 @@ static struct wst_conn *conn_new(wst_worker_t *w, const char *name)
     if (c == NULL)
         return NULL;
     c->worker = w;
+    c->last_rx = c->last_tx = wst_now_ns();
     snprintf(c->name, sizeof(c->name), "%s", name);
     c->next = w->conns;
     w->conns = c;

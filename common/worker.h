@@ -71,11 +71,24 @@ struct wst_worker_ops {
     void (*tick)(void *arg);
 };
 
+/* Liveness of control connections. Every interval the worker sends the
+ * owner's pre-encoded heartbeat message on each connection; a connection
+ * that has received no control message for 'timeout' fails with
+ * WST_ERR_TIMED_OUT (conn_failed), which is what catches a stopped or
+ * partitioned peer: TCP may not notice for minutes. */
+struct wst_heartbeat_params {
+    double interval_s; /* 0: no heartbeats */
+    double timeout_s;  /* silence that fails a connection */
+    const void *msg;   /* copied at create */
+    size_t msg_len;
+};
+
 struct wst_worker_params {
     const struct wst_logger *log; /* borrowed for the worker's lifetime */
     struct wst_worker_ops ops;
     unsigned tick_ms;       /* 0: 100 */
     size_t max_control_msg; /* bytes; larger control messages are refused */
+    struct wst_heartbeat_params heartbeat;
 };
 
 typedef void (*wst_worker_fn)(void *arg);

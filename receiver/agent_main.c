@@ -34,6 +34,8 @@ struct agent_settings {
     char *port_file;
     char *status_file;
     double timeout;
+    double heartbeat;
+    double peer_timeout;
     int mover;
     int verify;
     int log_level;
@@ -58,6 +60,12 @@ static const struct wst_config_entry agent_config[] = {
     {"timeout", WST_CONFIG_DOUBLE, "30",
      "seconds before missing manifests or a stalled refit fail",
      offsetof(struct agent_settings, timeout), NULL},
+    {"heartbeat", WST_CONFIG_DOUBLE, "1",
+     "seconds between heartbeats on every control connection",
+     offsetof(struct agent_settings, heartbeat), NULL},
+    {"peer-timeout", WST_CONFIG_DOUBLE, "5",
+     "seconds of silence after which a sender has failed",
+     offsetof(struct agent_settings, peer_timeout), NULL},
     {"mover", WST_CONFIG_ENUM, "auto",
      "auto: senders put where their lane does real RMA; am: never",
      offsetof(struct agent_settings, mover), mover_choices},
@@ -287,13 +295,15 @@ static wst_status_t agent_start(struct agent *a)
         .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
                       WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
                       WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
-                      WST_RECEIVER_PARAM_HOOKS,
+                      WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT,
         .rank = a->layout.rank,
         .listen_host = host,
         .listen_port = port,
         .timeout_s = a->set.timeout,
         .mover = mover_choices[a->set.mover],
         .verify = a->set.verify,
+        .heartbeat_s = a->set.heartbeat,
+        .peer_timeout_s = a->set.peer_timeout,
         .log_level = a->set.log_level,
         .log_name = a->log.name,
         .hooks = {.arg = a,

@@ -97,6 +97,8 @@ struct wst_receiver {
     double timeout_s;
     int allow_put;
     int verify;
+    double heartbeat_s;
+    double peer_timeout_s;
     struct wst_receiver_hooks hooks;
 
     wst_worker_t *worker;
@@ -1164,6 +1166,14 @@ static wst_status_t apply_params(struct wst_receiver *r,
             return WST_ERR_INVALID;
     }
     r->verify = (f & WST_RECEIVER_PARAM_VERIFY) ? p->verify != 0 : 1;
+    r->heartbeat_s = 1.0;
+    r->peer_timeout_s = 5.0;
+    if (f & WST_RECEIVER_PARAM_HEARTBEAT) {
+        if (p->heartbeat_s <= 0 || p->peer_timeout_s <= p->heartbeat_s)
+            return WST_ERR_INVALID;
+        r->heartbeat_s = p->heartbeat_s;
+        r->peer_timeout_s = p->peer_timeout_s;
+    }
     if (f & WST_RECEIVER_PARAM_HOOKS)
         r->hooks = p->hooks;
     snprintf(r->log_name, sizeof(r->log_name), "%s",
@@ -1193,9 +1203,17 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = apply_params(r, params);
     if (st != WST_OK)
         goto err_free;
-    st = wst_jobq_create(&r->engine);
+    struct wst_msg hb = {.type = WST_MSG_HEARTBEAT};
+    uint8_t *hb_buf = NULL;
+    size_t hb_len = 0;
+    st = wst_msg_encode(&hb, &hb_buf, &hb_len);
     if (st != WST_OK)
         goto err_free;
+    st = wst_jobq_create(&r->engine);
+    if (st != WST_OK) {
+        free(hb_buf);
+        goto err_free;
+    }
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
@@ -1206,8 +1224,13 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
                 .data_done = on_data_done,
                 .tick = on_tick},
         .max_control_msg = WST_MSG_MAX_DEFAULT,
+        .heartbeat = {.interval_s = r->heartbeat_s,
+                      .timeout_s = r->peer_timeout_s,
+                      .msg = hb_buf,
+                      .msg_len = hb_len},
     };
     st = wst_worker_create(&wp, &r->worker);
+    free(hb_buf);
     if (st != WST_OK)
         goto err_destroy_engine;
     *receiver_p = r;

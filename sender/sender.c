@@ -99,6 +99,8 @@ struct wst_sender {
     double timeout_s;
     enum wst_mover_kind mover_pref; /* 0: auto */
     uint64_t window;
+    double heartbeat_s;
+    double peer_timeout_s;
     int data_peer_errors;
     uint64_t session;
 
@@ -702,6 +704,14 @@ static wst_status_t apply_params(struct wst_sender *s,
     s->window = (p->field_mask & WST_SENDER_PARAM_WINDOW) && p->window_bytes
                     ? p->window_bytes
                     : DEFAULT_WINDOW;
+    s->heartbeat_s = 1.0;
+    s->peer_timeout_s = 5.0;
+    if (p->field_mask & WST_SENDER_PARAM_HEARTBEAT) {
+        if (p->heartbeat_s <= 0 || p->peer_timeout_s <= p->heartbeat_s)
+            return WST_ERR_INVALID;
+        s->heartbeat_s = p->heartbeat_s;
+        s->peer_timeout_s = p->peer_timeout_s;
+    }
     s->mover_pref = 0;
     if ((p->field_mask & WST_SENDER_PARAM_MOVER) && p->mover != NULL &&
         strcmp(p->mover, "auto") != 0) {
@@ -750,11 +760,22 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
             goto err_free_links;
         }
     }
+    struct wst_msg hb = {.type = WST_MSG_HEARTBEAT};
+    uint8_t *hb_buf = NULL;
+    size_t hb_len = 0;
+    st = wst_msg_encode(&hb, &hb_buf, &hb_len);
+    if (st != WST_OK)
+        goto err_free_links;
     struct wst_worker_params wp = {
         .log = &s->log,
         .ops = {.arg = s, .message = on_message, .conn_failed = on_conn_failed},
+        .heartbeat = {.interval_s = s->heartbeat_s,
+                      .timeout_s = s->peer_timeout_s,
+                      .msg = hb_buf,
+                      .msg_len = hb_len},
     };
     st = wst_worker_create(&wp, &s->worker);
+    free(hb_buf);
     if (st != WST_OK)
         goto err_free_links;
     WST_DEBUG(&s->log, "data endpoints %s peer-failure detection",

@@ -63,6 +63,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_VERIFY = 1u << 4,
     WST_RECEIVER_PARAM_LOG = 1u << 5,
     WST_RECEIVER_PARAM_HOOKS = 1u << 6,
+    WST_RECEIVER_PARAM_HEARTBEAT = 1u << 7,
 };
 
 struct wst_receiver_params {
@@ -81,6 +82,10 @@ struct wst_receiver_params {
     void *log_arg;
     const char *log_name; /* e.g. "agent[0]"; borrowed for the lifetime */
     struct wst_receiver_hooks hooks; /* all optional */
+    /* Control-channel liveness: a heartbeat every heartbeat_s (default 1);
+     * a sender silent for peer_timeout_s (default 5) has failed. */
+    double heartbeat_s;
+    double peer_timeout_s;
 };
 
 /* One block of live memory. */

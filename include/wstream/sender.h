@@ -44,6 +44,7 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_MOVER = 1u << 4,
     WST_SENDER_PARAM_LOG = 1u << 5,
     WST_SENDER_PARAM_WINDOW = 1u << 6,
+    WST_SENDER_PARAM_HEARTBEAT = 1u << 7,
 };
 
 struct wst_sender_params {
@@ -61,6 +62,11 @@ struct wst_sender_params {
     wst_log_fn log_fn; /* NULL: stderr */
     void *log_arg;
     uint64_t window_bytes; /* bytes in flight per receiver; default 64 MiB */
+    /* Control-channel liveness: a heartbeat every heartbeat_s (default 1);
+     * a receiver silent for peer_timeout_s (default 5) has failed, even if
+     * TCP has not noticed (stopped process, partition). */
+    double heartbeat_s;
+    double peer_timeout_s;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a
