@@ -41,9 +41,10 @@ struct wst_conn {
     ucp_ep_h data_ep; /* NULL until opened */
     void *user;
     int failed;
-    int close_refs;   /* c is freed when this drops to 0 after close */
-    uint64_t last_rx; /* ns of the last control message received */
-    uint64_t last_tx; /* ns of the last heartbeat sent */
+    int close_refs;    /* c is freed when this drops to 0 after close */
+    uint64_t last_rx;  /* ns of the last control message received */
+    uint64_t last_tx;  /* ns of the last heartbeat sent */
+    uint64_t close_at; /* ns; nonzero: force-close then (lingering) */
     char name[96];
 };
 
@@ -422,11 +423,17 @@ static void heartbeat_tick(wst_worker_t *w, uint64_t now)
 {
     struct wst_conn *silent[64];
     size_t n_silent = 0;
+    struct wst_conn *next;
 
-    if (w->hb_interval_ns == 0)
-        return;
+    for (struct wst_conn *c = w->conns; c != NULL; c = next) {
+        next = c->next; /* closing unlinks c */
+        if (c->close_at != 0 && now >= c->close_at)
+            wst_conn_close(c);
+    }
     for (struct wst_conn *c = w->conns; c != NULL; c = c->next) {
         if (c->failed)
+            continue;
+        if (w->hb_interval_ns == 0)
             continue;
         if (now - c->last_rx > w->hb_timeout_ns) {
             if (n_silent < sizeof(silent) / sizeof(silent[0]))
@@ -1030,6 +1037,15 @@ void wst_conn_close(wst_conn_t *c)
     if (c->ep != NULL)
         ep_close_force(c, c->ep);
     conn_release_ref(c);
+}
+
+void wst_conn_close_later(wst_conn_t *c, double linger_s)
+{
+    c->failed = 1;
+    c->user = NULL;
+    c->close_at = wst_now_ns() + (uint64_t)(linger_s * 1e9);
+    if (c->close_at == 0)
+        c->close_at = 1;
 }
 
 void wst_conn_set_user(wst_conn_t *c, void *user)

@@ -160,6 +160,12 @@ ucp_ep_h wst_conn_data_ep(wst_conn_t *conn);
  * UCX has released it. No callback fires for it after this returns. */
 void wst_conn_close(wst_conn_t *conn);
 
+/* Progress thread: like wst_conn_close, but the endpoints stay open for
+ * 'linger_s' so that messages just sent (an ERROR explaining why we hang
+ * up) reach the peer; a force close cancels them. No callback fires for
+ * the connection after this returns, and nothing more can be sent. */
+void wst_conn_close_later(wst_conn_t *conn, double linger_s);
+
 void wst_conn_set_user(wst_conn_t *conn, void *user);
 void *wst_conn_user(const wst_conn_t *conn);
 

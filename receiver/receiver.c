@@ -50,6 +50,7 @@ enum refit_state {
     REFIT_IDLE,
     REFIT_BEGINNING,
     REFIT_RECEIVING,
+    REFIT_COMMITTING, /* every layer final: the version is held */
 };
 
 enum layer_mark {
@@ -237,6 +238,17 @@ static void peer_drop(struct wst_receiver *r, struct peer *p)
     peer_free(p);
 }
 
+/* As peer_drop, after an ERROR: the connection lingers long enough for the
+ * peer to read why. */
+static void peer_drop_after_error(struct wst_receiver *r, struct peer *p)
+{
+    if (p->conn != NULL) {
+        wst_conn_close_later(p->conn, 0.5);
+        p->conn = NULL;
+    }
+    peer_drop(r, p);
+}
+
 static int peer_in_refit(const struct wst_receiver *r, const struct peer *p)
 {
     return r->refit != REFIT_IDLE && p->hello_done && p->plan_sent;
@@ -422,6 +434,16 @@ static void refit_fail(struct wst_receiver *r, wst_status_t status,
 
     if (r->refit == REFIT_IDLE)
         return;
+    if (r->refit == REFIT_COMMITTING) {
+        /* The version is complete; a late failure loses nothing. */
+        va_start(ap, fmt);
+        char reason[WST_ERROR_MSG_MAX];
+        vsnprintf(reason, sizeof(reason), fmt, ap);
+        va_end(ap);
+        WST_WARN(&r->log, "after version %llu was complete: %s",
+                 (unsigned long long)r->version, reason);
+        return;
+    }
     j = job_new(r);
     if (j == NULL) {
         refit_end(r);
@@ -593,6 +615,14 @@ static void finalize_done(void *arg)
         free(j);
         return;
     }
+    /* Every byte is in place and verified: the version is committed now,
+     * before the engine is told to serve it. */
+    uint64_t bytes = r->plan->total_bytes;
+    r->refit = REFIT_COMMITTING;
+    publish(r, pub_committed, &bytes);
+    WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
+             (unsigned long long)r->version, (unsigned long long)bytes,
+             r->state.last_refit_seconds);
     queue_job(r, job_commit, j);
 }
 
@@ -600,17 +630,12 @@ static void commit_done(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
-    uint64_t bytes = r->plan->total_bytes;
 
     if (j->generation != r->generation) {
         free(j);
         return;
     }
     free(j);
-    publish(r, pub_committed, &bytes);
-    WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
-             (unsigned long long)r->version, (unsigned long long)bytes,
-             r->state.last_refit_seconds);
     for_each_peer(r, commit_to_peer, NULL);
     refit_end(r);
 }
@@ -864,7 +889,7 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
     if (why[0] != '\0') {
         WST_WARN(&r->log, "sender %s: %s", p->name, why);
         send_error(r, p, st, why);
-        peer_drop(r, p);
+        peer_drop_after_error(r, p);
         return 1;
     }
     struct peer *old = r->by_rank[h->rank];
@@ -992,7 +1017,7 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
         send_error(r, p, st, err);
         if (peer_in_refit(r, p))
             refit_fail(r, st, "sender %s sent a bad message: %s", p->name, err);
-        peer_drop(r, p);
+        peer_drop_after_error(r, p);
         return;
     }
     switch (m.type) {
