@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "layout_file.h"
 #include "log.h"
@@ -83,8 +84,9 @@ struct agent {
     wst_receiver_t *receiver;
     void *shm_base;
     uint64_t shm_bytes;
-    void **owned;  /* regions the agent allocated itself */
-    char name[32]; /* log name, "agent[rank]" once the layout is read */
+    void **owned;      /* regions the agent allocated itself */
+    double register_s; /* registering every region, at start-up */
+    char name[32];     /* log name, "agent[rank]" once the layout is read */
 };
 
 static int write_file_atomic(const char *path, const char *text)
@@ -105,7 +107,7 @@ static int write_file_atomic(const char *path, const char *text)
 static void write_status(struct agent *a)
 {
     struct wst_receiver_state st;
-    char text[1024], reason[600];
+    char text[1536], reason[600];
     size_t j = 0;
 
     if (a->set.status_file[0] == '\0' || a->receiver == NULL)
@@ -123,15 +125,18 @@ static void write_status(struct agent *a)
         reason[j++] = *c;
     }
     reason[j] = '\0';
-    snprintf(
-        text, sizeof(text),
-        "{\"committed_version\": %llu, \"usable\": %s, "
-        "\"refits_ok\": %llu, \"refits_failed\": %llu, "
-        "\"last_refit_bytes\": %llu, \"last_refit_seconds\": %.6f, "
-        "\"reason\": \"%s\"}\n",
-        (unsigned long long)st.committed_version, st.usable ? "true" : "false",
-        (unsigned long long)st.refits_ok, (unsigned long long)st.refits_failed,
-        (unsigned long long)st.last_refit_bytes, st.last_refit_seconds, reason);
+    snprintf(text, sizeof(text),
+             "{\"committed_version\": %llu, \"usable\": %s, "
+             "\"refits_ok\": %llu, \"refits_failed\": %llu, "
+             "\"last_refit_bytes\": %llu, \"last_refit_seconds\": %.6f, "
+             "\"plan_seconds\": %.6f, \"register_seconds\": %.6f, "
+             "\"time_ns\": %llu, \"reason\": \"%s\"}\n",
+             (unsigned long long)st.committed_version,
+             st.usable ? "true" : "false", (unsigned long long)st.refits_ok,
+             (unsigned long long)st.refits_failed,
+             (unsigned long long)st.last_refit_bytes, st.last_refit_seconds,
+             st.plan_seconds, a->register_s, (unsigned long long)wst_now_ns(),
+             reason);
     if (write_file_atomic(a->set.status_file, text) != 0)
         WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
                  strerror(errno));
@@ -314,7 +319,9 @@ static wst_status_t agent_start(struct agent *a)
     st = wst_receiver_create(&rp, &a->receiver);
     if (st != WST_OK)
         return st;
+    double t0 = wst_now_s();
     st = add_layout(a);
+    a->register_s = wst_now_s() - t0;
     if (st != WST_OK)
         return st;
     st = wst_receiver_start(a->receiver, &port);

@@ -736,6 +736,11 @@ static void pub_reason(struct wst_receiver *r, void *arg)
     set_state_reason(r, arg);
 }
 
+static void pub_plan_time(struct wst_receiver *r, void *arg)
+{
+    r->state.plan_seconds = *(const double *)arg;
+}
+
 /* Plans once every sender rank has sent its manifest; a cached plan is
  * reused when the inputs are the same (the usual case: a sender restarts,
  * or every refit after the first). */
@@ -788,12 +793,14 @@ static void try_plan(struct wst_receiver *r)
             r->plan = NULL;
             goto out_free;
         }
+        double plan_s = wst_now_s() - t0;
+        publish(r, pub_plan_time, &plan_s);
         WST_INFO(&r->log,
                  "plan %016llx: %zu items, %llu bytes from %u senders, %u "
                  "layers, built in %.3f ms",
                  (unsigned long long)plan->hash, plan->n_items,
                  (unsigned long long)plan->total_bytes, plan->n_senders,
-                 plan->n_layers, (wst_now_s() - t0) * 1e3);
+                 plan->n_layers, plan_s * 1e3);
     }
     for (uint32_t i = 0; i < r->world_size; i++)
         if (!r->by_rank[i]->plan_sent) {

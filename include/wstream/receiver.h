@@ -120,6 +120,7 @@ struct wst_receiver_state {
     uint64_t refits_failed;
     uint64_t last_refit_bytes;
     double last_refit_seconds; /* begin acknowledged to commit */
+    double plan_seconds;       /* building the current plan (0: cached) */
 };
 
 /* On success *receiver_p is owned by the caller. */

@@ -1,0 +1,583 @@
+/* cluster.c - agent and sender processes for the demo, bench and faults.
+ * (setns needs _GNU_SOURCE, which the build defines.) */
+#include "cluster.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <wstream/sender.h>
+
+#include "clock.h"
+#include "dtype.h"
+
+static const char *const level_names[] = {"error", "warn", "info", "debug",
+                                          "trace"};
+
+/* ---- sender processes ---- */
+
+struct sender_ctx {
+    const struct wst_cluster *c;
+    uint32_t rank;
+    struct wst_have *haves;
+    size_t n_haves;
+    void **bufs;
+    wst_sender_t *sender;
+};
+
+static int join_netns(const char *name)
+{
+    char path[256];
+    int fd;
+
+    snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+        fprintf(stderr, "cluster: cannot enter network namespace %s: %s\n",
+                name, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+static int sender_register(struct sender_ctx *x)
+{
+    for (size_t i = 0; i < x->n_haves; i++) {
+        const struct wst_have *h = &x->haves[i];
+        uint64_t bytes = wst_model_shard_bytes(h);
+        x->bufs[i] = malloc(bytes ? bytes : 1);
+        if (x->bufs[i] == NULL)
+            return -1;
+        /* Touch every page now: first-touch faults are not refit work. */
+        wst_model_fill_shard(h, x->c->p.seed, 0, x->bufs[i]);
+        struct wst_shard sh = {
+            .name = h->tensor.name,
+            .data = x->bufs[i],
+            .mem_type = WST_MEM_HOST,
+            .dtype = h->tensor.dtype,
+            .ndim = h->tensor.ndim,
+            .shape = h->tensor.shape,
+            .box_start = h->box.start,
+            .box_stop = h->box.stop,
+            .flat = h->flat,
+        };
+        if (wst_sender_register(x->sender, &sh) != WST_OK)
+            return -1;
+    }
+    return 0;
+}
+
+static int sender_setup(struct sender_ctx *x, double *register_s)
+{
+    const struct wst_cluster_params *p = &x->c->p;
+    char addrs[64][300];
+    const char *recv[64];
+
+    for (uint32_t k = 0; k < p->n_receivers; k++) {
+        snprintf(addrs[k], sizeof(addrs[k]), "%s:%u",
+                 p->agent_host ? p->agent_host : "127.0.0.1",
+                 x->c->agents[k].port);
+        recv[k] = addrs[k];
+    }
+    if (wst_model_trainer_shards(p->model, x->rank, p->n_senders, &x->haves,
+                                 &x->n_haves) != WST_OK)
+        return -1;
+    struct wst_sender_params sp = {
+        .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
+                      WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
+                      WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG,
+        .rank = x->rank,
+        .world_size = p->n_senders,
+        .receivers = recv,
+        .n_receivers = p->n_receivers,
+        .timeout_s = p->timeout_s,
+        .mover = p->mover,
+        .log_level = p->log_level,
+    };
+    if (p->heartbeat_s > 0 && p->peer_timeout_s > 0) {
+        sp.field_mask |= WST_SENDER_PARAM_HEARTBEAT;
+        sp.heartbeat_s = p->heartbeat_s;
+        sp.peer_timeout_s = p->peer_timeout_s;
+    }
+    if (wst_sender_create(&sp, &x->sender) != WST_OK)
+        return -1;
+    x->bufs = calloc(x->n_haves ? x->n_haves : 1, sizeof(*x->bufs));
+    if (x->bufs == NULL)
+        return -1;
+    /* Registration time excludes the fill that touches the pages. */
+    double t0 = wst_now_s();
+    int rc = sender_register(x);
+    *register_s = wst_now_s() - t0;
+    return rc;
+}
+
+/* One line per version: "status bytes seconds end_ns mover|lanes|error" */
+static void sender_push(struct sender_ctx *x, uint64_t version, FILE *out)
+{
+    const struct wst_cluster_params *p = &x->c->p;
+
+    for (size_t i = 0; i < x->n_haves; i++)
+        wst_model_fill_shard(&x->haves[i], p->seed, version, x->bufs[i]);
+    double t0 = wst_now_s();
+    wst_status_t st = wst_sender_push(x->sender, version);
+    if (st == WST_OK)
+        st = wst_sender_wait(x->sender, p->timeout_s);
+    uint64_t end = wst_now_ns();
+    const char *lanes = wst_sender_lanes(x->sender, 0);
+    const char *mover = wst_sender_mover(x->sender, 0);
+    fprintf(out, "%d %llu %.6f %llu %s|%s|%s\n", (int)st,
+            (unsigned long long)wst_sender_bytes_moved(x->sender),
+            (double)end / 1e9 - t0, (unsigned long long)end,
+            mover ? mover : "-", lanes ? lanes : "-",
+            st == WST_OK ? "" : wst_sender_last_error(x->sender));
+    fflush(out);
+}
+
+static int sender_main(const struct wst_cluster *c, uint32_t rank, int cmd_fd,
+                       int res_fd)
+{
+    struct sender_ctx x = {.c = c, .rank = rank};
+    FILE *in = fdopen(cmd_fd, "r");
+    FILE *out = fdopen(res_fd, "w");
+    unsigned long long version;
+    double reg_s = 0;
+
+    if (in == NULL || out == NULL)
+        return 1;
+    if ((c->p.sender_netns != NULL && join_netns(c->p.sender_netns) != 0) ||
+        sender_setup(&x, &reg_s) != 0) {
+        fprintf(out, "failed\n");
+        fflush(out);
+        return 1;
+    }
+    fprintf(out, "ready %.6f\n", reg_s);
+    fflush(out);
+    while (fscanf(in, "%llu", &version) == 1)
+        sender_push(&x, version, out);
+    wst_sender_destroy(x.sender);
+    for (size_t i = 0; i < x.n_haves; i++)
+        free(x.bufs[i]);
+    free(x.bufs);
+    free(x.haves);
+    return 0;
+}
+
+static int read_line(int fd, char *buf, size_t len, double timeout_s)
+{
+    uint64_t deadline = wst_deadline_ns(timeout_s);
+    size_t n = 0;
+
+    while (n + 1 < len) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t now = wst_now_ns();
+        int ms = now >= deadline ? 0 : (int)((deadline - now) / 1000000) + 1;
+        if (poll(&pfd, 1, ms) <= 0)
+            return -1;
+        ssize_t r = read(fd, buf + n, 1);
+        if (r <= 0)
+            return -1;
+        if (buf[n] == '\n')
+            break;
+        n++;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+static void close_other_senders(struct wst_cluster *c, uint32_t self)
+{
+    for (uint32_t j = 0; j < c->p.n_senders; j++) {
+        if (j == self || c->senders[j].pid <= 0)
+            continue;
+        close(c->senders[j].cmd_fd);
+        close(c->senders[j].res_fd);
+    }
+}
+
+static int sender_spawn(struct wst_cluster *c, uint32_t r)
+{
+    struct wst_cluster_sender *s = &c->senders[r];
+    int cmd[2], res[2];
+    char line[128];
+
+    if (pipe(cmd) != 0)
+        return -1;
+    if (pipe(res) != 0) {
+        close(cmd[0]);
+        close(cmd[1]);
+        return -1;
+    }
+    s->pid = fork();
+    if (s->pid < 0)
+        return -1;
+    if (s->pid == 0) {
+        close(cmd[1]);
+        close(res[0]);
+        close_other_senders(c, r);
+        _exit(sender_main(c, r, cmd[0], res[1]));
+    }
+    close(cmd[0]);
+    close(res[1]);
+    s->cmd_fd = cmd[1];
+    s->res_fd = res[0];
+    if (read_line(s->res_fd, line, sizeof(line), 120.0) != 0 ||
+        sscanf(line, "ready %lf", &s->register_seconds) != 1) {
+        fprintf(stderr, "cluster: sender %u failed to start\n", r);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- agents ---- */
+
+static int create_shm(struct wst_cluster_agent *a)
+{
+    int fd = shm_open(a->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+    if (fd < 0) {
+        fprintf(stderr, "cluster: shm_open %s: %s\n", a->shm_name,
+                strerror(errno));
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)a->layout.shm_bytes) != 0) {
+        close(fd);
+        shm_unlink(a->shm_name);
+        return -1;
+    }
+    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                  fd, 0);
+    close(fd);
+    if (a->shm == MAP_FAILED) {
+        a->shm = NULL;
+        shm_unlink(a->shm_name);
+        return -1;
+    }
+    /* Poison: a byte no refit wrote cannot pass for data by accident. */
+    memset(a->shm, 0xA5, a->layout.shm_bytes);
+    return 0;
+}
+
+static int agent_prepare(struct wst_cluster *c, uint32_t k)
+{
+    struct wst_cluster_agent *a = &c->agents[k];
+    char err[512];
+
+    if (wst_model_engine_layout(c->p.model, k, c->p.n_receivers, &a->layout,
+                                err, sizeof(err)) != WST_OK) {
+        fprintf(stderr, "cluster: engine layout: %s\n", err);
+        return -1;
+    }
+    snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-%d-r%u", (int)getpid(),
+             k);
+    snprintf(a->layout.shm, sizeof(a->layout.shm), "%s", a->shm_name);
+    if (create_shm(a) != 0)
+        return -1;
+    for (size_t i = 0; i < a->layout.n_wants; i++)
+        c->live_bytes += wst_box_elems(&a->layout.wants[i].box) *
+                         wst_dtype_size(a->layout.wants[i].tensor.dtype);
+    snprintf(a->layout_path, sizeof(a->layout_path), "%s/agent%u.json",
+             c->p.workdir, k);
+    snprintf(a->port_file, sizeof(a->port_file), "%s/agent%u.port",
+             c->p.workdir, k);
+    snprintf(a->status_file, sizeof(a->status_file), "%s/agent%u.status",
+             c->p.workdir, k);
+    if (wst_layout_save(a->layout_path, &a->layout, err, sizeof(err)) !=
+        WST_OK) {
+        fprintf(stderr, "cluster: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void agent_exec(const struct wst_cluster *c,
+                       const struct wst_cluster_agent *a)
+{
+    char listen[300], timeout[32], hb[32], pt[32];
+    const char *argv[32];
+    int n = 0;
+
+    snprintf(listen, sizeof(listen), "%s:%u",
+             c->p.agent_host ? c->p.agent_host : "127.0.0.1", a->port);
+    snprintf(timeout, sizeof(timeout), "%g", c->p.timeout_s);
+    if (c->p.agent_netns != NULL) {
+        argv[n++] = "ip";
+        argv[n++] = "netns";
+        argv[n++] = "exec";
+        argv[n++] = c->p.agent_netns;
+    }
+    argv[n++] = c->p.agent_bin;
+    argv[n++] = "--layout";
+    argv[n++] = a->layout_path;
+    argv[n++] = "--listen";
+    argv[n++] = listen;
+    argv[n++] = "--port-file";
+    argv[n++] = a->port_file;
+    argv[n++] = "--status-file";
+    argv[n++] = a->status_file;
+    argv[n++] = "--timeout";
+    argv[n++] = timeout;
+    argv[n++] = "--log-level";
+    argv[n++] = level_names[c->p.log_level];
+    if (c->p.heartbeat_s > 0 && c->p.peer_timeout_s > 0) {
+        snprintf(hb, sizeof(hb), "%g", c->p.heartbeat_s);
+        snprintf(pt, sizeof(pt), "%g", c->p.peer_timeout_s);
+        argv[n++] = "--heartbeat";
+        argv[n++] = hb;
+        argv[n++] = "--peer-timeout";
+        argv[n++] = pt;
+    }
+    argv[n] = NULL;
+    execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "cluster: exec %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+static int agent_wait_port(struct wst_cluster_agent *a, double timeout_s)
+{
+    uint64_t deadline = wst_deadline_ns(timeout_s);
+
+    while (wst_now_ns() < deadline) {
+        FILE *f = fopen(a->port_file, "r");
+        unsigned port = 0;
+        if (f != NULL) {
+            int ok = fscanf(f, "%u", &port) == 1;
+            fclose(f);
+            if (ok && port > 0 && port < 65536) {
+                a->port = (uint16_t)port;
+                return 0;
+            }
+        }
+        if (waitpid(a->pid, NULL, WNOHANG) == a->pid) {
+            a->pid = 0;
+            fprintf(stderr, "cluster: an agent exited during start-up\n");
+            return -1;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "cluster: an agent did not start in %.0f s\n", timeout_s);
+    return -1;
+}
+
+static int agent_spawn(struct wst_cluster *c, uint32_t k)
+{
+    struct wst_cluster_agent *a = &c->agents[k];
+
+    unlink(a->port_file);
+    a->pid = fork();
+    if (a->pid < 0)
+        return -1;
+    if (a->pid == 0)
+        agent_exec(c, a);
+    return agent_wait_port(a, 30.0);
+}
+
+/* ---- public ---- */
+
+static void transport_env(enum wst_transport t)
+{
+    /* Control always needs TCP (the sockaddr connection manager); "shm"
+     * lets UCX put data on shared memory, "tcp" forbids it. */
+    if (t == WST_TRANSPORT_TCP)
+        setenv("UCX_TLS", "tcp", 1);
+    else if (t == WST_TRANSPORT_SHM)
+        setenv("UCX_TLS", "sm,tcp", 1);
+    /* A restarted agent must rebind its port at once. */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+}
+
+int wst_cluster_start(struct wst_cluster *c,
+                      const struct wst_cluster_params *params)
+{
+    memset(c, 0, sizeof(*c));
+    c->p = *params;
+    if (c->p.n_senders == 0 || c->p.n_senders > 64 || c->p.n_receivers == 0 ||
+        c->p.n_receivers > 64)
+        return -1;
+    c->agents = calloc(c->p.n_receivers, sizeof(*c->agents));
+    c->senders = calloc(c->p.n_senders, sizeof(*c->senders));
+    if (c->agents == NULL || c->senders == NULL)
+        return -1;
+    transport_env(c->p.transport);
+    for (uint32_t k = 0; k < c->p.n_receivers; k++)
+        if (agent_prepare(c, k) != 0 || agent_spawn(c, k) != 0)
+            return -1;
+    for (uint32_t r = 0; r < c->p.n_senders; r++)
+        if (sender_spawn(c, r) != 0)
+            return -1;
+    return 0;
+}
+
+int wst_cluster_push(struct wst_cluster *c, uint64_t version)
+{
+    char cmd[32];
+    int n = snprintf(cmd, sizeof(cmd), "%llu\n", (unsigned long long)version);
+    int rc = 0;
+
+    for (uint32_t r = 0; r < c->p.n_senders; r++)
+        if (c->senders[r].pid <= 0 ||
+            write(c->senders[r].cmd_fd, cmd, (size_t)n) != n)
+            rc = -1;
+    return rc;
+}
+
+int wst_cluster_result(struct wst_cluster *c, uint32_t r, double timeout_s,
+                       struct wst_sender_result *res)
+{
+    char line[1400];
+    unsigned long long bytes, end;
+    int used = 0;
+
+    memset(res, 0, sizeof(*res));
+    res->status = -1;
+    if (c->senders[r].pid <= 0 ||
+        read_line(c->senders[r].res_fd, line, sizeof(line), timeout_s) != 0)
+        return -1;
+    if (sscanf(line, "%d %llu %lf %llu %n", &res->status, &bytes, &res->seconds,
+               &end, &used) != 4)
+        return -1;
+    res->bytes = bytes;
+    res->end_ns = end;
+    char *mover = line + used;
+    char *lanes = strchr(mover, '|');
+    char *error = lanes ? strchr(lanes + 1, '|') : NULL;
+    if (lanes == NULL || error == NULL)
+        return -1;
+    *lanes++ = '\0';
+    *error++ = '\0';
+    snprintf(res->mover, sizeof(res->mover), "%s", mover);
+    snprintf(res->lanes, sizeof(res->lanes), "%s", lanes);
+    snprintf(res->error, sizeof(res->error), "%s", error);
+    return 0;
+}
+
+int wst_cluster_verify(struct wst_cluster *c, uint64_t version)
+{
+    char err[512];
+
+    for (uint32_t k = 0; k < c->p.n_receivers; k++) {
+        struct wst_cluster_agent *a = &c->agents[k];
+        if (wst_model_verify(&a->layout, a->shm, c->p.seed, version, NULL, err,
+                             sizeof(err)) != WST_OK) {
+            fprintf(stderr, "cluster: agent %u, version %llu: %s\n", k,
+                    (unsigned long long)version, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static double json_double(struct json_object *o, const char *key)
+{
+    struct json_object *v;
+
+    return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v)
+                                                 : 0.0;
+}
+
+int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
+                             struct wst_agent_status *st)
+{
+    struct json_object *o = json_object_from_file(c->agents[k].status_file);
+    struct json_object *v;
+
+    memset(st, 0, sizeof(*st));
+    if (o == NULL)
+        return -1;
+    if (json_object_object_get_ex(o, "committed_version", &v))
+        st->committed_version = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "usable", &v))
+        st->usable = json_object_get_boolean(v);
+    if (json_object_object_get_ex(o, "refits_ok", &v))
+        st->refits_ok = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "refits_failed", &v))
+        st->refits_failed = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "time_ns", &v))
+        st->time_ns = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "reason", &v))
+        snprintf(st->reason, sizeof(st->reason), "%s",
+                 json_object_get_string(v));
+    st->plan_seconds = json_double(o, "plan_seconds");
+    st->register_seconds = json_double(o, "register_seconds");
+    json_object_put(o);
+    return 0;
+}
+
+void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig)
+{
+    if (c->agents[k].pid > 0)
+        kill(c->agents[k].pid, sig);
+}
+
+void wst_cluster_signal_sender(struct wst_cluster *c, uint32_t r, int sig)
+{
+    if (c->senders[r].pid > 0)
+        kill(c->senders[r].pid, sig);
+}
+
+static void reap(pid_t *pid)
+{
+    if (*pid <= 0)
+        return;
+    kill(*pid, SIGKILL);
+    kill(*pid, SIGCONT);
+    waitpid(*pid, NULL, 0);
+    *pid = 0;
+}
+
+int wst_cluster_restart_agent(struct wst_cluster *c, uint32_t k)
+{
+    reap(&c->agents[k].pid);
+    return agent_spawn(c, k);
+}
+
+int wst_cluster_restart_sender(struct wst_cluster *c, uint32_t r)
+{
+    struct wst_cluster_sender *s = &c->senders[r];
+
+    reap(&s->pid);
+    close(s->cmd_fd);
+    close(s->res_fd);
+    return sender_spawn(c, r);
+}
+
+void wst_cluster_stop(struct wst_cluster *c)
+{
+    for (uint32_t r = 0; c->senders != NULL && r < c->p.n_senders; r++) {
+        struct wst_cluster_sender *s = &c->senders[r];
+        if (s->pid <= 0)
+            continue;
+        kill(s->pid, SIGCONT);
+        close(s->cmd_fd); /* EOF: the sender exits cleanly */
+        close(s->res_fd);
+        waitpid(s->pid, NULL, 0);
+    }
+    for (uint32_t k = 0; c->agents != NULL && k < c->p.n_receivers; k++) {
+        struct wst_cluster_agent *a = &c->agents[k];
+        if (a->pid > 0) {
+            kill(a->pid, SIGCONT);
+            kill(a->pid, SIGTERM);
+            waitpid(a->pid, NULL, 0);
+        }
+        if (a->shm != NULL) {
+            munmap(a->shm, a->layout.shm_bytes);
+            shm_unlink(a->shm_name);
+        }
+        wst_layout_release(&a->layout);
+    }
+    free(c->agents);
+    free(c->senders);
+    c->agents = NULL;
+    c->senders = NULL;
+}

@@ -1,0 +1,129 @@
+/* cluster.h - a refit cluster on one machine: agent and sender processes.
+ *
+ * Used by wstream-demo, wstream-bench and the fault tests. The "engine" of
+ * each receiver rank is a POSIX shared-memory object this process creates
+ * and poisons; a wstream-agent process per rank maps it. Sender processes
+ * are forked before this process starts any thread; each owns the FSDP
+ * shards of its rank of the model (model.h), registers them once, reports
+ * "ready", then pushes one version per command read from its pipe and
+ * answers with one result line. Agents may run in a network namespace
+ * (through `ip netns exec`), senders in another (setns before UCX starts).
+ *
+ * All times are CLOCK_MONOTONIC nanoseconds, comparable across processes.
+ */
+#ifndef WST_CLUSTER_H
+#define WST_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "layout_file.h"
+#include "model.h"
+
+enum wst_transport {
+    WST_TRANSPORT_AUTO = 0, /* UCX chooses */
+    WST_TRANSPORT_TCP = 1,  /* UCX_TLS=tcp */
+    WST_TRANSPORT_SHM = 2,  /* UCX_TLS=sm,tcp: control on TCP, data on shm */
+};
+
+struct wst_cluster_params {
+    const struct wst_model *model; /* borrowed for the cluster's lifetime */
+    uint32_t n_senders;
+    uint32_t n_receivers;
+    enum wst_transport transport;
+    const char *mover; /* "auto", "put", "am" */
+    uint64_t seed;
+    double timeout_s;      /* agents' --timeout and senders' wait */
+    double heartbeat_s;    /* 0: library default */
+    double peer_timeout_s; /* 0: library default */
+    int log_level;         /* 0..4 */
+    const char *agent_bin;
+    const char *workdir;      /* exists; layout, port and status files */
+    const char *agent_host;   /* listen and connect address; NULL: 127.0.0.1 */
+    const char *agent_netns;  /* NULL: none */
+    const char *sender_netns; /* NULL: none */
+};
+
+struct wst_sender_result {
+    int status; /* wst_status_t of push + wait */
+    uint64_t bytes;
+    double seconds;  /* push to the last commit */
+    uint64_t end_ns; /* when wait returned */
+    char mover[16];
+    char lanes[256];
+    char error[512];
+};
+
+struct wst_agent_status {
+    uint64_t committed_version;
+    int usable;
+    uint64_t refits_ok;
+    uint64_t refits_failed;
+    double plan_seconds;
+    double register_seconds;
+    uint64_t time_ns; /* when the agent wrote it */
+    char reason[512];
+};
+
+struct wst_cluster_agent {
+    pid_t pid;
+    char shm_name[64];
+    void *shm;
+    struct wst_layout layout;
+    uint16_t port;
+    char layout_path[1200];
+    char port_file[1200];
+    char status_file[1200];
+};
+
+struct wst_cluster_sender {
+    pid_t pid;
+    int cmd_fd;
+    int res_fd;
+    double register_seconds;
+};
+
+struct wst_cluster {
+    struct wst_cluster_params p;
+    struct wst_cluster_agent *agents;
+    struct wst_cluster_sender *senders;
+    uint64_t live_bytes; /* wanted bytes over all agents */
+};
+
+/* Creates the shm objects, starts the agents and waits for their ports,
+ * then forks the senders and waits until each has registered its shards.
+ * Returns 0, or -1 after printing why (the caller still calls stop). */
+int wst_cluster_start(struct wst_cluster *c,
+                      const struct wst_cluster_params *params);
+
+/* Tells every sender to push 'version'. */
+int wst_cluster_push(struct wst_cluster *c, uint64_t version);
+
+/* Reads sender r's result of the last push; -1 on timeout or if it died. */
+int wst_cluster_result(struct wst_cluster *c, uint32_t r, double timeout_s,
+                       struct wst_sender_result *res);
+
+/* Checks every agent's live bytes against the generator for 'version';
+ * -1 after printing the first mismatch. */
+int wst_cluster_verify(struct wst_cluster *c, uint64_t version);
+
+/* Reads agent k's status file. */
+int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
+                             struct wst_agent_status *st);
+
+/* Sends 'sig' to agent k or sender r (SIGKILL, SIGSTOP, SIGCONT, ...). */
+void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig);
+void wst_cluster_signal_sender(struct wst_cluster *c, uint32_t r, int sig);
+
+/* Kills (if alive) and starts agent k again on the same port, with its
+ * live memory untouched. */
+int wst_cluster_restart_agent(struct wst_cluster *c, uint32_t k);
+
+/* Kills (if alive) and forks sender r again; waits until it is ready. */
+int wst_cluster_restart_sender(struct wst_cluster *c, uint32_t r);
+
+/* Stops every process, removes the shm objects. Safe after a failed start. */
+void wst_cluster_stop(struct wst_cluster *c);
+
+#endif
