@@ -42,8 +42,8 @@ static int create_shm(struct it_agent *a)
         close(fd);
         return -1;
     }
-    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE,
-                  MAP_SHARED, fd, 0);
+    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                  fd, 0);
     close(fd);
     if (a->shm == MAP_FAILED) {
         a->shm = NULL;
@@ -72,8 +72,8 @@ static int spawn_agent(struct it_agent *a, const char *agent_bin)
         }
         execl(agent_bin, agent_bin, "--layout", a->layout_path, "--listen",
               "127.0.0.1:0", "--port-file", a->port_path, "--status-file",
-              a->status_path, "--timeout", "5", "--log-level", "info",
-              (char *)NULL);
+              a->status_path, "--timeout", "5", "--peer-timeout", "2",
+              "--heartbeat", "0.5", "--log-level", "info", (char *)NULL);
         fprintf(stderr, "fixture: exec %s: %s\n", agent_bin, strerror(errno));
         _exit(127);
     }
@@ -98,8 +98,10 @@ static int wait_port(struct it_agent *a, double timeout_s)
             }
         }
         if (waitpid(a->pid, &wstatus, WNOHANG) == a->pid) {
-            fprintf(stderr, "fixture: the agent exited during start-up "
-                            "(status 0x%x)\n", wstatus);
+            fprintf(stderr,
+                    "fixture: the agent exited during start-up "
+                    "(status 0x%x)\n",
+                    wstatus);
             a->pid = 0;
             return -1;
         }
@@ -132,8 +134,7 @@ int it_agent_start(struct it_agent *a, const char *agent_bin)
     }
     snprintf(a->layout_path, sizeof(a->layout_path), "%s/agent.json", a->dir);
     snprintf(a->port_path, sizeof(a->port_path), "%s/agent.port", a->dir);
-    snprintf(a->status_path, sizeof(a->status_path), "%s/agent.status",
-             a->dir);
+    snprintf(a->status_path, sizeof(a->status_path), "%s/agent.status", a->dir);
     snprintf(a->log_path, sizeof(a->log_path), "%s/agent.log", a->dir);
     if (wst_model_preset("tiny", 1, &a->model, err, sizeof(err)) != WST_OK ||
         wst_model_engine_layout(&a->model, 0, 1, &a->layout, err,
@@ -179,8 +180,10 @@ static void reap(struct it_agent *a)
     kill(a->pid, SIGTERM);
     while (waitpid(a->pid, &wstatus, WNOHANG) == 0) {
         if (now_s() > deadline) {
-            fprintf(stderr, "fixture: agent %d ignored SIGTERM for 10 s; "
-                            "killing it\n", (int)a->pid);
+            fprintf(stderr,
+                    "fixture: agent %d ignored SIGTERM for 10 s; "
+                    "killing it\n",
+                    (int)a->pid);
             kill(a->pid, SIGKILL);
             waitpid(a->pid, &wstatus, 0);
             break;
@@ -268,8 +271,9 @@ int it_agent_wait_status(const struct it_agent *a, uint64_t version,
             return 0;
         usleep(10000);
     } while (now_s() < deadline);
-    fprintf(stderr, "fixture: status file says committed_version %llu, "
-                    "waited for %llu\n",
+    fprintf(stderr,
+            "fixture: status file says committed_version %llu, "
+            "waited for %llu\n",
             (unsigned long long)committed, (unsigned long long)version);
     return -1;
 }
@@ -304,8 +308,8 @@ int it_agent_log_has(const struct it_agent *a, const char *needle)
 int it_sender_load(struct it_sender *s, const struct it_agent *a)
 {
     memset(s, 0, sizeof(*s));
-    return wst_model_trainer_shards(&a->model, 0, 1, &s->haves,
-                                    &s->n_haves) == WST_OK
+    return wst_model_trainer_shards(&a->model, 0, 1, &s->haves, &s->n_haves) ==
+                   WST_OK
                ? 0
                : -1;
 }

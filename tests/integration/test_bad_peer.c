@@ -1,7 +1,9 @@
 /* test_bad_peer.c - a real wstream-agent survives peers that are not
  * well-behaved senders: garbage control bytes, a hello of an unknown
- * protocol version (answered with WST_ERR_VERSION), and a peer that
- * connects and says nothing while a correct sender refits.
+ * protocol version (answered with WST_ERR_VERSION), have manifests that lie
+ * (a box outside its tensor, a shape whose size overflows: answered with
+ * WST_ERR_PROTOCOL), and a peer that connects and says nothing (dropped
+ * after the agent's peer timeout, while a correct sender refits).
  *
  * The bad peers are raw UCX clients built on common/worker.h; the good one
  * is the sender library.
@@ -24,6 +26,7 @@
 #include "agent_fixture.h"
 #include "codec.h"
 #include "worker.h"
+#include "wstream.pb-c.h"
 
 static const char *agent_bin;
 
@@ -32,11 +35,11 @@ struct raw_client {
     struct wst_logger log;
     wst_worker_t *worker;
     pthread_mutex_t lock;
-    int n_errors;      /* ERROR messages received */
+    int n_errors;         /* ERROR messages received */
     int32_t error_status; /* of the last one */
     char error_text[WST_ERROR_MSG_MAX];
-    int n_failed;      /* connections reported failed */
-    int n_hellos;      /* HELLO messages received */
+    int n_failed; /* connections reported failed */
+    int n_hellos; /* HELLO messages received */
 };
 
 /* What a posted connect-and-send runs with. */
@@ -54,15 +57,14 @@ struct bad_peer_fixture {
     struct raw_client client;
 };
 
-static void on_message(void *arg, wst_conn_t *conn, const void *buf,
-                       size_t len)
+static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
 {
     struct raw_client *rc = arg;
     struct wst_msg m;
     char err[256];
 
-    if (wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err,
-                       sizeof(err)) != WST_OK) {
+    if (wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err)) !=
+        WST_OK) {
         fprintf(stderr, "raw client: %s sent an undecodable message: %s\n",
                 wst_conn_name(conn), err);
         return;
@@ -124,8 +126,8 @@ static void connect_and_send(void *arg)
 {
     struct send_job *job = arg;
 
-    job->status = wst_conn_connect(job->rc->worker, "127.0.0.1", job->port,
-                                   &job->conn);
+    job->status =
+        wst_conn_connect(job->rc->worker, "127.0.0.1", job->port, &job->conn);
     if (job->status != WST_OK) {
         free(job->buf);
         return;
@@ -135,11 +137,19 @@ static void connect_and_send(void *arg)
     job->buf = NULL;
 }
 
+/* Progress thread: send job->buf on the already connected job->conn. */
+static void send_on_conn(void *arg)
+{
+    struct send_job *job = arg;
+
+    job->status = wst_conn_send(job->conn, job->buf, job->len);
+    job->buf = NULL;
+}
+
 static wst_conn_t *raw_send(struct raw_client *rc, uint16_t port, void *buf,
                             size_t len)
 {
-    struct send_job job = {
-        .rc = rc, .port = port, .buf = buf, .len = len};
+    struct send_job job = {.rc = rc, .port = port, .buf = buf, .len = len};
 
     assert_int_equal(wst_worker_call(rc->worker, connect_and_send, &job),
                      WST_OK);
@@ -200,8 +210,7 @@ static void garbage_peer(struct bad_peer_fixture *f)
     for (size_t i = 0; i < 100; i++)
         buf[i] = (uint8_t)(rand() >> 7);
     raw_send(&f->client, f->agent.port, buf, 100);
-    for (int i = 0; i < 500 && !it_agent_log_has(&f->agent, "bad message");
-         i++)
+    for (int i = 0; i < 500 && !it_agent_log_has(&f->agent, "bad message"); i++)
         sleep_s(0.01);
     assert_true(it_agent_log_has(&f->agent, "bad message"));
     assert_true(it_agent_alive(&f->agent));
@@ -243,7 +252,8 @@ static void current_version_peer(struct bad_peer_fixture *f)
     }
     if (n_hellos == 0)
         fail_msg("no HELLO came back in 5 s for a hello of protocol "
-                 "version %d", WST_PROTOCOL_VERSION);
+                 "version %d",
+                 WST_PROTOCOL_VERSION);
     assert_true(it_agent_alive(&f->agent));
 }
 
@@ -268,10 +278,100 @@ static void future_version_peer(struct bad_peer_fixture *f)
     if (n_errors == 0)
         fail_msg("no ERROR message came back in 5 s for a hello of "
                  "protocol version 99");
-    fprintf(stderr, "error from the agent: %s: %s\n",
-            wst_status_string(status), rc->error_text);
+    fprintf(stderr, "error from the agent: %s: %s\n", wst_status_string(status),
+            rc->error_text);
     assert_int_equal(status, WST_ERR_VERSION);
     assert_true(it_agent_alive(&f->agent));
+}
+
+/* Packs a hello then a have manifest of one bf16 entry with the given
+ * shape and box, bypassing the codec's own checks (which refuse to encode
+ * such a lie), and sends both on one connection. */
+static void send_lying_have(struct bad_peer_fixture *f, const uint64_t *shape,
+                            const uint64_t *start, const uint64_t *stop,
+                            size_t ndim)
+{
+    struct wst_msg m = {.type = WST_MSG_HELLO};
+    uint8_t *hello = NULL;
+    size_t hello_len = 0;
+
+    m.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    m.u.hello.role = WST_ROLE_SENDER;
+    m.u.hello.world_size = 1;
+    assert_int_equal(wst_msg_encode(&m, &hello, &hello_len), WST_OK);
+
+    Wst__HaveEntry entry = WST__HAVE_ENTRY__INIT;
+    Wst__HaveEntry *entries[1] = {&entry};
+    Wst__HaveManifest have = WST__HAVE_MANIFEST__INIT;
+    Wst__Control ctl = WST__CONTROL__INIT;
+    entry.name = "model.norm.weight";
+    entry.dtype = WST_DTYPE_BF16;
+    entry.n_shape = ndim;
+    entry.shape = (uint64_t *)shape;
+    entry.n_box_start = ndim;
+    entry.box_start = (uint64_t *)start;
+    entry.n_box_stop = ndim;
+    entry.box_stop = (uint64_t *)stop;
+    entry.mem_type = WST_MEM_HOST;
+    have.n_entries = 1;
+    have.entries = entries;
+    ctl.msg_case = WST__CONTROL__MSG_HAVE;
+    ctl.have = &have;
+    size_t len = wst__control__get_packed_size(&ctl);
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    wst__control__pack(&ctl, buf);
+
+    struct raw_client *rc = &f->client;
+    pthread_mutex_lock(&rc->lock);
+    rc->n_errors = 0;
+    pthread_mutex_unlock(&rc->lock);
+    wst_conn_t *conn = raw_send(rc, f->agent.port, hello, hello_len);
+    struct send_job job = {.rc = rc, .conn = conn, .buf = buf, .len = len};
+    assert_int_equal(wst_worker_call(rc->worker, send_on_conn, &job), WST_OK);
+}
+
+static void expect_error(struct raw_client *rc, wst_status_t want,
+                         const char *text)
+{
+    int n_errors = 0;
+    int32_t status = 0;
+    char got[WST_ERROR_MSG_MAX] = "";
+
+    for (int i = 0; i < 500 && n_errors == 0; i++) {
+        sleep_s(0.01);
+        pthread_mutex_lock(&rc->lock);
+        n_errors = rc->n_errors;
+        status = rc->error_status;
+        snprintf(got, sizeof(got), "%s", rc->error_text);
+        pthread_mutex_unlock(&rc->lock);
+    }
+    if (n_errors == 0)
+        fail_msg("no ERROR came back in 5 s (expected %s)",
+                 wst_status_string(want));
+    fprintf(stderr, "error from the agent: %s: %s\n", wst_status_string(status),
+            got);
+    assert_int_equal(status, want);
+    if (strstr(got, text) == NULL)
+        fail_msg("error '%s' does not mention '%s'", got, text);
+}
+
+/* (f) lying have manifests: refused with a clear error, nothing changes. */
+static void lying_peers(struct bad_peer_fixture *f)
+{
+    const uint64_t shape[1] = {1024}, start[1] = {0}, past[1] = {2048};
+    const uint64_t huge[2] = {1ull << 40, 1ull << 40}, zero[2] = {0, 0};
+
+    send_lying_have(f, shape, start, past, 1);
+    expect_error(&f->client, WST_ERR_PROTOCOL, "box");
+    send_lying_have(f, huge, zero, huge, 2);
+    expect_error(&f->client, WST_ERR_PROTOCOL, "model.norm.weight");
+    assert_true(it_agent_alive(&f->agent));
+    uint64_t committed = 99;
+    int usable = 0;
+    assert_int_equal(it_agent_status(&f->agent, &committed, &usable), 0);
+    assert_true(usable);
+    assert_true(it_agent_shm_untouched(&f->agent));
 }
 
 /* (c) connects and says nothing; stays connected. */
@@ -279,6 +379,18 @@ static void silent_peer(struct bad_peer_fixture *f)
 {
     raw_send(&f->client, f->agent.port, NULL, 0);
     sleep_s(0.3); /* let the agent accept it */
+    assert_true(it_agent_alive(&f->agent));
+}
+
+/* (g) a silent peer is dropped once the agent's peer timeout (2 s in the
+ * fixture) passes, with a log line that says so. */
+static void silent_peer_dropped(struct bad_peer_fixture *f)
+{
+    raw_send(&f->client, f->agent.port, NULL, 0);
+    for (int i = 0; i < 600 && !it_agent_log_has(&f->agent, "no message for");
+         i++)
+        sleep_s(0.01);
+    assert_true(it_agent_log_has(&f->agent, "no message for"));
     assert_true(it_agent_alive(&f->agent));
 }
 
@@ -290,8 +402,7 @@ static void good_refit(struct bad_peer_fixture *f, uint64_t version)
     wst_status_t st;
 
     assert_int_equal(it_sender_load(&s, &f->agent), 0);
-    assert_int_equal(it_sender_setup(&s, &f->agent, SIZE_MAX, version),
-                     WST_OK);
+    assert_int_equal(it_sender_setup(&s, &f->agent, SIZE_MAX, version), WST_OK);
     st = wst_sender_push(s.sender, version);
     if (st == WST_OK)
         st = wst_sender_wait(s.sender, 30.0);
@@ -299,8 +410,8 @@ static void good_refit(struct bad_peer_fixture *f, uint64_t version)
         fail_msg("refit %llu: %s: %s", (unsigned long long)version,
                  wst_status_string(st), wst_sender_last_error(s.sender));
     it_sender_destroy(&s);
-    if (wst_model_verify(&f->agent.layout, f->agent.shm, IT_SEED, version,
-                         NULL, err, sizeof(err)) != WST_OK)
+    if (wst_model_verify(&f->agent.layout, f->agent.shm, IT_SEED, version, NULL,
+                         err, sizeof(err)) != WST_OK)
         fail_msg("refit %llu: %s", (unsigned long long)version, err);
 }
 
@@ -342,6 +453,22 @@ static void test_bad_peer_silent_during_refit(void **state)
 
 /* (a) to (e) on one agent: garbage, wrong version, a silent peer kept
  * open, a correct refit, and the agent still alive. */
+static void test_bad_peer_lying_have(void **state)
+{
+    struct bad_peer_fixture *f = *state;
+
+    lying_peers(f);
+    good_refit(f, 1);
+}
+
+static void test_bad_peer_silent_dropped(void **state)
+{
+    struct bad_peer_fixture *f = *state;
+
+    silent_peer_dropped(f);
+    good_refit(f, 1);
+}
+
 static void test_bad_peer_all_then_refit(void **state)
 {
     struct bad_peer_fixture *f = *state;
@@ -363,6 +490,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_bad_peer_future_version,
                                         setup_fixture, teardown_fixture),
         cmocka_unit_test_setup_teardown(test_bad_peer_silent_during_refit,
+                                        setup_fixture, teardown_fixture),
+        cmocka_unit_test_setup_teardown(test_bad_peer_lying_have, setup_fixture,
+                                        teardown_fixture),
+        cmocka_unit_test_setup_teardown(test_bad_peer_silent_dropped,
                                         setup_fixture, teardown_fixture),
         cmocka_unit_test_setup_teardown(test_bad_peer_all_then_refit,
                                         setup_fixture, teardown_fixture),
