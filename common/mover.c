@@ -65,8 +65,10 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
     struct wst_mover *m = r->m;
     wst_status_t st = wst_status_from_ucs(status);
 
-    if (request != NULL)
+    if (request != NULL) {
         ucp_request_free(request);
+        wst_worker_busy(m->worker, -1);
+    }
     m->outstanding--;
     if (st != WST_OK && m->error == WST_OK)
         m->error = st;
@@ -97,6 +99,7 @@ static wst_status_t track(struct wst_mover *m, struct move_req *r,
                   ucs_status_string(UCS_PTR_STATUS(req)));
         return wst_status_from_ucs(UCS_PTR_STATUS(req));
     }
+    wst_worker_busy(m->worker, +1);
     return WST_OK;
 }
 
@@ -250,7 +253,8 @@ static wst_status_t unpack_rkeys(struct wst_mover *m,
     return WST_OK;
 }
 
-wst_status_t wst_mover_create(enum wst_mover_kind kind, ucp_ep_h ep,
+wst_status_t wst_mover_create(enum wst_mover_kind kind,
+                              struct wst_worker *worker, ucp_ep_h ep,
                               uint32_t token,
                               const struct wst_mover_region *regions,
                               size_t n_regions, const struct wst_logger *log,
@@ -263,6 +267,7 @@ wst_status_t wst_mover_create(enum wst_mover_kind kind, ucp_ep_h ep,
         return WST_ERR_NO_MEMORY;
     m->ops = kind == WST_MOVER_PUT ? &put_ops : &am_ops;
     m->log = log;
+    m->worker = worker;
     m->ep = ep;
     m->token = token;
     m->n_regions = n_regions;

@@ -66,9 +66,12 @@ struct wst_mover_ops {
     void (*destroy)(struct wst_mover *m);
 };
 
+struct wst_worker;
+
 struct wst_mover {
     const struct wst_mover_ops *ops;
     const struct wst_logger *log;
+    struct wst_worker *worker; /* told of requests in flight */
     ucp_ep_h ep;
     uint32_t token; /* am: receiver-assigned id of this sender */
     size_t n_regions;
@@ -89,7 +92,8 @@ struct wst_mover {
  * keys are unpacked here once (never per refit). On success *mover_p is
  * owned by the caller (destroy through m->ops->destroy or
  * wst_mover_destroy). */
-wst_status_t wst_mover_create(enum wst_mover_kind kind, ucp_ep_h ep,
+wst_status_t wst_mover_create(enum wst_mover_kind kind,
+                              struct wst_worker *worker, ucp_ep_h ep,
                               uint32_t token,
                               const struct wst_mover_region *regions,
                               size_t n_regions, const struct wst_logger *log,

@@ -66,6 +66,7 @@ struct wst_worker {
     int supports_cuda;
     struct wst_conn *conns;
     int closing; /* closed connections not yet freed */
+    int busy;    /* UCX requests in flight (wst_worker_busy) */
 
     pthread_t thread;
     int epfd;
@@ -152,6 +153,7 @@ static void control_recv_done(void *request, ucs_status_t status, size_t length,
     else
         WST_WARN(pm->worker->log, "control message receive failed: %s",
                  ucs_status_string(status));
+    pm->worker->busy--;
     free(pm->buf);
     free(pm);
     if (request != NULL)
@@ -194,6 +196,7 @@ static ucs_status_t am_control_cb(void *arg, const void *header,
         return UCS_OK;
     }
     pm->worker = w;
+    w->busy++;
     pm->reply_ep = reply_ep;
     pm->buf = buf;
     pm->len = length;
@@ -222,6 +225,7 @@ static void data_recv_done(void *request, ucs_status_t status, size_t length,
     if (w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &pd->hdr, pd->len,
                          wst_status_from_ucs(status));
+    w->busy--;
     free(pd);
     if (request != NULL)
         ucp_request_free(request);
@@ -256,6 +260,7 @@ static ucs_status_t am_data_cb(void *arg, const void *header,
         goto drop;
     }
     pd->worker = w;
+    w->busy++;
     pd->hdr = hdr;
     pd->len = length;
     ucp_request_param_t rp = {
@@ -478,7 +483,8 @@ static void progress_loop(wst_worker_t *w)
         if (ucp_worker_arm(w->worker) == UCS_ERR_BUSY)
             continue;
         struct epoll_event evs[2];
-        int timeout = (int)((next_tick - now) / 1000000ull) + 1;
+        int timeout =
+            w->busy > 0 ? 1 : (int)((next_tick - now) / 1000000ull) + 1;
         if (epoll_wait(w->epfd, evs, 2, timeout) < 0 && errno != EINTR)
             WST_WARN(w->log, "epoll_wait: %s", strerror(errno));
     }
@@ -821,6 +827,11 @@ wst_status_t wst_worker_rkey_pack(wst_worker_t *w, ucp_mem_h memh, void **buf_p,
 int wst_worker_supports_cuda(const wst_worker_t *w)
 {
     return w->supports_cuda;
+}
+
+void wst_worker_busy(wst_worker_t *w, int delta)
+{
+    w->busy += delta;
 }
 
 ucp_worker_h wst_worker_ucp(wst_worker_t *w)

@@ -131,6 +131,12 @@ wst_status_t wst_worker_rkey_pack(wst_worker_t *worker, ucp_mem_h memh,
  * (UCP_ATTR_FIELD_MEMORY_TYPES has UCS_MEMORY_TYPE_CUDA). */
 int wst_worker_supports_cuda(const wst_worker_t *worker);
 
+/* Progress thread: count UCX requests in flight (delta +1 / -1). While
+ * any are, the thread sleeps at most 1 ms between progress calls: some
+ * completions (a flush over shared memory, a cma transfer) raise no event
+ * on the worker's fd and would otherwise wait for the next tick. */
+void wst_worker_busy(wst_worker_t *worker, int delta);
+
 ucp_worker_h wst_worker_ucp(wst_worker_t *worker);
 const struct wst_logger *wst_worker_log(wst_worker_t *worker);
 

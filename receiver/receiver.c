@@ -128,6 +128,7 @@ struct wst_receiver {
     uint64_t last_progress_ns;
     uint32_t *layer_verified; /* [n_layers] senders verified */
     uint32_t layers_final;
+    int polling; /* holds the worker busy while a refit runs */
 
     /* what API threads read: under lock */
     pthread_mutex_t lock;
@@ -424,6 +425,10 @@ static void refit_end(struct wst_receiver *r)
 {
     r->refit = REFIT_IDLE;
     r->generation++;
+    if (r->polling) {
+        wst_worker_busy(r->worker, -1);
+        r->polling = 0;
+    }
 }
 
 static void refit_fail(struct wst_receiver *r, wst_status_t status,
@@ -646,6 +651,12 @@ static void refit_start(struct wst_receiver *r, uint64_t version)
 
     r->refit = REFIT_BEGINNING;
     r->version = version;
+    /* Data over shared memory raises no event on the worker's fd: poll
+     * while a refit runs. */
+    if (!r->polling) {
+        wst_worker_busy(r->worker, +1);
+        r->polling = 1;
+    }
     r->generation++;
     r->refit_start_ns = wst_now_ns();
     r->last_progress_ns = r->refit_start_ns;

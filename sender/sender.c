@@ -299,7 +299,7 @@ static wst_status_t open_mover(struct link *l)
         regs[i].rkey = l->plan.regions[i].rkey.data;
         regs[i].rkey_len = l->plan.regions[i].rkey.len;
     }
-    st = wst_mover_create(l->mover_kind, wst_conn_data_ep(l->conn),
+    st = wst_mover_create(l->mover_kind, s->worker, wst_conn_data_ep(l->conn),
                           l->plan.sender, regs, l->plan.n_regions, &s->log,
                           &l->mover);
     free(regs);
@@ -462,6 +462,8 @@ static void send_layer_done(struct link *l, uint32_t layer)
     m.u.layer_done.version = l->version;
     m.u.layer_done.bytes = l->layer_bytes[layer];
     m.u.layer_done.digest = l->digests[layer];
+    WST_DEBUG(&l->s->log, "receiver %s: layer %u done, %llu bytes", l->name,
+              layer, (unsigned long long)l->layer_bytes[layer]);
     link_send(l, &m);
 }
 
@@ -641,6 +643,8 @@ static void do_digest_ready(void *arg)
     struct digest_ready *d = arg;
     struct link *l = d->l;
 
+    WST_TRACE(&l->s->log, "receiver %s: digest of layer %u ready", l->name,
+              d->layer);
     if (l->version == d->version && l->have_plan &&
         d->layer == l->digests_ready) {
         l->digests[d->layer] = d->digest;
