@@ -307,6 +307,60 @@ static void check_engine_coverage(const char *preset, uint32_t layers,
     wst_model_release(&m);
 }
 
+static void test_model_dense_preset(void **state)
+{
+    struct wst_model m;
+    char err[256] = "";
+    size_t i;
+    uint64_t rows = 0;
+
+    (void)state;
+    /* 3 MiB = 384 rows of 4096 bf16, over 5 layers x 2 tensors: 38 rows
+     * each, the first 4 tensors one more */
+    assert_int_equal(wst_model_preset("dense:3", 5, &m, err, sizeof(err)),
+                     WST_OK);
+    assert_string_equal(m.preset, "dense:3");
+    assert_int_equal(m.n_layers, 5);
+    assert_int_equal(m.n_tensors, 10);
+    assert_int_equal(wst_model_bytes(&m), 3ull << 20);
+    assert_string_equal(m.tensors[0].name, "model.layers.0.dense.w0.weight");
+    assert_string_equal(m.tensors[9].name, "model.layers.4.dense.w1.weight");
+    assert_int_equal(m.tensors[3].shape[0], 39);
+    assert_int_equal(m.tensors[4].shape[0], 38);
+    for (i = 0; i < m.n_tensors; i++) {
+        assert_int_equal(m.tensors[i].ndim, 2);
+        assert_int_equal(m.tensors[i].shape[1], 4096);
+        assert_int_equal(m.tensors[i].dtype, WST_DTYPE_BF16);
+        assert_int_equal(wst_tensor_desc_check(&m.tensors[i], NULL, NULL),
+                         WST_OK);
+        rows += m.tensors[i].shape[0];
+    }
+    assert_int_equal(rows, 384);
+    wst_model_release(&m);
+
+    /* default: 4 layers; 1 GiB exactly */
+    assert_int_equal(wst_model_preset("dense:1024", 0, &m, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(m.n_tensors, 8);
+    assert_int_equal(wst_model_bytes(&m), 1ull << 30);
+    wst_model_release(&m);
+
+    assert_int_equal(wst_model_preset("dense:0", 0, &m, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    assert_int_equal(wst_model_preset("dense:12x", 0, &m, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    assert_int_equal(wst_model_preset("dense:", 0, &m, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    assert_non_null(strstr(err, "dense:<MiB>"));
+}
+
+static void test_model_dense_engine_coverage(void **state)
+{
+    (void)state;
+    check_engine_coverage("dense:1", 1, 1);
+    check_engine_coverage("dense:1", 3, 3); /* 128 rows / 6: uneven */
+}
+
 static void test_model_engine_coverage_tp1(void **state)
 {
     (void)state;
@@ -737,6 +791,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_tiny_preset),
         cmocka_unit_test(test_model_qwen3_preset),
+        cmocka_unit_test(test_model_dense_preset),
+        cmocka_unit_test(test_model_dense_engine_coverage),
         cmocka_unit_test(test_model_engine_coverage_tp1),
         cmocka_unit_test(test_model_engine_coverage_tp2),
         cmocka_unit_test(test_model_engine_coverage_tp4),

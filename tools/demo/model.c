@@ -293,6 +293,61 @@ static void add_layer(struct wst_model *m, uint32_t l)
 #undef LNAME
 }
 
+#define DENSE_COLS 4096
+#define DENSE_PER_LAYER 2
+#define DENSE_MAX_MIB (1ull << 20) /* 1 TiB */
+
+/* "dense:<MiB>": DENSE_PER_LAYER [rows, DENSE_COLS] bf16 tensors per layer,
+ * exactly MiB mebibytes in all. */
+static wst_status_t dense_preset(const char *name, uint32_t n_layers,
+                                 struct wst_model *m, char *err, size_t errlen)
+{
+    const char *arg = name + strlen("dense:");
+    char *end = NULL;
+    unsigned long long mib = strtoull(arg, &end, 10);
+    uint64_t row_bytes = DENSE_COLS * wst_dtype_size(WST_DTYPE_BF16);
+    uint64_t rows, n, i;
+    struct wst_model tmp;
+
+    if (n_layers == 0)
+        n_layers = 4;
+    if (*arg < '0' || *arg > '9' || *end != '\0' || mib == 0 ||
+        mib > DENSE_MAX_MIB || n_layers > 100000) {
+        set_err(err, errlen,
+                "model preset \"%s\": want dense:<MiB> with 1..%llu MiB and "
+                "at most 100000 layers",
+                name, DENSE_MAX_MIB);
+        return WST_ERR_INVALID;
+    }
+    rows = (uint64_t)mib * (1ull << 20) / row_bytes;
+    n = (uint64_t)n_layers * DENSE_PER_LAYER;
+    if (rows < n) {
+        set_err(err, errlen, "model preset \"%s\": %llu MiB is too small for %u "
+                "layers", name, mib, n_layers);
+        return WST_ERR_INVALID;
+    }
+    memset(&tmp, 0, sizeof(tmp));
+    snprintf(tmp.preset, sizeof(tmp.preset), "%s", name);
+    tmp.hidden = DENSE_COLS;
+    tmp.n_layers = n_layers;
+    tmp.dense_cols = DENSE_COLS;
+    tmp.tensors = malloc(n * sizeof(*tmp.tensors));
+    if (tmp.tensors == NULL) {
+        set_err(err, errlen, "model %s: out of memory", name);
+        return WST_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < n; i++) {
+        char tn[WST_NAME_MAX];
+
+        snprintf(tn, sizeof(tn), "model.layers.%llu.dense.w%llu.weight",
+                 (unsigned long long)(i / DENSE_PER_LAYER),
+                 (unsigned long long)(i % DENSE_PER_LAYER));
+        add_tensor(&tmp, tn, 2, rows / n + (i < rows % n ? 1 : 0), DENSE_COLS);
+    }
+    *m = tmp;
+    return WST_OK;
+}
+
 wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
                               struct wst_model *m, char *err, size_t errlen)
 {
@@ -301,12 +356,15 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
     size_t i;
     uint32_t l;
 
+    if (name != NULL && m != NULL && strncmp(name, "dense:", 6) == 0)
+        return dense_preset(name, n_layers, m, err, errlen);
     for (i = 0; name != NULL && i < sizeof(presets) / sizeof(presets[0]); i++)
         if (strcmp(presets[i].name, name) == 0)
             p = &presets[i];
     if (p == NULL || m == NULL) {
         set_err(err, errlen,
-                "unknown model preset \"%s\" (tiny, qwen3-30b-a3b)",
+                "unknown model preset \"%s\" (tiny, qwen3-30b-a3b, "
+                "dense:<MiB>)",
                 name != NULL ? name : "(null)");
         return WST_ERR_INVALID;
     }
@@ -558,10 +616,47 @@ static wst_status_t tp_check(const struct wst_model *m, uint32_t tp, char *err,
     return WST_ERR_UNSUPPORTED_LAYOUT;
 }
 
-wst_status_t wst_model_engine_layout(const struct wst_model *m,
-                                     uint32_t tp_rank, uint32_t tp,
-                                     struct wst_layout *out, char *err,
-                                     size_t errlen)
+/* Dense synthetic model: rank r's ceil chunk of every tensor's rows, one
+ * region per tensor. */
+static wst_status_t dense_layout(const struct wst_model *m, uint32_t tp_rank,
+                                 uint32_t tp, struct wst_layout *out,
+                                 char *err, size_t errlen)
+{
+    struct wst_layout l;
+    struct builder b;
+    size_t i;
+
+    memset(&l, 0, sizeof(l));
+    l.rank = tp_rank;
+    l.regions = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*l.regions));
+    l.wants = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*l.wants));
+    if (l.regions == NULL || l.wants == NULL) {
+        wst_layout_release(&l);
+        set_err(err, errlen, "engine layout: out of memory");
+        return WST_ERR_NO_MEMORY;
+    }
+    b.m = m;
+    b.l = &l;
+    b.end = 0;
+    b.esize = wst_dtype_size(WST_DTYPE_BF16);
+    for (i = 0; i < m->n_tensors; i++) {
+        const struct wst_tensor_desc *t = &m->tensors[i];
+        uint64_t r0, r1;
+        uint32_t reg;
+
+        ceil_chunk(t->shape[0], tp_rank, tp, &r0, &r1);
+        reg = add_region(&b, t->name, r1 - r0, t->shape[1]);
+        add_want(&b, t->name, reg, 0, r0, r1, 0, t->shape[1]);
+    }
+    l.shm_bytes = (b.end + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
+    *out = l;
+    return WST_OK;
+}
+
+/* The transformer presets' layout (REFIT_LAYOUTS.md section 2). */
+static wst_status_t engine_layout(const struct wst_model *m, uint32_t tp_rank,
+                                  uint32_t tp, struct wst_layout *out,
+                                  char *err, size_t errlen)
 {
     struct wst_layout l;
     struct builder b;
@@ -600,4 +695,15 @@ wst_status_t wst_model_engine_layout(const struct wst_model *m,
     l.shm_bytes = (b.end + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
     *out = l;
     return WST_OK;
+}
+
+wst_status_t wst_model_engine_layout(const struct wst_model *m,
+                                     uint32_t tp_rank, uint32_t tp,
+                                     struct wst_layout *out, char *err,
+                                     size_t errlen)
+{
+    if (m != NULL && out != NULL && tp != 0 && tp_rank < tp &&
+        m->dense_cols != 0)
+        return dense_layout(m, tp_rank, tp, out, err, errlen);
+    return engine_layout(m, tp_rank, tp, out, err, errlen);
 }

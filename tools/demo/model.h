@@ -27,12 +27,19 @@ struct wst_model {
     uint32_t kv_heads;
     uint32_t head_dim;
     uint32_t n_experts; /* router rows (mlp.gate.weight); 0 = no router */
+    uint32_t dense_cols; /* "dense:<MiB>" only: columns of its [rows, cols]
+                          * tensors; 0 for the transformer presets */
     size_t n_tensors;
     struct wst_tensor_desc *tensors; /* owned, malloc'd */
 };
 
-/* Builds preset 'name' ("tiny" or "qwen3-30b-a3b") with 'n_layers' layers
- * (0 = the preset's default). On success *m owns its tensor array (release
+/* Builds preset 'name' ("tiny", "qwen3-30b-a3b" or "dense:<MiB>") with
+ * 'n_layers' layers (0 = the preset's default; 4 for dense). "dense:<MiB>"
+ * is a sized synthetic model for benchmarks: two bf16 [rows, 4096] tensors
+ * per layer ("model.layers.<l>.dense.w<0|1>.weight") totalling exactly MiB
+ * mebibytes (rows spread as evenly as possible, the first tensors taking the
+ * remainder); its engine layout splits every tensor on dim 0 over the TP
+ * ranks (ceil chunks), one region per tensor. On success *m owns its tensor array (release
  * with wst_model_release); on failure *m is untouched and 'err' says why
  * (WST_ERR_INVALID for an unknown preset). */
 wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
