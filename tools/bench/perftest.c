@@ -1,0 +1,229 @@
+/* perftest.c - one ucx_perftest measurement (see perftest.h).
+ *
+ * The client is retried while it only fails with "Connection refused" and
+ * the server is alive: the server prints nothing we can wait for (its
+ * stdout is block-buffered into a file), so its listening socket is found
+ * by trying. Both processes run under a deadline and are killed past it.
+ */
+#include "perftest.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+#define CONNECT_ATTEMPTS 100
+#define CONNECT_PAUSE_US 100000
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* A TCP port free on this namespace's loopback now (in another namespace
+ * it is as good as any). 0 if none could be had. */
+static uint16_t pick_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    uint16_t port = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0)
+        return 0;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Forks argv[0..] with UCX_TLS = 'tls' and stdout+stderr on 'out_fd'. */
+static pid_t spawn(char *const *argv, const char *tls, int out_fd)
+{
+    pid_t pid = fork();
+
+    if (pid != 0)
+        return pid;
+    if (tls != NULL)
+        setenv("UCX_TLS", tls, 1);
+    else
+        unsetenv("UCX_TLS");
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(out_fd, STDERR_FILENO);
+    execvp(argv[0], argv);
+    fprintf(stderr, "perftest: exec %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* Waits for 'pid' up to 'timeout_s'; kills it past that. Returns the exit
+ * status (0..255), or -1 if it was killed or died of a signal. */
+static int wait_exit(pid_t pid, double timeout_s)
+{
+    uint64_t deadline = wst_deadline_ns(timeout_s);
+    int status;
+
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (r < 0)
+            return -1;
+        if (wst_now_ns() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(10000);
+    }
+}
+
+static int alive(pid_t pid)
+{
+    return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+/* argv for [ip netns exec NS] bin args...; 'argv' has room for 20. */
+static int build_argv(char **argv, const char *netns, const char *bin)
+{
+    int n = 0;
+
+    if (netns != NULL) {
+        argv[n++] = "ip";
+        argv[n++] = "netns";
+        argv[n++] = "exec";
+        argv[n++] = (char *)netns;
+    }
+    argv[n++] = (char *)bin;
+    return n;
+}
+
+/* Reads all of 'f' (from the start) into buf; appends it to 'log'. */
+static void slurp(FILE *f, char *buf, size_t len, FILE *log)
+{
+    size_t n;
+
+    rewind(f);
+    n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    if (log != NULL) {
+        fwrite(buf, 1, n, log);
+        fflush(log);
+    }
+}
+
+static int parse_final(const char *out, double *mib_s_p)
+{
+    const char *line = strstr(out, "Final:");
+    double bw;
+
+    if (line == NULL ||
+        sscanf(line, "Final: %*s %*s %*s %*s %*s %lf", &bw) != 1 || bw <= 0)
+        return -1;
+    *mib_s_p = bw;
+    return 0;
+}
+
+/* Runs the client until it connects (or fails for another reason). Returns
+ * its exit status; its output is in 'out'. */
+static int run_client(const struct wst_perftest_params *p, uint16_t port,
+                      pid_t server, char *out, size_t outlen, FILE *log)
+{
+    char port_s[16], size_s[32], iters_s[32], warm_s[32];
+    char *argv[24];
+    int n, rc = -1;
+
+    snprintf(port_s, sizeof(port_s), "%u", port);
+    snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)p->msg_bytes);
+    snprintf(iters_s, sizeof(iters_s), "%llu", (unsigned long long)p->iters);
+    snprintf(warm_s, sizeof(warm_s), "%llu", (unsigned long long)p->warmup);
+    n = build_argv(argv, p->client_netns, p->bin);
+    char *rest[] = {(char *)p->host, "-p",    port_s,  "-t",   (char *)p->test,
+                    "-s",            size_s,  "-n",    iters_s, "-w",
+                    warm_s,          NULL};
+    memcpy(argv + n, rest, sizeof(rest));
+    for (int attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
+        FILE *f = tmpfile();
+        if (f == NULL)
+            return -1;
+        pid_t pid = spawn(argv, p->tls, fileno(f));
+        rc = pid < 0 ? -1 : wait_exit(pid, p->timeout_s);
+        slurp(f, out, outlen, log);
+        fclose(f);
+        if (rc == 0 || strstr(out, "Connection refused") == NULL ||
+            !alive(server))
+            break;
+        usleep(CONNECT_PAUSE_US);
+    }
+    return rc;
+}
+
+int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
+                     char *err, size_t errlen)
+{
+    char port_s[16], out[16384];
+    char *argv[24];
+    uint16_t port = pick_port();
+    FILE *log = p->log_path ? fopen(p->log_path, "a") : NULL;
+    int n, crc, src = -1, ret = -1;
+    pid_t server;
+
+    if (port == 0) {
+        set_err(err, errlen, "no free TCP port for ucx_perftest");
+        goto out_close_log;
+    }
+    snprintf(port_s, sizeof(port_s), "%u", port);
+    n = build_argv(argv, p->server_netns, p->bin);
+    argv[n++] = "-p";
+    argv[n++] = port_s;
+    argv[n] = NULL;
+    if (log != NULL) {
+        fprintf(log, "=== %s, UCX_TLS=%s, %llu x %llu bytes, port %u\n",
+                p->test, p->tls ? p->tls : "(unset)",
+                (unsigned long long)p->iters,
+                (unsigned long long)p->msg_bytes, port);
+        fflush(log);
+    }
+    server = spawn(argv, p->tls, log != NULL ? fileno(log) : STDERR_FILENO);
+    if (server < 0) {
+        set_err(err, errlen, "fork: %s", strerror(errno));
+        goto out_close_log;
+    }
+    crc = run_client(p, port, server, out, sizeof(out), log);
+    if (crc == 0)
+        src = wait_exit(server, 10.0);
+    else
+        wait_exit(server, 0.5); /* a server left waiting is killed */
+    if (crc != 0)
+        set_err(err, errlen, "%s: client exited with %d (see %s)", p->test,
+                crc, p->log_path ? p->log_path : "stderr");
+    else if (src != 0)
+        set_err(err, errlen, "%s: server exited with %d (see %s)", p->test,
+                src, p->log_path ? p->log_path : "stderr");
+    else if (parse_final(out, mib_s_p) != 0)
+        set_err(err, errlen, "%s: no \"Final:\" bandwidth in the output",
+                p->test);
+    else
+        ret = 0;
+out_close_log:
+    if (log != NULL)
+        fclose(log);
+    return ret;
+}

@@ -1,0 +1,37 @@
+/* perftest.h - one ucx_perftest measurement: a server and a client process.
+ *
+ * The ceiling wstream-bench compares against. The server (`ucx_perftest -p
+ * PORT`) and the client (`ucx_perftest HOST -p PORT -t TEST -s SIZE -n ITERS
+ * -w WARMUP`) run as child processes, each optionally under `ip netns exec`,
+ * with UCX_TLS set as asked. A run yields a number only when both processes
+ * exit 0 and the client printed a "Final:" line: after an error perftest
+ * keeps "completing" failed operations and prints nonsense bandwidth.
+ */
+#ifndef WST_BENCH_PERFTEST_H
+#define WST_BENCH_PERFTEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct wst_perftest_params {
+    const char *bin;          /* ucx_perftest */
+    const char *test;         /* ucp_put_bw, ucp_am_bw, tag_bw, ... */
+    const char *tls;          /* UCX_TLS for both sides; NULL: unset */
+    const char *host;         /* the client connects here */
+    const char *server_netns; /* NULL: none */
+    const char *client_netns; /* NULL: none */
+    const char *log_path;     /* both processes' output, appended */
+    uint64_t msg_bytes;
+    uint64_t iters;
+    uint64_t warmup;
+    double timeout_s; /* per process */
+};
+
+/* Runs one server/client pair. On success returns 0 and writes the
+ * client's overall bandwidth of the "Final:" line in MB/s as perftest
+ * prints it (2^20 bytes per second) to *mib_s_p; otherwise returns -1,
+ * leaves *mib_s_p alone and says why in 'err'. */
+int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
+                     char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,27 @@
+#!/bin/sh
+# smoke.sh - ctest smoke test of wstream-bench: the refit verified and a
+# ratio against ucx_perftest was printed. It asserts no speed.
+# usage: smoke.sh WSTREAM_BENCH [flags...]
+bench="$1"
+shift
+out=$("$bench" "$@" 2>&1)
+rc=$?
+printf '%s\n' "$out"
+if [ "$rc" -ne 0 ]; then
+    echo "smoke: wstream-bench exited with $rc" >&2
+    exit 1
+fi
+line=$(printf '%s\n' "$out" | grep '^wstream-bench: transport=')
+case "$line" in
+*" verified=yes"*) ;;
+*) echo "smoke: no verified=yes in the summary line" >&2; exit 1 ;;
+esac
+if ! printf '%s\n' "$line" | grep -Eq ' ratio=[0-9]+\.[0-9]+ '; then
+    echo "smoke: no numeric ratio in the summary line" >&2
+    exit 1
+fi
+if ! printf '%s\n' "$out" | grep -Eq '^\| (tcp|shm|auto) \|.*\| [0-9]+\.[0-9]+ \|$'; then
+    echo "smoke: no table row with a ratio" >&2
+    exit 1
+fi
+echo "smoke: ok"
