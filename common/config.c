@@ -363,6 +363,9 @@ wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
             config_error(err, errlen, "%s: unknown option", arg);
             return WST_ERR_CONFIG;
         }
+        /* Handled by the caller (wst_config_has_flag), after parsing. */
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "--print-config") == 0)
+            continue;
         name = arg + 2;
         eq = strchr(name, '=');
         e = config_find(table, name, eq ? (size_t)(eq - name) : strlen(name));

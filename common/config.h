@@ -49,7 +49,8 @@ wst_status_t wst_config_set(const struct wst_config_entry *table,
 /* Parses argv: "--name value", "--name=value", "--bool-flag" (sets y).
  * Stops at the first non-flag argument and stores its index in *next_p (argc
  * if none). "--help" and "--print-config" are not handled here: the caller
- * checks for them first with wst_config_has_flag. */
+ * checks for them with wst_config_has_flag; they are skipped here, so
+ * --print-config shows the values the other flags set. */
 wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
                                    void *settings, int argc, char **argv,
                                    int *next_p, char *err, size_t errlen);

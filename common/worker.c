@@ -917,9 +917,24 @@ wst_status_t wst_conn_send(wst_conn_t *c, void *buf, size_t len)
 /* Reads the lanes UCX chose from ucp_ep_print_info: 1.13 has no query for
  * them. Lines look like
  *   "#   lane[2]:  4:cma/memory.0 md[3]  -> md[3]/cma/sysdev[255] rma_bw#0"
- * and become "cma/memory[rma_bw]" (roles without their '#n' index). UCX
- * 1.13 shows TCP lanes as rma_bw too, but emulates puts over them in
- * software, so only a non-TCP rma_bw lane counts as real RMA. */
+ * and become "cma/memory[rma_bw]" (roles without their '#n' index).
+ * ucp_put_nbx runs on a lane with the "rma" role; when no transport can
+ * do put short/bcopy (cma and knem only do zero-copy, TCP does none), UCX
+ * 1.13 emulates puts over active messages and shows no "rma" lane at all:
+ * rma_bw lanes serve rendezvous only. Measured: "put" over sm,tcp ran in
+ * uct_mm_ep_am_bcopy + ucp_put_handler (two copies), AM rendezvous over
+ * the same lanes used cma (NOTES.md). So only an "rma" role counts. */
+/* Whether the comma-separated 'roles' holds exactly 'role'. */
+static int has_role(const char *roles, const char *role)
+{
+    size_t n = strlen(role);
+
+    for (const char *p = roles; (p = strstr(p, role)) != NULL; p += n)
+        if ((p == roles || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 static void describe_lanes(ucp_ep_h ep, char *out, size_t outlen,
                            int *rma_real_p)
 {
@@ -959,7 +974,7 @@ static void describe_lanes(ucp_ep_h ep, char *out, size_t outlen,
                                      "%s%.*s", rused ? "," : "", (int)n, tok);
             tok = strchr(tok, ' ');
         }
-        if (strstr(roles, "rma_bw") != NULL && strncmp(tl, "tcp", 3) != 0)
+        if (has_role(roles, "rma") && strncmp(tl, "tcp", 3) != 0)
             *rma_real_p = 1;
         if (used < outlen)
             used += (size_t)snprintf(out + used, outlen - used, "%s%s[%s]",

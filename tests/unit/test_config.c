@@ -353,6 +353,21 @@ static void test_config_has_flag(void **state)
     assert_false(wst_config_has_flag(1, argv, "--print-config"));
 }
 
+/* A bug fix: parse_args refused --print-config, so no CLI could print its
+ * configuration. Both caller-handled flags are skipped, others still
+ * apply. */
+static void test_config_parse_skips_help_and_print_config(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"prog", "--print-config", "--refits=4", "--help", NULL};
+    int next = 0;
+
+    load(f);
+    assert_int_equal(parse(f, 4, argv, &next), WST_OK);
+    assert_int_equal(next, 4);
+    assert_int_equal(f->s.refits, 4);
+}
+
 static char *capture_print(const struct test_settings *s, int help)
 {
     char *buf = NULL;
@@ -449,6 +464,7 @@ int main(void)
         CASE(test_config_missing_value_rejected),
         CASE(test_config_stops_at_first_operand),
         CASE(test_config_has_flag),
+        CASE(test_config_parse_skips_help_and_print_config),
         CASE(test_config_print_exact),
         CASE(test_config_print_help_exact),
         CASE(test_config_release_frees_strings),

@@ -223,14 +223,15 @@ static int run_refits(struct bench *b)
         if (s < 0)
             return -1;
         b->r.refit_s[v] = s;
-        snprintf(what, sizeof(what), "refit %llu/%llu", (unsigned long long)v + 1,
-                 (unsigned long long)n);
+        snprintf(what, sizeof(what), "refit %llu/%llu",
+                 (unsigned long long)v + 1, (unsigned long long)n);
         print_refit(what, s, live);
     }
     b->r.median_s = median(b->r.refit_s, n);
     if (wst_cluster_verify(&b->cluster, n + 1) != 0) {
-        fprintf(stderr, "wstream-bench: VERIFY FAILED: version %llu is not "
-                        "bit-exact in the agent's memory\n",
+        fprintf(stderr,
+                "wstream-bench: VERIFY FAILED: version %llu is not "
+                "bit-exact in the agent's memory\n",
                 (unsigned long long)n + 1);
         return -1;
     }
@@ -238,8 +239,9 @@ static int run_refits(struct bench *b)
     printf("verify: version %llu, every byte verified\n",
            (unsigned long long)n + 1);
     if (!lanes_match(b->set.transport, b->r.lanes)) {
-        fprintf(stderr, "wstream-bench: transport %s asked, but UCX chose "
-                        "lanes %s\n",
+        fprintf(stderr,
+                "wstream-bench: transport %s asked, but UCX chose "
+                "lanes %s\n",
                 transport_choices[b->set.transport], b->r.lanes);
         return -1;
     }
@@ -358,8 +360,8 @@ static void report(const struct bench *b)
 
     snprintf(ratio, sizeof(ratio), pt > 0 ? "%.3f" : "n/a",
              pt > 0 ? ws / pt : 0);
-    printf("\nregistration: sender %.2f ms (cluster's timer: includes the "
-           "first fill), agent %.2f ms\n",
+    printf("\nregistration: sender %.2f ms, agent %.2f ms (ucp_mem_map of "
+           "every shard and region, once)\n",
            r->sender_register_s * 1e3, r->agent_register_s * 1e3);
     printf("plan: %.3f ms (agent)\n", r->plan_s * 1e3);
     printf("first refit: %.3f s (%.2f GB/s)\n", r->first_s,
@@ -422,8 +424,9 @@ static int parse_settings(struct bench *b, int argc, char **argv)
     if (st == WST_OK &&
         (b->set.size == 0 || b->set.size % MIB != 0 || b->set.repeats == 0 ||
          b->set.repeats > 1000 || b->set.chunk == 0)) {
-        snprintf(err, sizeof(err), "need --size a whole number of MiB, "
-                                   "1..1000 --repeats and a --chunk");
+        snprintf(err, sizeof(err),
+                 "need --size a whole number of MiB, "
+                 "1..1000 --repeats and a --chunk");
         st = WST_ERR_CONFIG;
     }
     if (st == WST_OK && parse_tests(b) != 0) {

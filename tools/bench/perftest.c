@@ -155,9 +155,9 @@ static int run_client(const struct wst_perftest_params *p, uint16_t port,
     snprintf(iters_s, sizeof(iters_s), "%llu", (unsigned long long)p->iters);
     snprintf(warm_s, sizeof(warm_s), "%llu", (unsigned long long)p->warmup);
     n = build_argv(argv, p->client_netns, p->bin);
-    char *rest[] = {(char *)p->host, "-p",    port_s,  "-t",   (char *)p->test,
-                    "-s",            size_s,  "-n",    iters_s, "-w",
-                    warm_s,          NULL};
+    char *rest[] = {(char *)p->host, "-p", port_s, "-t",
+                    (char *)p->test, "-s", size_s, "-n",
+                    iters_s,         "-w", warm_s, NULL};
     memcpy(argv + n, rest, sizeof(rest));
     for (int attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
         FILE *f = tmpfile();
@@ -197,8 +197,8 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     if (log != NULL) {
         fprintf(log, "=== %s, UCX_TLS=%s, %llu x %llu bytes, port %u\n",
                 p->test, p->tls ? p->tls : "(unset)",
-                (unsigned long long)p->iters,
-                (unsigned long long)p->msg_bytes, port);
+                (unsigned long long)p->iters, (unsigned long long)p->msg_bytes,
+                port);
         fflush(log);
     }
     server = spawn(argv, p->tls, log != NULL ? fileno(log) : STDERR_FILENO);
@@ -212,11 +212,11 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     else
         wait_exit(server, 0.5); /* a server left waiting is killed */
     if (crc != 0)
-        set_err(err, errlen, "%s: client exited with %d (see %s)", p->test,
-                crc, p->log_path ? p->log_path : "stderr");
+        set_err(err, errlen, "%s: client exited with %d (see %s)", p->test, crc,
+                p->log_path ? p->log_path : "stderr");
     else if (src != 0)
-        set_err(err, errlen, "%s: server exited with %d (see %s)", p->test,
-                src, p->log_path ? p->log_path : "stderr");
+        set_err(err, errlen, "%s: server exited with %d (see %s)", p->test, src,
+                p->log_path ? p->log_path : "stderr");
     else if (parse_final(out, mib_s_p) != 0)
         set_err(err, errlen, "%s: no \"Final:\" bandwidth in the output",
                 p->test);
