@@ -11,6 +11,7 @@
  * send completes (UCX 1.13), so it lives here. */
 struct move_req {
     struct wst_mover *m;
+    uint64_t epoch;
     wst_mover_cb cb;
     void *arg;
     struct wst_data_hdr hdr;
@@ -52,7 +53,8 @@ static void mover_free(struct wst_mover *m)
 
 static void maybe_fire_fence(struct wst_mover *m)
 {
-    if (m->outstanding != 0 || m->fence_cb == NULL || m->destroyed)
+    if (m->fence_cb == NULL || m->destroyed ||
+        m->in_epoch[m->fence_epoch & 1] != 0)
         return;
     wst_mover_cb cb = m->fence_cb;
     m->fence_cb = NULL;
@@ -70,6 +72,7 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
         wst_worker_busy(m->worker, -1);
     }
     m->outstanding--;
+    m->in_epoch[r->epoch & 1]--;
     if (st != WST_OK && m->error == WST_OK)
         m->error = st;
     if (!m->destroyed && r->cb != NULL)
@@ -88,12 +91,14 @@ static wst_status_t track(struct wst_mover *m, struct move_req *r,
                           ucs_status_ptr_t req)
 {
     m->outstanding++;
+    m->in_epoch[r->epoch & 1]++;
     if (req == NULL) {
         move_done(NULL, UCS_OK, r);
         return WST_OK;
     }
     if (UCS_PTR_IS_ERR(req)) {
         m->outstanding--;
+        m->in_epoch[r->epoch & 1]--;
         free(r);
         WST_ERROR(m->log, "move failed: %s",
                   ucs_status_string(UCS_PTR_STATUS(req)));
@@ -109,6 +114,7 @@ static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb, void *arg)
 
     if (r != NULL) {
         r->m = m;
+        r->epoch = m->epoch;
         r->cb = cb;
         r->arg = arg;
     }
@@ -210,6 +216,7 @@ static wst_status_t am_fence(struct wst_mover *m, wst_mover_cb cb, void *arg)
         return WST_ERR_BUSY;
     m->fence_cb = cb;
     m->fence_arg = arg;
+    m->fence_epoch = m->epoch++;
     maybe_fire_fence(m);
     return WST_OK;
 }

@@ -78,7 +78,14 @@ struct wst_mover {
     struct wst_mover_region *regions; /* owned copy, rkey pointers cleared */
     ucp_rkey_h *rkeys;                /* put only; owned */
     uint64_t outstanding;             /* moves not yet completed */
-    wst_mover_cb fence_cb;            /* am: pending fence */
+    /* am: a fence covers the moves posted before it, not those posted
+     * while it waits (or a busy stream would starve it): moves carry an
+     * epoch, a fence closes the current one. One fence at a time, so two
+     * counters suffice. */
+    uint64_t epoch;
+    uint64_t in_epoch[2];
+    uint64_t fence_epoch;
+    wst_mover_cb fence_cb; /* am: pending fence */
     void *fence_arg;
     wst_status_t error; /* first failed move, sticky */
     int destroyed;      /* freed when the last outstanding move completes */

@@ -82,10 +82,12 @@ struct link {
 
     uint64_t version;
     uint64_t committed;
-    size_t cursor;       /* next item to move */
-    uint64_t cursor_off; /* bytes of it already moved */
-    uint32_t post_layer; /* layer whose items are being posted */
+    size_t cursor;        /* next item to move */
+    uint64_t cursor_off;  /* bytes of it already moved */
+    uint32_t fence_layer; /* next layer to fence */
     int fence_pending;
+    uint32_t fenced;    /* layers [0, fenced) are visible at the receiver */
+    uint32_t done_sent; /* layers [0, done_sent) reported LAYER_DONE */
     uint64_t in_flight;
     int pumping, pump_again;
     uint64_t bytes_moved;
@@ -470,7 +472,7 @@ static void send_layer_done(struct link *l, uint32_t layer)
 static void fence_done(void *arg, wst_status_t status)
 {
     struct link *l = arg;
-    uint32_t layer = l->post_layer;
+    uint32_t layer = l->fence_layer - 1;
 
     l->fence_pending = 0;
     if (l->state != LINK_STREAMING)
@@ -479,8 +481,7 @@ static void fence_done(void *arg, wst_status_t status)
         link_fail(l, status, "making layer %u visible failed", layer);
         return;
     }
-    send_layer_done(l, layer);
-    l->post_layer++;
+    l->fenced = layer + 1;
     pump(l);
 }
 
@@ -551,25 +552,40 @@ static int post_chunk(struct link *l)
     return 1;
 }
 
-/* One step of the pump; returns 0 when nothing more can be done now. */
+/* One step of the pump; returns 0 when nothing more can be done now.
+ * Three things, in this order of priority:
+ *  1. LAYER_DONE for the next layer once it is both fenced (visible) and
+ *     digested, in layer order;
+ *  2. a fence for the next layer as soon as its last item is posted (it
+ *     covers only what was posted before it, so later layers keep
+ *     streaming while it completes);
+ *  3. the next chunk, within the window. Data does not wait for digests:
+ *     hashing a layer on the application thread overlaps sending it. */
 static int pump_step(struct link *l)
 {
-    uint32_t layer = l->post_layer;
+    uint32_t n_layers = l->plan.n_layers;
 
-    if (l->state != LINK_STREAMING || layer >= l->plan.n_layers ||
-        layer >= l->digests_ready || l->fence_pending)
+    if (l->state != LINK_STREAMING)
         return 0;
-    if (l->cursor < l->layer_first[layer + 1])
-        return post_chunk(l);
-    /* Every item of the layer is posted: fence, then LAYER_DONE. */
-    l->fence_pending = 1;
-    wst_status_t st = l->mover->ops->fence(l->mover, fence_done, l);
-    if (st != WST_OK) {
-        l->fence_pending = 0;
-        link_fail(l, st, "fence of layer %u failed", layer);
-        return 0;
+    if (l->done_sent < l->fenced && l->done_sent < l->digests_ready) {
+        send_layer_done(l, l->done_sent++);
+        return 1;
     }
-    return 1;
+    if (!l->fence_pending && l->fence_layer < n_layers &&
+        l->cursor >= l->layer_first[l->fence_layer + 1]) {
+        uint32_t layer = l->fence_layer++;
+        l->fence_pending = 1;
+        wst_status_t st = l->mover->ops->fence(l->mover, fence_done, l);
+        if (st != WST_OK) {
+            l->fence_pending = 0;
+            link_fail(l, st, "fence of layer %u failed", layer);
+            return 0;
+        }
+        return 1;
+    }
+    if (l->cursor < l->plan.n_items)
+        return post_chunk(l);
+    return 0;
 }
 
 /* Callbacks may fire inside move() or fence(), re-entering pump: the outer
@@ -621,7 +637,10 @@ static void do_begin(void *arg)
     l->version = l->s->version;
     l->cursor = 0;
     l->cursor_off = 0;
-    l->post_layer = 0;
+    l->fence_layer = 0;
+    l->fence_pending = 0;
+    l->fenced = 0;
+    l->done_sent = 0;
     l->digests_ready = 0;
     l->bytes_moved = 0;
     m.u.begin.version = l->version;
