@@ -91,9 +91,10 @@ struct wst_mover {
     int destroyed;      /* freed when the last outstanding move completes */
 };
 
-/* Destroying a mover with moves in flight is allowed (after its endpoint
- * was closed): their callbacks are then not called, and the memory goes
- * when the last one completes. */
+/* Destroying a mover with moves in flight is allowed (its endpoint closed
+ * or being closed): their callbacks still fire, usually with an error, and
+ * the memory goes when the last one completes. A pending fence never
+ * fires after destroy. */
 
 /* Creates a mover of 'kind' over data endpoint 'ep'. For put, the region
  * keys are unpacked here once (never per refit). On success *mover_p is

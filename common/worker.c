@@ -9,8 +9,15 @@
  *  - connections are found from an incoming active message through its
  *    reply endpoint (senders set UCP_AM_SEND_FLAG_REPLY), by a linear scan:
  *    a worker has tens of connections, not thousands;
- *  - a closed connection is unlinked at once and freed when UCX completes
- *    its close requests, so late callbacks never see freed memory.
+ *  - a closed connection is unlinked at once, but its endpoints are closed
+ *    only after ucp_worker_progress returns (closing an endpoint from
+ *    inside UCX's own failure handling of it aborts UCX 1.13), and the
+ *    connection is freed when UCX completes those close requests;
+ *  - a data endpoint without peer-failure mode (shared memory) is never
+ *    closed before the worker is: when a stopped peer resumes, UCX 1.13
+ *    delivers its late rendezvous acknowledgements to whatever request ids
+ *    the endpoint had, and asserts if a close has freed them. It is parked
+ *    in a graveyard instead.
  */
 #include "worker.h"
 
@@ -41,10 +48,11 @@ struct wst_conn {
     ucp_ep_h data_ep; /* NULL until opened */
     void *user;
     int failed;
-    int close_refs;    /* c is freed when this drops to 0 after close */
-    uint64_t last_rx;  /* ns of the last control message received */
-    uint64_t last_tx;  /* ns of the last heartbeat sent */
-    uint64_t close_at; /* ns; nonzero: force-close then (lingering) */
+    int close_refs;       /* c is freed when this drops to 0 after close */
+    uint64_t last_rx;     /* ns of the last control message received */
+    uint64_t last_tx;     /* ns of the last heartbeat sent */
+    uint64_t close_at;    /* ns; nonzero: force-close then (lingering) */
+    int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
 };
 
@@ -65,8 +73,11 @@ struct wst_worker {
     size_t address_len;
     int supports_cuda;
     struct wst_conn *conns;
-    int closing; /* closed connections not yet freed */
-    int busy;    /* UCX requests in flight (wst_worker_busy) */
+    int closing;               /* closed connections not yet freed */
+    struct wst_conn *to_close; /* closed, endpoints not yet closed */
+    ucp_ep_h *graveyard;       /* see the header comment */
+    size_t n_graveyard;
+    int busy; /* UCX requests in flight (wst_worker_busy) */
 
     pthread_t thread;
     int epfd;
@@ -115,6 +126,9 @@ static void conn_fail(struct wst_conn *c, wst_status_t status, const char *why)
     if (w->ops.conn_failed != NULL)
         w->ops.conn_failed(w->ops.arg, c, status, why);
 }
+
+static void close_pending(wst_worker_t *w);
+static void close_graveyard(wst_worker_t *w);
 
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
@@ -385,6 +399,8 @@ static void ucx_fini(wst_worker_t *w)
         wst_conn_close(w->conns);
     if (w->listener != NULL)
         ucp_listener_destroy(w->listener);
+    close_pending(w);
+    close_graveyard(w);
     uint64_t deadline = wst_now_ns() + 2000000000ull;
     while (w->closing > 0 && wst_now_ns() < deadline)
         ucp_worker_progress(w->worker);
@@ -471,6 +487,10 @@ static void progress_loop(wst_worker_t *w)
         int busy = run_posts(w);
         while (ucp_worker_progress(w->worker) != 0)
             busy = 1;
+        if (w->to_close != NULL) {
+            close_pending(w);
+            busy = 1;
+        }
         uint64_t now = wst_now_ns();
         if (now >= next_tick) {
             heartbeat_tick(w, now);
@@ -991,15 +1011,18 @@ wst_status_t wst_conn_open_data(wst_conn_t *c, const void *addr,
 
     (void)addr_len; /* the address is self-describing; length checked by
                        the codec */
+    /* Without peer mode there is no error handler: such an endpoint may
+     * outlive c in the graveyard and must not point at it. */
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                      (peer_errors ? UCP_EP_PARAM_FIELD_ERR_HANDLER : 0),
         .address = addr,
         .err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER
                                 : UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = {.cb = ep_error_cb, .arg = c},
     };
+    c->data_peer_errors = peer_errors;
     ucs_status_t st = ucp_ep_create(w->worker, &ep, &c->data_ep);
     if (st != UCS_OK) {
         WST_ERROR(w->log, "data endpoint to %s: %s", c->name,
@@ -1050,19 +1073,73 @@ static void ep_close_force(struct wst_conn *c, ucp_ep_h ep)
 
 void wst_conn_close(wst_conn_t *c)
 {
-    /* May run inside a UCX callback, so it must not progress the worker:
-     * the endpoints close asynchronously and c is freed when the last close
-     * request completes. Marking it failed first silences its error
-     * handlers, which may still fire until then. */
+    /* Usually runs inside a UCX callback: only unlink and mark it here
+     * (failed silences its error handlers); close_pending does the rest
+     * once ucp_worker_progress has returned. */
+    wst_worker_t *w = c->worker;
+
     conn_unlink(c);
-    c->worker->closing++;
     c->failed = 1;
-    c->close_refs = 1;
-    if (c->data_ep != NULL)
-        ep_close_force(c, c->data_ep);
-    if (c->ep != NULL)
-        ep_close_force(c, c->ep);
-    conn_release_ref(c);
+    c->user = NULL;
+    c->next = w->to_close;
+    w->to_close = c;
+}
+
+static void bury(wst_worker_t *w, ucp_ep_h ep)
+{
+    ucp_ep_h *grown =
+        realloc(w->graveyard, (w->n_graveyard + 1) * sizeof(*grown));
+
+    if (grown == NULL) {
+        /* Leaking the endpoint is the safe failure here. */
+        WST_WARN(w->log, "no memory to park a data endpoint: leaked");
+        return;
+    }
+    w->graveyard = grown;
+    w->graveyard[w->n_graveyard++] = ep;
+}
+
+/* Outside UCX callbacks: closes the endpoints of connections closed since
+ * the last call. */
+static void close_pending(wst_worker_t *w)
+{
+    while (w->to_close != NULL) {
+        struct wst_conn *c = w->to_close;
+        w->to_close = c->next;
+        w->closing++;
+        c->close_refs = 1;
+        if (c->data_ep != NULL && c->data_peer_errors)
+            ep_close_force(c, c->data_ep);
+        else if (c->data_ep != NULL)
+            bury(w, c->data_ep);
+        if (c->ep != NULL)
+            ep_close_force(c, c->ep);
+        conn_release_ref(c);
+    }
+}
+
+static void graveyard_close_done(void *request, ucs_status_t status,
+                                 void *user_data)
+{
+    (void)status;
+    (void)user_data;
+    ucp_request_free(request);
+}
+
+/* At shutdown: no late message can arrive once the worker is gone. */
+static void close_graveyard(wst_worker_t *w)
+{
+    ucp_request_param_t cp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+        .cb.send = graveyard_close_done,
+    };
+
+    for (size_t i = 0; i < w->n_graveyard; i++)
+        (void)ucp_ep_close_nbx(w->graveyard[i], &cp);
+    free(w->graveyard);
+    w->graveyard = NULL;
+    w->n_graveyard = 0;
 }
 
 void wst_conn_close_later(wst_conn_t *c, double linger_s)

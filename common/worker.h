@@ -162,8 +162,11 @@ wst_status_t wst_conn_open_data(wst_conn_t *conn, const void *addr,
 /* The data endpoint, or NULL before wst_conn_open_data. */
 ucp_ep_h wst_conn_data_ep(wst_conn_t *conn);
 
-/* Progress thread: force-close both endpoints; the connection is freed once
- * UCX has released it. No callback fires for it after this returns. */
+/* Progress thread, also from inside callbacks: force-close both endpoints
+ * once the current progress call has returned; the connection is freed once
+ * UCX has released it. No callback fires for it after this returns. A data
+ * endpoint without peer-failure mode stays open until the worker is
+ * destroyed (worker.c says why). */
 void wst_conn_close(wst_conn_t *conn);
 
 /* Progress thread: like wst_conn_close, but the endpoints stay open for

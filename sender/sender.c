@@ -77,6 +77,7 @@ struct link {
     uint64_t *digests;     /* [n_layers], written by push */
     uint32_t digests_ready;
     struct wst_mover *mover;
+    uint64_t mover_gen; /* bumped per mover: late callbacks of old ones */
     enum wst_mover_kind mover_kind;
     char lanes[256];
 
@@ -256,10 +257,8 @@ static wst_status_t index_layers(struct link *l)
     return i == p->n_items ? WST_OK : WST_ERR_PROTOCOL;
 }
 
-/* UCX 1.13's shared-memory lanes have no peer-failure mode: asking for it
- * would move intra-node data onto TCP, so data endpoints run without it
- * whenever shared memory may carry them, and liveness comes from the
- * control endpoint. */
+/* Put only where the data lane does real RMA (describe_lanes), unless the
+ * application or the receiver says otherwise. */
 static int choose_mover(struct link *l, int rma_real)
 {
     struct wst_sender *s = l->s;
@@ -301,6 +300,7 @@ static wst_status_t open_mover(struct link *l)
         regs[i].rkey = l->plan.regions[i].rkey.data;
         regs[i].rkey_len = l->plan.regions[i].rkey.len;
     }
+    l->mover_gen++;
     st = wst_mover_create(l->mover_kind, s->worker, wst_conn_data_ep(l->conn),
                           l->plan.sender, regs, l->plan.n_regions, &s->log,
                           &l->mover);
@@ -487,6 +487,7 @@ static void fence_done(void *arg, wst_status_t status)
 
 struct chunk_done {
     struct link *l;
+    uint64_t mover_gen;
     uint64_t len;
 };
 
@@ -495,6 +496,10 @@ static void move_done(void *arg, wst_status_t status)
     struct chunk_done *cd = arg;
     struct link *l = cd->l;
 
+    if (cd->mover_gen != l->mover_gen) {
+        free(cd); /* a move of a mover that failed; its window is gone */
+        return;
+    }
     l->in_flight -= cd->len;
     l->bytes_moved += status == WST_OK ? cd->len : 0;
     free(cd);
@@ -525,6 +530,7 @@ static int post_chunk(struct link *l)
         return 0;
     }
     cd->l = l;
+    cd->mover_gen = l->mover_gen;
     cd->len = len;
     struct wst_move mv = {
         .src = (const char *)sh->data + it->src_offset + l->cursor_off,
@@ -637,6 +643,9 @@ static void do_begin(void *arg)
     l->version = l->s->version;
     l->cursor = 0;
     l->cursor_off = 0;
+    /* Moves of a failed refit belong to a mover that is gone: they no
+     * longer occupy the window (move_done ignores them). */
+    l->in_flight = 0;
     l->fence_layer = 0;
     l->fence_pending = 0;
     l->fenced = 0;
@@ -693,8 +702,7 @@ static wst_status_t parse_receiver(struct link *l, const char *spec)
     return WST_OK;
 }
 
-/* See choose_mover: shared memory may carry data unless UCX_TLS rules it
- * out. */
+/* Shared memory may carry data unless UCX_TLS rules it out. */
 static int shm_possible(void)
 {
     const char *tls = getenv("UCX_TLS");
@@ -750,7 +758,8 @@ static wst_status_t apply_params(struct wst_sender *s,
         s->log.sink = p->log_fn;
         s->log.sink_arg = p->log_arg;
     }
-    s->data_peer_errors = !shm_possible();
+    int shm_data = (p->field_mask & WST_SENDER_PARAM_SHM_DATA) && p->shm_data;
+    s->data_peer_errors = !(shm_data && shm_possible());
     return WST_OK;
 }
 
@@ -1005,6 +1014,12 @@ wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
                      s->links[i].name, (unsigned long long)s->version);
             pthread_mutex_unlock(&s->lock);
             return WST_ERR_BUSY;
+        }
+        /* A link that failed before reconnects now: its old error must
+         * not answer for this push (link_fail already closed it). */
+        if (ls == LINK_FAILED) {
+            s->links[i].state = LINK_IDLE;
+            s->links[i].error = WST_OK;
         }
     }
     pthread_mutex_unlock(&s->lock);

@@ -482,6 +482,7 @@ static int prepare(struct bench *b, const char *agent_bin)
         .agent_host = opt(b->set.agent_host),
         .agent_netns = opt(b->set.agent_netns),
         .sender_netns = opt(b->set.sender_netns),
+        .shm_data = b->set.transport == WST_TRANSPORT_SHM,
     };
     return wst_cluster_start(&b->cluster, &cp);
 }

@@ -124,7 +124,10 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         .timeout_s = p->timeout_s,
         .mover = p->mover,
         .log_level = p->log_level,
+        .shm_data = p->shm_data,
     };
+    if (p->shm_data)
+        sp.field_mask |= WST_SENDER_PARAM_SHM_DATA;
     if (p->heartbeat_s > 0 && p->peer_timeout_s > 0) {
         sp.field_mask |= WST_SENDER_PARAM_HEARTBEAT;
         sp.heartbeat_s = p->heartbeat_s;
@@ -227,9 +230,11 @@ static int sender_spawn(struct wst_cluster *c, uint32_t r)
     int cmd[2], res[2];
     char line[128];
 
-    if (pipe(cmd) != 0)
+    /* Close-on-exec: an agent started later must not inherit a sender's
+     * command pipe, or the sender never sees end-of-file. */
+    if (pipe2(cmd, O_CLOEXEC) != 0)
         return -1;
-    if (pipe(res) != 0) {
+    if (pipe2(res, O_CLOEXEC) != 0) {
         close(cmd[0]);
         close(cmd[1]);
         return -1;

@@ -43,6 +43,7 @@ struct wst_cluster_params {
     const char *agent_host;   /* listen and connect address; NULL: 127.0.0.1 */
     const char *agent_netns;  /* NULL: none */
     const char *sender_netns; /* NULL: none */
+    int shm_data; /* senders' shm_data (sender.h): data over shared memory */
 };
 
 struct wst_sender_result {

@@ -253,6 +253,9 @@ static int prepare(struct demo *d, const char *agent_bin)
         .log_level = d->set.log_level,
         .agent_bin = agent_bin,
         .workdir = d->workdir,
+        /* Asking for shm means data over shared memory (sender.h says
+         * what that trades away on UCX 1.13). */
+        .shm_data = d->set.transport == WST_TRANSPORT_SHM,
     };
     return wst_cluster_start(&d->cluster, &cp);
 }
