@@ -513,3 +513,37 @@ void wst_config_release(const struct wst_config_entry *table, void *settings)
         *field = NULL;
     }
 }
+
+void wst_config_cli(const struct wst_config_entry *table, void *settings,
+                    int argc, char **argv, const char *prog, const char *usage,
+                    int *exit_p)
+{
+    char err[512];
+    int next = argc;
+    wst_status_t st;
+
+    *exit_p = -1;
+    if (wst_config_has_flag(argc, argv, "--help")) {
+        printf("usage: %s\n\n", usage);
+        wst_config_print_help(table, stdout);
+        *exit_p = 0;
+        return;
+    }
+    st = wst_config_defaults(table, settings, err, sizeof(err));
+    if (st == WST_OK)
+        st = wst_config_parse_args(table, settings, argc, argv, &next, err,
+                                   sizeof(err));
+    if (st == WST_OK && next < argc) {
+        snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
+        st = WST_ERR_CONFIG;
+    }
+    if (st != WST_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        *exit_p = 2;
+        return;
+    }
+    if (wst_config_has_flag(argc, argv, "--print-config")) {
+        wst_config_print(table, settings, stdout);
+        *exit_p = 0;
+    }
+}

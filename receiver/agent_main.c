@@ -355,38 +355,22 @@ static void agent_stop(struct agent *a)
 int main(int argc, char **argv)
 {
     struct agent a;
-    char err[512];
     sigset_t sigs;
-    int next, sig;
+    int sig, code;
     wst_status_t st;
 
     memset(&a, 0, sizeof(a));
-    if (wst_config_has_flag(argc, argv, "--help")) {
-        printf("usage: wstream-agent --layout FILE [options]\n\n");
-        wst_config_print_help(agent_config, stdout);
-        return 0;
+    wst_config_cli(agent_config, &a.set, argc, argv, "wstream-agent",
+                   "wstream-agent --layout FILE [options]", &code);
+    if (code < 0 && a.set.layout[0] == '\0') {
+        fprintf(stderr, "wstream-agent: --layout is required\n");
+        code = -WST_ERR_CONFIG;
+    } else if (code == 2) {
+        code = -WST_ERR_CONFIG;
     }
-    st = wst_config_defaults(agent_config, &a.set, err, sizeof(err));
-    if (st == WST_OK)
-        st = wst_config_parse_args(agent_config, &a.set, argc, argv, &next, err,
-                                   sizeof(err));
-    if (st == WST_OK && next < argc) {
-        snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
-        st = WST_ERR_CONFIG;
-    }
-    if (st == WST_OK && a.set.layout[0] == '\0') {
-        snprintf(err, sizeof(err), "--layout is required");
-        st = WST_ERR_CONFIG;
-    }
-    if (st != WST_OK) {
-        fprintf(stderr, "wstream-agent: %s\n", err);
+    if (code >= 0) {
         wst_config_release(agent_config, &a.set);
-        return -st;
-    }
-    if (wst_config_has_flag(argc, argv, "--print-config")) {
-        wst_config_print(agent_config, &a.set, stdout);
-        wst_config_release(agent_config, &a.set);
-        return 0;
+        return code;
     }
     /* Signals are taken synchronously below; block them before any thread
      * starts so no library thread receives them. */

@@ -530,20 +530,13 @@ static int scenario(void)
     return -1;
 }
 
-static int parse(int argc, char **argv)
+/* Checks what the table cannot express; 0 when the settings are usable. */
+static int check_settings(void)
 {
     char err[512];
-    int next;
-    wst_status_t st = wst_config_defaults(fault_config, &set, err, sizeof(err));
+    wst_status_t st = WST_OK;
 
-    if (st == WST_OK)
-        st = wst_config_parse_args(fault_config, &set, argc, argv, &next, err,
-                                   sizeof(err));
-    if (st == WST_OK && next < argc) {
-        snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
-        st = WST_ERR_CONFIG;
-    }
-    if (st == WST_OK && set.fault == FAULT_PARTITION &&
+    if (set.fault == FAULT_PARTITION &&
         (!opt(set.agent_netns) || !opt(set.veth) || set.side != SIDE_BOTH)) {
         snprintf(err, sizeof(err),
                  "--fault partition needs --side both, --agent-netns and "
@@ -567,23 +560,18 @@ static int parse(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    char self[1024], agent_bin[PATH_MAX], err[512];
-    int rc = 2;
+    char agent_bin[PATH_MAX], err[512];
+    int rc;
 
     memset(&set, 0, sizeof(set));
-    if (wst_config_has_flag(argc, argv, "--help")) {
-        printf("usage: wstream-fault [options]\n\n");
-        wst_config_print_help(fault_config, stdout);
-        return 0;
-    }
-    if (parse(argc, argv) != 0)
+    wst_config_cli(fault_config, &set, argc, argv, "wstream-fault",
+                   "wstream-fault [options]", &rc);
+    if (rc >= 0)
         goto out;
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
+    rc = 2;
+    if (check_settings() != 0 ||
+        wst_cluster_agent_path(agent_bin, sizeof(agent_bin)) != 0)
         goto out;
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(agent_bin, sizeof(agent_bin), "%s/wstream-agent", self);
     if (wst_model_preset(set.preset, (uint32_t)set.layers, &model, err,
                          sizeof(err)) != WST_OK) {
         fprintf(stderr, "wstream-fault: %s\n", err);

@@ -396,31 +396,12 @@ static void report(const struct bench *b)
 
 /* ---- set-up ---- */
 
-static int parse_settings(struct bench *b, int argc, char **argv)
+/* Checks what the table cannot express; 0 when the settings are usable. */
+static int check_settings(struct bench *b)
 {
     char err[512];
-    int next;
-    wst_status_t st =
-        wst_config_defaults(bench_config, &b->set, err, sizeof(err));
+    wst_status_t st = WST_OK;
 
-    /* wst_config_parse_args refuses "--print-config" (main handles it):
-     * parse the other arguments. */
-    char **args = calloc((size_t)argc + 1, sizeof(*args));
-    int n_args = 0;
-
-    if (args == NULL)
-        return -1;
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--print-config") != 0)
-            args[n_args++] = argv[i];
-    if (st == WST_OK)
-        st = wst_config_parse_args(bench_config, &b->set, n_args, args, &next,
-                                   err, sizeof(err));
-    if (st == WST_OK && next < n_args) {
-        snprintf(err, sizeof(err), "unexpected argument '%s'", args[next]);
-        st = WST_ERR_CONFIG;
-    }
-    free(args);
     if (st == WST_OK &&
         (b->set.size == 0 || b->set.size % MIB != 0 || b->set.repeats == 0 ||
          b->set.repeats > 1000 || b->set.chunk == 0)) {
@@ -519,31 +500,18 @@ static int run(struct bench *b, const char *agent_bin)
 int main(int argc, char **argv)
 {
     static struct bench b;
-    char self[1024], agent_bin[PATH_MAX];
-    ssize_t n;
-    int rc = 1;
+    char agent_bin[PATH_MAX];
+    int rc;
 
     b.r.best = -1;
-
-    if (wst_config_has_flag(argc, argv, "--help")) {
-        printf("usage: wstream-bench [options]\n\n");
-        wst_config_print_help(bench_config, stdout);
-        return 0;
-    }
-    if (parse_settings(&b, argc, argv) != 0)
+    wst_config_cli(bench_config, &b.set, argc, argv, "wstream-bench",
+                   "wstream-bench [options]", &rc);
+    if (rc >= 0)
         goto out_release;
-    if (wst_config_has_flag(argc, argv, "--print-config")) {
-        wst_config_print(bench_config, &b.set, stdout);
-        rc = 0;
+    rc = 2;
+    if (check_settings(&b) != 0 ||
+        wst_cluster_agent_path(agent_bin, sizeof(agent_bin)) != 0)
         goto out_release;
-    }
-    /* The agent is installed beside this program (build/bin). */
-    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        goto out_release;
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(agent_bin, sizeof(agent_bin), "%s/wstream-agent", self);
     signal(SIGPIPE, SIG_IGN);
     rc = run(&b, agent_bin) == 0 ? 0 : 1;
     if (rc != 0 && b.own_workdir) {

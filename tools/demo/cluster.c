@@ -601,3 +601,16 @@ void wst_cluster_stop(struct wst_cluster *c)
     c->agents = NULL;
     c->senders = NULL;
 }
+
+int wst_cluster_agent_path(char *buf, size_t len)
+{
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0';
+    snprintf(buf, len, "%s/wstream-agent", self);
+    return 0;
+}

@@ -124,6 +124,10 @@ int wst_cluster_restart_agent(struct wst_cluster *c, uint32_t k);
 /* Kills (if alive) and forks sender r again; waits until it is ready. */
 int wst_cluster_restart_sender(struct wst_cluster *c, uint32_t r);
 
+/* The wstream-agent installed beside the running program (build/bin) into
+ * buf; -1 if /proc/self/exe cannot be read. */
+int wst_cluster_agent_path(char *buf, size_t len);
+
 /* Stops every process, removes the shm objects. Safe after a failed start. */
 void wst_cluster_stop(struct wst_cluster *c);
 

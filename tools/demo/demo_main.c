@@ -187,31 +187,16 @@ static void teardown(struct demo *d)
     wst_model_release(&d->model);
 }
 
-static int parse_settings(struct demo *d, int argc, char **argv)
+/* Checks what the table cannot express; 0 when the settings are usable. */
+static int check_settings(const struct demo *d)
 {
-    char err[512];
-    int next;
-    wst_status_t st =
-        wst_config_defaults(demo_config, &d->set, err, sizeof(err));
-
-    if (st == WST_OK)
-        st = wst_config_parse_args(demo_config, &d->set, argc, argv, &next, err,
-                                   sizeof(err));
-    if (st == WST_OK && next < argc) {
-        snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
-        st = WST_ERR_CONFIG;
+    if (d->set.senders == 0 || d->set.senders > 64 || d->set.receivers == 0 ||
+        d->set.receivers > 64 || d->set.refits == 0 || d->set.refits > 100000) {
+        fprintf(stderr, "wstream-demo: need 1..64 senders, 1..64 receivers "
+                        "and at least one refit\n");
+        return -1;
     }
-    if (st == WST_OK && (d->set.senders == 0 || d->set.senders > 64 ||
-                         d->set.receivers == 0 || d->set.receivers > 64 ||
-                         d->set.refits == 0 || d->set.refits > 100000)) {
-        snprintf(err, sizeof(err),
-                 "need 1..64 senders, 1..64 receivers "
-                 "and at least one refit");
-        st = WST_ERR_CONFIG;
-    }
-    if (st != WST_OK)
-        fprintf(stderr, "wstream-demo: %s\n", err);
-    return st == WST_OK ? 0 : -1;
+    return 0;
 }
 
 static int prepare(struct demo *d, const char *agent_bin)
@@ -263,33 +248,20 @@ static int prepare(struct demo *d, const char *agent_bin)
 int main(int argc, char **argv)
 {
     struct demo d;
-    char self[1024], agent_bin[PATH_MAX];
-    ssize_t n;
-    int rc = 1;
+    char agent_bin[PATH_MAX];
+    int rc;
 
     memset(&d, 0, sizeof(d));
-    if (wst_config_has_flag(argc, argv, "--help")) {
-        printf("usage: wstream-demo [options]\n\n");
-        wst_config_print_help(demo_config, stdout);
-        return 0;
-    }
-    if (parse_settings(&d, argc, argv) != 0)
+    wst_config_cli(demo_config, &d.set, argc, argv, "wstream-demo",
+                   "wstream-demo [options]", &rc);
+    if (rc >= 0)
         goto out_release;
-    if (wst_config_has_flag(argc, argv, "--print-config")) {
-        wst_config_print(demo_config, &d.set, stdout);
-        rc = 0;
+    rc = 2;
+    if (check_settings(&d) != 0 ||
+        wst_cluster_agent_path(agent_bin, sizeof(agent_bin)) != 0)
         goto out_release;
-    }
-    /* The agent is installed beside this program (build/bin). */
-    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        goto out_release;
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(agent_bin, sizeof(agent_bin), "%s/wstream-agent", self);
     signal(SIGPIPE, SIG_IGN);
-    if (prepare(&d, agent_bin) == 0)
-        rc = run(&d) == 0 ? 0 : 1;
+    rc = prepare(&d, agent_bin) == 0 && run(&d) == 0 ? 0 : 1;
     teardown(&d);
 out_release:
     wst_config_release(demo_config, &d.set);

@@ -322,8 +322,10 @@ static wst_status_t dense_preset(const char *name, uint32_t n_layers,
     rows = (uint64_t)mib * (1ull << 20) / row_bytes;
     n = (uint64_t)n_layers * DENSE_PER_LAYER;
     if (rows < n) {
-        set_err(err, errlen, "model preset \"%s\": %llu MiB is too small for %u "
-                "layers", name, mib, n_layers);
+        set_err(err, errlen,
+                "model preset \"%s\": %llu MiB is too small for %u "
+                "layers",
+                name, mib, n_layers);
         return WST_ERR_INVALID;
     }
     memset(&tmp, 0, sizeof(tmp));
@@ -619,8 +621,8 @@ static wst_status_t tp_check(const struct wst_model *m, uint32_t tp, char *err,
 /* Dense synthetic model: rank r's ceil chunk of every tensor's rows, one
  * region per tensor. */
 static wst_status_t dense_layout(const struct wst_model *m, uint32_t tp_rank,
-                                 uint32_t tp, struct wst_layout *out,
-                                 char *err, size_t errlen)
+                                 uint32_t tp, struct wst_layout *out, char *err,
+                                 size_t errlen)
 {
     struct wst_layout l;
     struct builder b;

@@ -26,7 +26,7 @@ struct wst_model {
     uint32_t heads; /* query heads */
     uint32_t kv_heads;
     uint32_t head_dim;
-    uint32_t n_experts; /* router rows (mlp.gate.weight); 0 = no router */
+    uint32_t n_experts;  /* router rows (mlp.gate.weight); 0 = no router */
     uint32_t dense_cols; /* "dense:<MiB>" only: columns of its [rows, cols]
                           * tensors; 0 for the transformer presets */
     size_t n_tensors;
@@ -39,9 +39,9 @@ struct wst_model {
  * per layer ("model.layers.<l>.dense.w<0|1>.weight") totalling exactly MiB
  * mebibytes (rows spread as evenly as possible, the first tensors taking the
  * remainder); its engine layout splits every tensor on dim 0 over the TP
- * ranks (ceil chunks), one region per tensor. On success *m owns its tensor array (release
- * with wst_model_release); on failure *m is untouched and 'err' says why
- * (WST_ERR_INVALID for an unknown preset). */
+ * ranks (ceil chunks), one region per tensor. On success *m owns its tensor
+ * array (release with wst_model_release); on failure *m is untouched and 'err'
+ * says why (WST_ERR_INVALID for an unknown preset). */
 wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
                               struct wst_model *m, char *err, size_t errlen);
 
