@@ -154,8 +154,8 @@ static void correct_refits(struct it_agent *a)
             n += snprintf(bad + n, sizeof(bad) - (size_t)n,
                           " after version %llu the status file says "
                           "committed_version %llu, usable %d;",
-                          (unsigned long long)v,
-                          (unsigned long long)committed, usable);
+                          (unsigned long long)v, (unsigned long long)committed,
+                          usable);
     }
     it_sender_destroy(&s);
     assert_true(it_agent_alive(a));
@@ -193,14 +193,14 @@ static void test_refusal_then_refit(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_refusal_coverage_gap,
-                                        setup_agent, teardown_agent),
+        cmocka_unit_test_setup_teardown(test_refusal_coverage_gap, setup_agent,
+                                        teardown_agent),
         cmocka_unit_test_setup_teardown(test_refusal_dtype_mismatch,
                                         setup_agent, teardown_agent),
         cmocka_unit_test_setup_teardown(test_refusal_shape_mismatch,
                                         setup_agent, teardown_agent),
-        cmocka_unit_test_setup_teardown(test_refusal_then_refit,
-                                        setup_agent, teardown_agent),
+        cmocka_unit_test_setup_teardown(test_refusal_then_refit, setup_agent,
+                                        teardown_agent),
     };
 
     if (argc != 2) {
