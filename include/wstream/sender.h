@@ -71,11 +71,12 @@ struct wst_sender_params {
     /* Data endpoints keep UCX peer-failure detection by default. UCX 1.13's
      * shared-memory transports have none, so same-host data then travels
      * over TCP. Nonzero: data endpoints without it, so same-host data can
-     * use shared memory (measured ~1.8x faster here) -- but a receiver
-     * that is stopped (SIGSTOP) mid-refit and later resumed makes UCX 1.13
-     * abort this process (an assertion in its rendezvous code). Dead or
-     * partitioned receivers are still detected through the control
-     * connection either way. */
+     * use shared memory (measured ~1.8x faster here) -- but then UCX 1.13
+     * can abort a survivor of a peer failure: a receiver stopped (SIGSTOP)
+     * mid-refit and resumed aborted this process in most runs, and a
+     * sender killed mid-refit once aborted the receiver (assertions in
+     * UCX's rendezvous code; NOTES.md). Failures are detected through the
+     * control connection either way. */
     int shm_data;
 };
 
