@@ -485,7 +485,11 @@ static void progress_loop(wst_worker_t *w)
 
     while (!w->stop) {
         int busy = run_posts(w);
-        while (ucp_worker_progress(w->worker) != 0)
+        /* Bounded: under a steady stream progress never returns 0, and
+         * the tick below (heartbeats, deadlines) must still run. A busy
+         * agent that stopped sending heartbeats was declared dead by its
+         * senders (seen under ASan). */
+        for (int i = 0; i < 256 && ucp_worker_progress(w->worker) != 0; i++)
             busy = 1;
         if (w->to_close != NULL) {
             close_pending(w);
