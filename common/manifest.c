@@ -156,6 +156,39 @@ static wst_status_t want_pitch_check(const struct wst_want *w)
     return WST_OK;
 }
 
+wst_status_t wst_want_expert_check(const struct wst_want *w)
+{
+    const struct wst_want_expert *e;
+
+    if (w == NULL)
+        return WST_ERR_INVALID;
+    e = &w->expert;
+    if (!e->grouped)
+        return e->ep_rank == 0 && e->ep_size == 0 ? WST_OK : WST_ERR_INVALID;
+    if (e->ep_size < 1 || e->ep_rank >= e->ep_size || w->tensor.ndim < 2)
+        return WST_ERR_INVALID;
+    return WST_OK;
+}
+
+wst_status_t wst_want_expert_range(const struct wst_want *w, uint64_t *start_p,
+                                   uint64_t *stop_p)
+{
+    uint64_t per;
+
+    if (w == NULL || !w->expert.grouped || wst_want_expert_check(w) != WST_OK ||
+        w->tensor.ndim > WST_MAX_DIMS)
+        return WST_ERR_INVALID;
+    if (w->tensor.shape[0] % w->expert.ep_size != 0)
+        return WST_ERR_EXPERT_DIVISIBILITY;
+    /* ep_rank < ep_size, so neither product can exceed shape[0] */
+    per = w->tensor.shape[0] / w->expert.ep_size;
+    if (start_p != NULL)
+        *start_p = w->expert.ep_rank * per;
+    if (stop_p != NULL)
+        *stop_p = (w->expert.ep_rank + 1) * per;
+    return WST_OK;
+}
+
 wst_status_t wst_want_check(const struct wst_want *w,
                             const struct wst_region_desc *regions,
                             size_t n_regions)
@@ -170,6 +203,8 @@ wst_status_t wst_want_check(const struct wst_want *w,
         status = wst_box_check(&w->tensor, &w->box, 0);
     if (status == WST_OK)
         status = want_pitch_check(w);
+    if (status == WST_OK)
+        status = wst_want_expert_check(w);
     if (status != WST_OK)
         return status;
     if (regions == NULL || w->region >= n_regions)

@@ -49,6 +49,19 @@ struct wst_have {
     enum wst_mem_type mem;
 };
 
+/* What makes a want an expert want. Grouped expert tensors travel as
+ * "model.layers.{l}.mlp.experts.{proj}.weight" of shape [E, rows, cols],
+ * dim 0 the global expert id (DESIGN.md section 2). A receiver at ep rank r
+ * of ep_size holds the E/ep_size experts starting at r*E/ep_size (linear
+ * placement), so its want box must be exactly that range of dim 0 and the
+ * whole of every other dim; the planner refuses anything else (planner.h).
+ * All zero: a dense want. */
+struct wst_want_expert {
+    int grouped;      /* nonzero: dim 0 is the global expert id */
+    uint32_t ep_rank; /* < ep_size */
+    uint32_t ep_size; /* >= 1 */
+};
+
 /* One box of a checkpoint tensor a receiver needs, and where it goes. */
 struct wst_want {
     struct wst_tensor_desc tensor;
@@ -56,6 +69,8 @@ struct wst_want {
     uint32_t region;    /* index into the receiver's region table */
     uint64_t offset;    /* bytes into the region of the box origin */
     uint64_t row_pitch; /* bytes between rows; 0 = dense */
+    /* zeroed for dense tensors */
+    struct wst_want_expert expert;
 };
 
 /* One block of destination memory. */
@@ -89,9 +104,23 @@ uint64_t wst_box_elems(const struct wst_box *box);
  * 'offset' to one past its last byte (accounts for row_pitch). 0 if empty. */
 uint64_t wst_want_span(const struct wst_want *w);
 
+/* Checks an expert descriptor on its own: all zero for a dense want; for a
+ * grouped one, ep_size >= 1, ep_rank < ep_size and a tensor of ndim >= 2.
+ * Placement rules (divisibility, dim-0 range) are the planner's refusals. */
+wst_status_t wst_want_expert_check(const struct wst_want *w);
+
+/* The dim-0 range [*start_p, *stop_p) that linear placement gives a grouped
+ * want: [ep_rank*E/ep_size, (ep_rank+1)*E/ep_size), E = shape[0]. Returns
+ * WST_ERR_INVALID for a dense want or a bad descriptor and
+ * WST_ERR_EXPERT_DIVISIBILITY when ep_size does not divide E; outputs are
+ * written only on success. */
+wst_status_t wst_want_expert_range(const struct wst_want *w, uint64_t *start_p,
+                                   uint64_t *stop_p);
+
 /* Full validation of a want entry against its region table: tensor, box,
- * row_pitch (0, or a multiple of the element size >= the row bytes), region
- * index in range and offset + span within the region without overflow. */
+ * row_pitch (0, or a multiple of the element size >= the row bytes), expert
+ * descriptor (wst_want_expert_check), region index in range and offset +
+ * span within the region without overflow. */
 wst_status_t wst_want_check(const struct wst_want *w,
                             const struct wst_region_desc *regions,
                             size_t n_regions);

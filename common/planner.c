@@ -453,6 +453,14 @@ static wst_status_t validate_input(struct planner *p)
     for (i = 0; i < in->n_wants; i++) {
         const struct wst_want *w = &in->wants[i];
 
+        if (wst_want_expert_check(w) != WST_OK)
+            return plan_fail(p, WST_ERR_INVALID,
+                             "want %zu (tensor %.*s): invalid expert "
+                             "descriptor (grouped %d, ep rank %u of %u, ndim "
+                             "%u)",
+                             i, name_len(w->tensor.name), w->tensor.name,
+                             w->expert.grouped, w->expert.ep_rank,
+                             w->expert.ep_size, w->tensor.ndim);
         if (wst_want_check(w, in->regions, in->n_regions) != WST_OK)
             return plan_fail(p, WST_ERR_INVALID,
                              "want %zu (tensor %.*s): invalid entry "
@@ -478,6 +486,66 @@ static wst_status_t validate_input(struct planner *p)
         }
     }
     return WST_OK;
+}
+
+/* ---- expert refusals ---------------------------------------------------- */
+
+/* A grouped want must be exactly its linear-placement range of dim 0 and the
+ * whole of every other dim (REFIT_LAYOUTS.md section 2). Checked in the
+ * order divisibility, non-expert sharding, placement, so the message names
+ * the most basic problem. */
+static wst_status_t check_expert_want(struct planner *p,
+                                      const struct wst_want *w, size_t wi)
+{
+    const struct wst_want_expert *e = &w->expert;
+    uint64_t n_exp = w->tensor.shape[0], start = 0, stop = 0;
+    uint32_t d;
+
+    if (wst_want_expert_range(w, &start, &stop) != WST_OK)
+        return plan_fail(p, WST_ERR_EXPERT_DIVISIBILITY,
+                         "tensor %s: %llu experts over ep %u do not divide "
+                         "evenly (%llu left over); ceil-sized and linear "
+                         "placements would disagree (want %zu of receiver %u)",
+                         w->tensor.name, (unsigned long long)n_exp, e->ep_size,
+                         (unsigned long long)(n_exp % e->ep_size), wi,
+                         p->in->receiver_rank);
+    for (d = 1; d < w->box.ndim; d++) {
+        if (w->box.start[d] != 0 || w->box.stop[d] != w->tensor.shape[d])
+            return plan_fail(
+                p, WST_ERR_EXPERT_SHARDING,
+                "tensor %s: expert want cuts non-expert dimension %u "
+                "([%llu, %llu) of [0, %llu)); experts may be split on dim 0 "
+                "only (want %zu of receiver %u)",
+                w->tensor.name, d, (unsigned long long)w->box.start[d],
+                (unsigned long long)w->box.stop[d],
+                (unsigned long long)w->tensor.shape[d], wi,
+                p->in->receiver_rank);
+    }
+    if (w->box.start[0] != start || w->box.stop[0] != stop)
+        return plan_fail(p, WST_ERR_NON_LINEAR_PLACEMENT,
+                         "tensor %s: ep rank %u of %u wants experts [%llu, "
+                         "%llu), linear placement gives it [%llu, %llu) "
+                         "(want %zu of receiver %u)",
+                         w->tensor.name, e->ep_rank, e->ep_size,
+                         (unsigned long long)w->box.start[0],
+                         (unsigned long long)w->box.stop[0],
+                         (unsigned long long)start, (unsigned long long)stop,
+                         wi, p->in->receiver_rank);
+    return WST_OK;
+}
+
+/* Runs before any intersection: a refused layout moves no byte. Haves are
+ * not checked: senders may own any box of a grouped tensor. */
+static wst_status_t check_expert_wants(struct planner *p)
+{
+    wst_status_t status = WST_OK;
+    size_t i;
+
+    for (i = 0; i < p->in->n_wants && status == WST_OK; i++) {
+        if (p->in->wants[i].expert.grouped)
+            status = check_expert_want(p, &p->in->wants[i], i);
+    }
+    return status;
 }
 
 /* n_layers = largest layer index among the wants + 2 (the extra last layer
@@ -752,6 +820,8 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
         return plan_fail(&p, WST_ERR_INVALID, "planner: missing input");
     status = validate_input(&p);
     if (status == WST_OK)
+        status = check_expert_wants(&p);
+    if (status == WST_OK)
         status = count_layers(&p);
     if (status == WST_OK)
         status = index_haves(&p);
@@ -896,6 +966,11 @@ uint64_t wst_plan_input_key(const struct wst_plan_input *in)
         put_u32(&h, in->wants[i].region);
         put_u64(&h, in->wants[i].offset);
         put_u64(&h, in->wants[i].row_pitch);
+        /* only grouped wants add bytes, so dense keys stay as they were */
+        if (in->wants[i].expert.grouped) {
+            put_u32(&h, in->wants[i].expert.ep_rank);
+            put_u32(&h, in->wants[i].expert.ep_size);
+        }
     }
     put_u64(&h, in->n_regions);
     for (i = 0; i < in->n_regions; i++) {

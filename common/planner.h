@@ -20,10 +20,23 @@
  *    (WST_ERR_SHAPE_MISMATCH); a wanted element no sender has
  *    (WST_ERR_COVERAGE); invalid entries (WST_ERR_INVALID).
  *
+ * Grouped experts (want.expert.grouped, manifest.h): before any
+ * intersection, every grouped want is checked, in this order, and refused
+ * with a message naming the tensor: E = shape[0] not divisible by ep_size
+ * (WST_ERR_EXPERT_DIVISIBILITY); a box that is not the whole of some dim
+ * d >= 1 (WST_ERR_EXPERT_SHARDING, naming d); a dim-0 range other than
+ * [ep_rank*E/ep_size, (ep_rank+1)*E/ep_size) (WST_ERR_NON_LINEAR_PLACEMENT,
+ * naming both ranges; this is what refuses round-robin placement). Haves of
+ * grouped tensors may be any box (EP ranges, FSDP slices of any dim, flat
+ * shards); coverage works on them as on any tensor.
+ *
  * Layers: layer(item) = wst_tensor_layer(name) for layer tensors; global
  * tensors (layer UINT32_MAX) go to layer n_layers-1, where n_layers = 1 +
  * (largest layer index among the wants, or -1 if none) + 1. n_layers is at
  * least 1.
+ *
+ * The input key (wst_plan_input_key) covers the expert descriptor of
+ * grouped wants; dense wants hash as they did before it existed.
  *
  * The plan hash is a 64-bit hash over n_senders, n_layers and every item in
  * order; equal inputs give equal hashes on every machine (it does not depend

@@ -307,6 +307,48 @@ static wst_status_t want_box_check(struct parse_ctx *c, const char *where,
     return WST_OK;
 }
 
+/* The optional "expert": {"ep_rank": r, "ep_size": n} of a want: present
+ * means a grouped expert tensor (dim 0 = global expert id). Runs after the
+ * shape is known, so it can name the tensor and check its ndim. */
+static wst_status_t parse_expert(struct parse_ctx *c, struct json_object *o,
+                                 const char *where, struct wst_want *w)
+{
+    struct json_object *e;
+    char ewhere[WST_NAME_MAX + 96];
+    uint64_t rank = 0, size = 0;
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(o, "expert", &e))
+        return WST_OK;
+    snprintf(ewhere, sizeof(ewhere), "%s (\"%s\") expert", where,
+             w->tensor.name);
+    if (!json_object_is_type(e, json_type_object))
+        return fail(c, WST_ERR_CONFIG,
+                    "%s: must be an object {\"ep_rank\": r, \"ep_size\": n}",
+                    ewhere);
+    status = get_u64(c, e, ewhere, "ep_rank", 1, &rank);
+    if (status == WST_OK)
+        status = get_u64(c, e, ewhere, "ep_size", 1, &size);
+    if (status != WST_OK)
+        return status;
+    if (size < 1 || size > UINT32_MAX)
+        return fail(c, WST_ERR_CONFIG, "%s: ep_size %llu must be in 1..%u",
+                    ewhere, (unsigned long long)size, UINT32_MAX);
+    if (rank >= size)
+        return fail(c, WST_ERR_CONFIG,
+                    "%s: ep_rank %llu must be < ep_size %llu", ewhere,
+                    (unsigned long long)rank, (unsigned long long)size);
+    if (w->tensor.ndim < 2)
+        return fail(c, WST_ERR_CONFIG,
+                    "%s: a grouped expert tensor needs >= 2 dims "
+                    "([experts, ...]), shape has %u",
+                    ewhere, w->tensor.ndim);
+    w->expert.grouped = 1;
+    w->expert.ep_rank = (uint32_t)rank;
+    w->expert.ep_size = (uint32_t)size;
+    return WST_OK;
+}
+
 static wst_status_t parse_want(struct parse_ctx *c, struct json_object *o,
                                size_t i, const struct wst_layout *l,
                                const size_t *by_name, struct wst_want *w)
@@ -348,7 +390,10 @@ static wst_status_t parse_want(struct parse_ctx *c, struct json_object *o,
         return fail(c, WST_ERR_CONFIG, "%s (\"%s\"): unknown region \"%s\"",
                     where, w->tensor.name, region);
     w->region = (uint32_t)idx;
-    return want_box_check(c, where, w);
+    status = want_box_check(c, where, w);
+    if (status == WST_OK)
+        status = parse_expert(c, o, where, w);
+    return status;
 }
 
 /* wst_want_check against the regions, with a message that says why. */
@@ -616,6 +661,21 @@ static int add_str(struct json_object *o, const char *key, const char *s)
     return json_object_object_add(o, key, json_object_new_string(s));
 }
 
+/* Adds "expert": {"ep_rank": r, "ep_size": n}; nonzero on failure. */
+static int add_expert(struct json_object *o, const struct wst_want_expert *e)
+{
+    struct json_object *x = json_object_new_object();
+
+    if (x == NULL)
+        return 1;
+    if (add_u64(x, "ep_rank", e->ep_rank) ||
+        add_u64(x, "ep_size", e->ep_size)) {
+        json_object_put(x);
+        return 1;
+    }
+    return json_object_object_add(o, "expert", x);
+}
+
 static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
 {
     size_t i;
@@ -643,6 +703,12 @@ static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
                 w->tensor.shape[d] >= INT64_MAX || w->box.stop[d] >= INT64_MAX;
         if (bad)
             return fail(c, WST_ERR_INVALID, "wants[%zu]: bad entry", i);
+        if (wst_want_expert_check(w) != WST_OK)
+            return fail(c, WST_ERR_INVALID,
+                        "wants[%zu]: bad expert descriptor (grouped %d, "
+                        "ep_rank %u, ep_size %u)",
+                        i, w->expert.grouped, w->expert.ep_rank,
+                        w->expert.ep_size);
     }
     return WST_OK;
 }
@@ -682,6 +748,8 @@ static struct json_object *build_json(const struct wst_layout *l)
               add_str(o, "region", l->regions[w->region].name) ||
               add_u64(o, "offset", w->offset) ||
               add_u64(o, "row_pitch", w->row_pitch);
+        if (!bad && w->expert.grouped)
+            bad = add_expert(o, &w->expert);
     }
     if (bad) {
         json_object_put(root);

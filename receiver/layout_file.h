@@ -11,13 +11,19 @@
  *     "regions": [ {"name": "...", "offset": 0, "bytes": 1048576} ],
  *     "wants": [ {"tensor": "...", "dtype": "bf16", "shape": [1024, 1024],
  *                 "start": [0, 0], "stop": [512, 1024], "region": "...",
- *                 "offset": 0, "row_pitch": 0} ]
+ *                 "offset": 0, "row_pitch": 0,
+ *                 "expert": {"ep_rank": 3, "ep_size": 8}} ]   optional
  *   }
  *
  * With "shm", every region lives at "offset" bytes inside the shm object and
  * regions may not overlap or run past "shm_bytes". Without it the agent
  * allocates each region itself and a region's "offset" is optional (0).
- * A want's "row_pitch" is optional (0 = dense). Unknown keys are ignored.
+ * A want's "row_pitch" is optional (0 = dense). A want's "expert" marks a
+ * grouped expert tensor ([E, rows, cols], dim 0 the global expert id; see
+ * struct wst_want_expert): it needs both "ep_rank" < "ep_size" (>= 1) and a
+ * shape of >= 2 dims; without it the want is dense. Placement rules (E
+ * divisible by ep_size, box = the rank's dim-0 range) are refused by the
+ * planner, with their own statuses, not here. Unknown keys are ignored.
  * Numbers must be JSON integers in [0, INT64_MAX); at most WST_LAYOUT_MAX
  * regions and wants.
  */

@@ -317,6 +317,106 @@ static void test_layout_file_bad_wants(void **state)
                    "wants[0]: must be an object");
 }
 
+/* A grouped expert want survives save and load; a dense one stays dense. */
+static void test_layout_file_expert_round_trip(void **state)
+{
+    struct wst_layout l, got;
+    struct wst_layout_region regions[2];
+    struct wst_want wants[2];
+    uint64_t shape3[3] = {128, 768, 2048}, s0[3] = {48, 0, 0};
+    uint64_t e0[3] = {64, 768, 2048};
+    uint64_t shape2[2] = {128, 2048}, s1[2] = {0, 0}, e1[2] = {128, 2048};
+    char path[256], err[512] = "";
+
+    (void)state;
+    memset(&l, 0, sizeof(l));
+    memset(regions, 0, sizeof(regions));
+    snprintf(regions[0].name, WST_NAME_MAX, "w13");
+    regions[0].bytes = 16ull * 768 * 2048 * 2;
+    snprintf(regions[1].name, WST_NAME_MAX, "router");
+    regions[1].bytes = 128ull * 2048 * 2;
+    wants[0] = mk_want("model.layers.0.mlp.experts.gate_proj.weight",
+                       WST_DTYPE_BF16, 3, shape3, s0, e0, 0, 0, 0);
+    wants[0].expert.grouped = 1;
+    wants[0].expert.ep_rank = 3;
+    wants[0].expert.ep_size = 8;
+    wants[1] = mk_want("model.layers.0.mlp.gate.weight", WST_DTYPE_BF16, 2,
+                       shape2, s1, e1, 1, 0, 0);
+    l.n_regions = 2;
+    l.regions = regions;
+    l.n_wants = 2;
+    l.wants = wants;
+
+    tmp_path(path, sizeof(path), "expert");
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)), WST_OK);
+    assert_int_equal(wst_layout_load(path, &got, err, sizeof(err)), WST_OK);
+    assert_int_equal(got.n_wants, 2);
+    assert_memory_equal(&got.wants[0], &wants[0], sizeof(wants[0]));
+    assert_memory_equal(&got.wants[1], &wants[1], sizeof(wants[1]));
+    assert_int_equal(got.wants[0].expert.ep_rank, 3);
+    assert_int_equal(got.wants[1].expert.grouped, 0);
+    wst_layout_release(&got);
+
+    /* save refuses what load would refuse */
+    wants[0].expert.ep_rank = 8;
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    assert_non_null(strstr(err, "wants[0]: bad expert descriptor"));
+    unlink(path);
+}
+
+#define XWBOX "\"shape\":[8,2,128],\"start\":[2,0,0],\"stop\":[4,2,128],"
+#define XWREG "\"region\":\"a\",\"offset\":0,"
+
+static void test_layout_file_expert_parse(void **state)
+{
+    struct wst_layout got;
+    char err[512] = "";
+    static const char ok[] = "{" HDR REGS WANTS(
+        WT XWBOX XWREG "\"expert\":{\"ep_rank\":1,\"ep_size\":4}") "}";
+
+    (void)state;
+    assert_int_equal(wst_layout_parse(ok, strlen(ok), &got, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(got.wants[0].expert.grouped, 1);
+    assert_int_equal(got.wants[0].expert.ep_rank, 1);
+    assert_int_equal(got.wants[0].expert.ep_size, 4);
+    wst_layout_release(&got);
+
+    expect_refused("{" HDR REGS WANTS(WT XWBOX XWREG "\"expert\":3") "}",
+                   WST_ERR_CONFIG,
+                   "wants[0] (\"t\") expert: must be an object");
+    expect_refused(
+        "{" HDR REGS WANTS(WT XWBOX XWREG "\"expert\":{\"ep_size\":4}") "}",
+        WST_ERR_CONFIG, "wants[0] (\"t\") expert: missing field \"ep_rank\"");
+    expect_refused(
+        "{" HDR REGS WANTS(WT XWBOX XWREG "\"expert\":{\"ep_rank\":0}") "}",
+        WST_ERR_CONFIG, "wants[0] (\"t\") expert: missing field \"ep_size\"");
+    expect_refused("{" HDR REGS WANTS(WT XWBOX XWREG
+                                      "\"expert\":{\"ep_rank\":4,"
+                                      "\"ep_size\":4}") "}",
+                   WST_ERR_CONFIG,
+                   "wants[0] (\"t\") expert: ep_rank 4 must be < ep_size 4");
+    expect_refused("{" HDR REGS WANTS(WT XWBOX XWREG
+                                      "\"expert\":{\"ep_rank\":0,"
+                                      "\"ep_size\":0}") "}",
+                   WST_ERR_CONFIG, "expert: ep_size 0 must be in 1..");
+    expect_refused("{" HDR REGS WANTS(WT XWBOX XWREG
+                                      "\"expert\":{\"ep_rank\":0,"
+                                      "\"ep_size\":4294967296}") "}",
+                   WST_ERR_CONFIG, "expert: ep_size 4294967296 must be in 1..");
+    expect_refused("{" HDR REGS WANTS(WT XWBOX XWREG
+                                      "\"expert\":{\"ep_rank\":-1,"
+                                      "\"ep_size\":4}") "}",
+                   WST_ERR_CONFIG, "field \"ep_rank\" is negative");
+    expect_refused("{" HDR REGS WANTS(WT "\"shape\":[1024],\"start\":[0],"
+                                         "\"stop\":[1024]," XWREG
+                                         "\"expert\":{\"ep_rank\":0,"
+                                         "\"ep_size\":1}") "}",
+                   WST_ERR_CONFIG,
+                   "expert: a grouped expert tensor needs >= 2 dims");
+}
+
 static void test_layout_file_too_many_entries(void **state)
 {
     size_t n = ((size_t)1 << 20) + 1, i, len;
@@ -397,6 +497,8 @@ int main(void)
         cmocka_unit_test(test_layout_file_bad_numbers),
         cmocka_unit_test(test_layout_file_bad_regions),
         cmocka_unit_test(test_layout_file_bad_wants),
+        cmocka_unit_test(test_layout_file_expert_round_trip),
+        cmocka_unit_test(test_layout_file_expert_parse),
         cmocka_unit_test(test_layout_file_too_many_entries),
         cmocka_unit_test(test_layout_file_load_errors),
         cmocka_unit_test(test_layout_file_save_refuses_bad_index),

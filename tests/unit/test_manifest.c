@@ -228,6 +228,77 @@ static void test_manifest_want_check(void **state)
     assert_int_equal(wst_want_check(&w, regions, 2), WST_ERR_INVALID);
 }
 
+/* A grouped [16, 4, 8] expert tensor, ep rank 1 of 4: experts [4, 8). */
+static struct wst_want expert_want(uint32_t ep_rank, uint32_t ep_size)
+{
+    struct wst_want w;
+
+    memset(&w, 0, sizeof(w));
+    snprintf(w.tensor.name, sizeof(w.tensor.name),
+             "model.layers.0.mlp.experts.gate_proj.weight");
+    w.tensor.dtype = WST_DTYPE_BF16;
+    w.tensor.ndim = 3;
+    w.tensor.shape[0] = 16, w.tensor.shape[1] = 4, w.tensor.shape[2] = 8;
+    w.box.ndim = 3;
+    w.box.start[0] = 4, w.box.stop[0] = 8;
+    w.box.stop[1] = 4, w.box.stop[2] = 8;
+    w.expert.grouped = 1;
+    w.expert.ep_rank = ep_rank;
+    w.expert.ep_size = ep_size;
+    return w;
+}
+
+static void test_manifest_want_expert(void **state)
+{
+    struct wst_region_desc region;
+    struct wst_want w;
+    uint64_t a = 77, b = 77;
+
+    (void)state;
+    memset(&region, 0, sizeof(region));
+    region.length = 4 * 4 * 8 * 2;
+    w = expert_want(1, 4);
+    assert_int_equal(wst_want_expert_check(&w), WST_OK);
+    assert_int_equal(wst_want_check(&w, &region, 1), WST_OK);
+    assert_int_equal(wst_want_expert_range(&w, &a, &b), WST_OK);
+    assert_int_equal(a, 4);
+    assert_int_equal(b, 8);
+    w = expert_want(0, 1); /* ep 1: every expert */
+    assert_int_equal(wst_want_expert_range(&w, &a, &b), WST_OK);
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 16);
+
+    /* the descriptor itself */
+    w = expert_want(4, 4); /* ep_rank >= ep_size */
+    assert_int_equal(wst_want_expert_check(&w), WST_ERR_INVALID);
+    assert_int_equal(wst_want_check(&w, &region, 1), WST_ERR_INVALID);
+    w = expert_want(0, 0); /* ep_size 0 */
+    assert_int_equal(wst_want_check(&w, &region, 1), WST_ERR_INVALID);
+    w = expert_want(1, 4);
+    w.tensor.ndim = 1, w.box.ndim = 1; /* grouped needs [E, ...] */
+    w.box.start[0] = 0, w.box.stop[0] = 16;
+    assert_int_equal(wst_want_expert_check(&w), WST_ERR_INVALID);
+
+    /* zeroed = dense; a dense want may not carry ep fields */
+    w = expert_want(1, 4);
+    memset(&w.expert, 0, sizeof(w.expert));
+    assert_int_equal(wst_want_check(&w, &region, 1), WST_OK);
+    assert_int_equal(wst_want_expert_range(&w, &a, &b), WST_ERR_INVALID);
+    w.expert.ep_size = 4;
+    assert_int_equal(wst_want_check(&w, &region, 1), WST_ERR_INVALID);
+
+    /* divisibility is reported by the range, outputs left alone */
+    w = expert_want(1, 4);
+    w.tensor.shape[0] = 10;
+    a = b = 77;
+    assert_int_equal(wst_want_expert_range(&w, &a, &b),
+                     WST_ERR_EXPERT_DIVISIBILITY);
+    assert_int_equal(a, 77);
+    assert_int_equal(b, 77);
+    /* ... but is not the descriptor's business */
+    assert_int_equal(wst_want_expert_check(&w), WST_OK);
+}
+
 static void test_manifest_have_check(void **state)
 {
     struct wst_have h;
@@ -260,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_manifest_box_check),
         cmocka_unit_test(test_manifest_want_span),
         cmocka_unit_test(test_manifest_want_check),
+        cmocka_unit_test(test_manifest_want_expert),
         cmocka_unit_test(test_manifest_have_check),
     };
 
