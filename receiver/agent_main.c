@@ -252,6 +252,9 @@ static wst_status_t add_layout(struct agent *a)
             .region = w->region,
             .offset = w->offset,
             .row_pitch = w->row_pitch,
+            .expert_grouped = w->expert.grouped,
+            .ep_rank = w->expert.ep_rank,
+            .ep_size = w->expert.ep_size,
         };
         st = wst_receiver_add_want(a->receiver, &e);
         if (st != WST_OK)

@@ -1371,6 +1371,9 @@ wst_status_t wst_receiver_add_want(wst_receiver_t *r,
     want.region = w->region;
     want.offset = w->offset;
     want.row_pitch = w->row_pitch;
+    want.expert.grouped = w->expert_grouped != 0;
+    want.expert.ep_rank = w->expert_grouped ? w->ep_rank : 0;
+    want.expert.ep_size = w->expert_grouped ? w->ep_size : 0;
     st = wst_want_check(&want, r->region_descs, r->n_regions);
     if (st != WST_OK) {
         WST_ERROR(&r->log, "want %s: invalid (region %u, offset %llu)", w->name,

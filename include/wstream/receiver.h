@@ -109,6 +109,14 @@ struct wst_want_entry {
     uint32_t region;
     uint64_t offset;
     uint64_t row_pitch;
+    /* Grouped routed experts ([E, rows, cols], dim 0 the global expert id):
+     * nonzero expert_grouped, and this rank's place in expert parallelism.
+     * The plan refuses E % ep_size != 0, a box cutting a non-expert
+     * dimension, and any dim-0 range but [ep_rank*E/ep_size,
+     * (ep_rank+1)*E/ep_size) (linear placement). Zero: a dense tensor. */
+    int expert_grouped;
+    uint32_t ep_rank;
+    uint32_t ep_size;
 };
 
 struct wst_receiver_state {

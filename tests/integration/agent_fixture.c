@@ -114,6 +114,12 @@ static int wait_port(struct it_agent *a, double timeout_s)
 
 int it_agent_start(struct it_agent *a, const char *agent_bin)
 {
+    return it_agent_start_edited(a, agent_bin, NULL);
+}
+
+int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
+                          void (*edit)(struct wst_layout *l))
+{
     char err[512];
 
     memset(a, 0, sizeof(*a));
@@ -142,6 +148,8 @@ int it_agent_start(struct it_agent *a, const char *agent_bin)
         fprintf(stderr, "fixture: model: %s\n", err);
         goto err_stop;
     }
+    if (edit != NULL)
+        edit(&a->layout);
     if (create_shm(a) != 0)
         goto err_stop;
     if (wst_layout_save(a->layout_path, &a->layout, err, sizeof(err)) !=

@@ -50,6 +50,11 @@ struct it_sender {
 /* 0 on success; on failure prints why on stderr, cleans up, returns -1. */
 int it_agent_start(struct it_agent *a, const char *agent_bin);
 
+/* As it_agent_start, with 'edit' (may be NULL) applied to the layout
+ * before it is written and served. */
+int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
+                          void (*edit)(struct wst_layout *l));
+
 /* Kills (SIGTERM, then SIGKILL after 10 s) and reaps the agent, prints its
  * log, unlinks the shm, removes the folder. Safe on a zeroed or
  * half-started fixture. */

@@ -190,6 +190,54 @@ static void test_refusal_then_refit(void **state)
     correct_refits(a);
 }
 
+/* The first matrix of the layout, wanted whole, declared a grouped expert
+ * tensor of ep rank 1 of 2: linear placement gives rank 1 the second half
+ * of dim 0, so the whole box is a placement this receiver cannot map. */
+static void grouped_whole(struct wst_layout *l)
+{
+    for (size_t i = 0; i < l->n_wants; i++) {
+        if (l->wants[i].tensor.ndim != 2)
+            continue;
+        l->wants[i].expert.grouped = 1;
+        l->wants[i].expert.ep_rank = 1;
+        l->wants[i].expert.ep_size = 2;
+        return;
+    }
+}
+
+/* End to end through the layout file, the agent's planner, its ERROR and
+ * the sender's status: a non-linear expert placement is refused before any
+ * byte moves, naming the tensor, and the agent stays as it was. */
+static void test_refusal_non_linear_experts(void **state)
+{
+    struct it_agent a;
+    struct it_sender s;
+    const char *name = NULL;
+    wst_status_t st;
+
+    (void)state;
+    if (it_agent_start_edited(&a, agent_bin, grouped_whole) != 0)
+        fail_msg("could not start wstream-agent '%s'", agent_bin);
+    for (size_t i = 0; i < a.layout.n_wants && name == NULL; i++)
+        if (a.layout.wants[i].expert.grouped)
+            name = a.layout.wants[i].tensor.name;
+    assert_non_null(name);
+    assert_int_equal(it_sender_load(&s, &a), 0);
+    assert_int_equal(it_sender_setup(&s, &a, SIZE_MAX, 1), WST_OK);
+    st = wst_sender_push(s.sender, 1);
+    if (st == WST_OK)
+        st = wst_sender_wait(s.sender, 10.0);
+    fprintf(stderr, "push: %s: %s\n", wst_status_string(st),
+            wst_sender_last_error(s.sender));
+    assert_int_equal(st, WST_ERR_NON_LINEAR_PLACEMENT);
+    if (strstr(wst_sender_last_error(s.sender), name) == NULL)
+        fail_msg("the error '%s' does not name tensor %s",
+                 wst_sender_last_error(s.sender), name);
+    it_sender_destroy(&s);
+    assert_agent_untouched(&a);
+    it_agent_stop(&a);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +249,7 @@ int main(int argc, char **argv)
                                         setup_agent, teardown_agent),
         cmocka_unit_test_setup_teardown(test_refusal_then_refit, setup_agent,
                                         teardown_agent),
+        cmocka_unit_test(test_refusal_non_linear_experts),
     };
 
     if (argc != 2) {
