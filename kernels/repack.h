@@ -46,7 +46,9 @@ struct wst_expert_shape {
  *              a shape check() accepted.
  * w2_bytes:    the same for w2.
  * load_expert: writes expert 'local' (< n_local) of w13 and w2 from gate, up
- *              and down; borrows every pointer for the call only. Never
+ *              and down; 'self' is the table it was called through, so an
+ *              engine's own loader reaches its context through self->arg
+ *              (a stream, a handle). Borrows every pointer for the call. Never
  *              touches bytes of other experts. WST_ERR_INVALID for a NULL
  *              pointer or local >= n_local, WST_ERR_REPACK_SHAPE for a shape
  *              check() refuses. Source and destination must not overlap.
@@ -57,7 +59,8 @@ struct wst_repack_loader {
                           size_t errlen);
     uint64_t (*w13_bytes)(const struct wst_expert_shape *shape);
     uint64_t (*w2_bytes)(const struct wst_expert_shape *shape);
-    wst_status_t (*load_expert)(const struct wst_expert_shape *shape,
+    wst_status_t (*load_expert)(const struct wst_repack_loader *self,
+                                const struct wst_expert_shape *shape,
                                 uint32_t local, const void *gate /* [I,H] */,
                                 const void *up /* [I,H] */,
                                 const void *down /* [H,I] */, void *w13,

@@ -117,11 +117,13 @@ static uint64_t ckpt_w2_bytes(const struct wst_expert_shape *shape)
                     wst_dtype_size(shape->dtype));
 }
 
-static wst_status_t ckpt_load_expert(const struct wst_expert_shape *shape,
+static wst_status_t ckpt_load_expert(const struct wst_repack_loader *self,
+                                     const struct wst_expert_shape *shape,
                                      uint32_t local, const void *gate,
                                      const void *up, const void *down,
                                      void *w13, void *w2)
 {
+    (void)self;
     size_t proj; /* bytes of one [I, H] or [H, I] projection */
     unsigned char *d13;
 
@@ -253,11 +255,13 @@ static uint64_t trtllm_w2_bytes(const struct wst_expert_shape *shape)
     return ckpt_w2_bytes(shape);
 }
 
-static wst_status_t trtllm_load_expert(const struct wst_expert_shape *shape,
+static wst_status_t trtllm_load_expert(const struct wst_repack_loader *self,
+                                       const struct wst_expert_shape *shape,
                                        uint32_t local, const void *gate,
                                        const void *up, const void *down,
                                        void *w13, void *w2)
 {
+    (void)self;
     size_t proj; /* bytes of one [I, H] projection */
     uint32_t h, i;
 

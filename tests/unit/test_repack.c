@@ -249,9 +249,9 @@ static void check_trtllm(uint32_t l, uint32_t h, uint32_t i,
         struct expert_src x;
 
         expert_src_make(&x, h, i, 1000 * l + e + 1);
-        assert_int_equal(
-            ld->load_expert(&lv.shape, e, x.gate, x.up, x.down, lv.w13, lv.w2),
-            WST_OK);
+        assert_int_equal(ld->load_expert(ld, &lv.shape, e, x.gate, x.up, x.down,
+                                         lv.w13, lv.w2),
+                         WST_OK);
         ref_trtllm_expert(&x, h, i, ref13, ref2);
         assert_memory_equal(lv.w13 + e * lv.w13_slice, ref13, lv.w13_slice);
         assert_memory_equal(lv.w2 + e * lv.w2_slice, ref2, lv.w2_slice);
@@ -302,7 +302,7 @@ static void test_repack_trtllm_first_rows(void **state)
     assert_non_null(ref13);
     assert_non_null(ref2);
     assert_int_equal(
-        ld->load_expert(&lv.shape, 0, x.gate, x.up, x.down, lv.w13, lv.w2),
+        ld->load_expert(ld, &lv.shape, 0, x.gate, x.up, x.down, lv.w13, lv.w2),
         WST_OK);
     ref_trtllm_expert(&x, h, i, ref13, ref2);
 
@@ -434,9 +434,9 @@ static void test_repack_trtllm_refuses_each_constraint(void **state)
         /* load_expert refuses the same shapes on its own. */
         if (cases[c].shape.n_local > 0) {
             memset(dst13, POISON, sizeof(dst13));
-            assert_int_equal(
-                ld->load_expert(&cases[c].shape, 0, src, src, src, dst13, dst2),
-                WST_ERR_REPACK_SHAPE);
+            assert_int_equal(ld->load_expert(ld, &cases[c].shape, 0, src, src,
+                                             src, dst13, dst2),
+                             WST_ERR_REPACK_SHAPE);
             assert_true(is_poison(dst13, sizeof(dst13)));
         }
     }
@@ -482,15 +482,15 @@ static void test_repack_load_refuses_bad_arguments(void **state)
 
         memset(w13, POISON, sizeof(w13));
         memset(w2, POISON, sizeof(w2));
-        assert_int_equal(ld->load_expert(&s, 2, src, src, src, w13, w2),
+        assert_int_equal(ld->load_expert(ld, &s, 2, src, src, src, w13, w2),
                          WST_ERR_INVALID);
-        assert_int_equal(ld->load_expert(&s, 0, NULL, src, src, w13, w2),
+        assert_int_equal(ld->load_expert(ld, &s, 0, NULL, src, src, w13, w2),
                          WST_ERR_INVALID);
-        assert_int_equal(ld->load_expert(&s, 0, src, src, NULL, w13, w2),
+        assert_int_equal(ld->load_expert(ld, &s, 0, src, src, NULL, w13, w2),
                          WST_ERR_INVALID);
-        assert_int_equal(ld->load_expert(&s, 0, src, src, src, w13, NULL),
+        assert_int_equal(ld->load_expert(ld, &s, 0, src, src, src, w13, NULL),
                          WST_ERR_INVALID);
-        assert_int_equal(ld->load_expert(NULL, 0, src, src, src, w13, w2),
+        assert_int_equal(ld->load_expert(ld, NULL, 0, src, src, src, w13, w2),
                          WST_ERR_INVALID);
         assert_true(is_poison(w13, sizeof(w13)));
         assert_true(is_poison(w2, sizeof(w2)));
@@ -519,9 +519,9 @@ static void check_checkpoint(enum wst_dtype dt, uint32_t l, uint32_t h,
     live_make(&lv, ld, l, h, i, dt);
 
     /* The middle expert alone first: its neighbours stay poisoned. */
-    assert_int_equal(ld->load_expert(&lv.shape, l / 2, gate + proj * (l / 2),
-                                     up + proj * (l / 2), down + proj * (l / 2),
-                                     lv.w13, lv.w2),
+    assert_int_equal(ld->load_expert(ld, &lv.shape, l / 2,
+                                     gate + proj * (l / 2), up + proj * (l / 2),
+                                     down + proj * (l / 2), lv.w13, lv.w2),
                      WST_OK);
     for (uint32_t e = 0; e < l; e++) {
         if (e != l / 2) {
@@ -530,7 +530,7 @@ static void check_checkpoint(enum wst_dtype dt, uint32_t l, uint32_t h,
         }
     }
     for (uint32_t e = 0; e < l; e++) {
-        assert_int_equal(ld->load_expert(&lv.shape, e, gate + proj * e,
+        assert_int_equal(ld->load_expert(ld, &lv.shape, e, gate + proj * e,
                                          up + proj * e, down + proj * e, lv.w13,
                                          lv.w2),
                          WST_OK);
@@ -604,11 +604,15 @@ static uint64_t custom_bytes(const struct wst_expert_shape *s)
     return 0;
 }
 
-static wst_status_t custom_load(const struct wst_expert_shape *s,
+/* Reaches its context through self->arg, as an engine's loader would. */
+static wst_status_t custom_load(const struct wst_repack_loader *self,
+                                const struct wst_expert_shape *s,
                                 uint32_t local, const void *gate,
                                 const void *up, const void *down, void *w13,
                                 void *w2)
 {
+    if (self != NULL && self->arg != NULL)
+        ++*(int *)self->arg;
     (void)s;
     (void)local;
     (void)gate;
@@ -660,6 +664,11 @@ test_repack_registry_adds_custom_and_refuses_duplicates(void **state)
     found = wst_loader_registry_find(&reg, "engine-x");
     assert_ptr_equal(found, &custom);
     assert_ptr_equal(found->arg, &ctx);
+    /* Called through the registry, the loader reaches its own context. */
+    assert_int_equal(
+        found->load_expert(found, NULL, 0, NULL, NULL, NULL, NULL, NULL),
+        WST_ERR_UNSUPPORTED);
+    assert_int_equal(ctx, 43);
     /* Registries are independent: no global state. */
     assert_null(wst_loader_registry_find(&other, "engine-x"));
 
@@ -738,8 +747,8 @@ static void test_repack_trtllm_speed(void **state)
         for (uint32_t e = 0; e < s.n_local; e++) {
             const unsigned char *x = src + (size_t)e * 3 * proj;
 
-            assert_int_equal(ld->load_expert(&s, e, x, x + proj, x + 2 * proj,
-                                             dst, dst + w13b),
+            assert_int_equal(ld->load_expert(ld, &s, e, x, x + proj,
+                                             x + 2 * proj, dst, dst + w13b),
                              WST_OK);
         }
         t = now_s() - t0;
