@@ -26,6 +26,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "engine_socket.h"
 #include "layout_file.h"
 #include "log.h"
 
@@ -34,6 +35,7 @@ struct agent_settings {
     char *listen;
     char *port_file;
     char *status_file;
+    char *engine_socket;
     double timeout;
     double heartbeat;
     double peer_timeout;
@@ -58,6 +60,10 @@ static const struct wst_config_entry agent_config[] = {
     {"status-file", WST_CONFIG_STRING, "",
      "write the agent state (JSON) here after every refit",
      offsetof(struct agent_settings, status_file), NULL},
+    {"engine-socket", WST_CONFIG_STRING, "",
+     "listen here (Unix socket) for the engine process; empty: no engine, "
+     "hooks only log",
+     offsetof(struct agent_settings, engine_socket), NULL},
     {"timeout", WST_CONFIG_DOUBLE, "30",
      "seconds before missing manifests or a stalled refit fail",
      offsetof(struct agent_settings, timeout), NULL},
@@ -82,6 +88,7 @@ struct agent {
     struct wst_logger log;
     struct wst_layout layout;
     wst_receiver_t *receiver;
+    struct wst_engine_socket *engine; /* NULL without --engine-socket */
     void *shm_base;
     uint64_t shm_bytes;
     void **owned;      /* regions the agent allocated itself */
@@ -142,15 +149,30 @@ static void write_status(struct agent *a)
                  strerror(errno));
 }
 
-/* Daemon-mode engine hooks: the engine socket protocol comes with the MoE
- * work; until then the agent logs each event and records its state. */
+/* Daemon-mode engine hooks: with --engine-socket each event goes to the
+ * engine process over the socket (engine_socket.h); without it the agent
+ * only logs, and begin is acknowledged at once. */
 static wst_status_t hook_begin(void *arg, uint64_t version)
 {
     struct agent *a = arg;
 
     WST_INFO(&a->log, "engine: begin version %llu",
              (unsigned long long)version);
-    return WST_OK;
+    if (a->engine == NULL)
+        return WST_OK;
+    return wst_engine_socket_begin(a->engine, version);
+}
+
+static wst_status_t hook_layer_finalized(void *arg, uint32_t layer,
+                                         uint64_t version)
+{
+    struct agent *a = arg;
+
+    WST_DEBUG(&a->log, "engine: layer %u of version %llu final", layer,
+              (unsigned long long)version);
+    if (a->engine == NULL)
+        return WST_OK;
+    return wst_engine_socket_layer(a->engine, layer, version);
 }
 
 static void hook_committed(void *arg, uint64_t version)
@@ -159,6 +181,8 @@ static void hook_committed(void *arg, uint64_t version)
 
     WST_INFO(&a->log, "engine: serving version %llu",
              (unsigned long long)version);
+    if (a->engine != NULL)
+        wst_engine_socket_committed(a->engine, version);
     write_status(a);
 }
 
@@ -168,6 +192,8 @@ static void hook_unusable(void *arg, wst_status_t status, const char *reason)
 
     WST_ERROR(&a->log, "engine: unusable (%s): %s", wst_status_string(status),
               reason);
+    if (a->engine != NULL)
+        wst_engine_socket_unusable(a->engine, status, reason);
     write_status(a);
 }
 
@@ -299,6 +325,12 @@ static wst_status_t agent_start(struct agent *a)
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
     if (a->layout.shm[0] != '\0' && (st = map_shm(a)) != WST_OK)
         return st;
+    if (a->set.engine_socket[0] != '\0') {
+        st = wst_engine_socket_create(a->set.engine_socket, a->set.timeout,
+                                      &a->log, &a->engine);
+        if (st != WST_OK)
+            return st;
+    }
     struct wst_receiver_params rp = {
         .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
                       WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
@@ -316,6 +348,7 @@ static wst_status_t agent_start(struct agent *a)
         .log_name = a->log.name,
         .hooks = {.arg = a,
                   .begin = hook_begin,
+                  .layer_finalized = hook_layer_finalized,
                   .committed = hook_committed,
                   .unusable = hook_unusable},
     };
@@ -346,6 +379,8 @@ static wst_status_t agent_start(struct agent *a)
 static void agent_stop(struct agent *a)
 {
     wst_receiver_destroy(a->receiver);
+    /* After the receiver: its engine thread may be inside a hook. */
+    wst_engine_socket_destroy(a->engine);
     for (size_t i = 0; a->owned != NULL && i < a->layout.n_regions; i++)
         free(a->owned[i]);
     free(a->owned);

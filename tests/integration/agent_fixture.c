@@ -70,10 +70,12 @@ static int spawn_agent(struct it_agent *a, const char *agent_bin)
             dup2(fd, STDERR_FILENO);
             close(fd);
         }
+        /* --engine-socket "" keeps the default: no engine. */
         execl(agent_bin, agent_bin, "--layout", a->layout_path, "--listen",
               "127.0.0.1:0", "--port-file", a->port_path, "--status-file",
               a->status_path, "--timeout", "5", "--peer-timeout", "2",
-              "--heartbeat", "0.5", "--log-level", "info", (char *)NULL);
+              "--heartbeat", "0.5", "--log-level", "info", "--engine-socket",
+              a->engine_socket, (char *)NULL);
         fprintf(stderr, "fixture: exec %s: %s\n", agent_bin, strerror(errno));
         _exit(127);
     }
@@ -112,6 +114,9 @@ static int wait_port(struct it_agent *a, double timeout_s)
     return -1;
 }
 
+static int start_agent(struct it_agent *a, const char *agent_bin,
+                       void (*edit)(struct wst_layout *l), int engine);
+
 int it_agent_start(struct it_agent *a, const char *agent_bin)
 {
     return it_agent_start_edited(a, agent_bin, NULL);
@@ -119,6 +124,17 @@ int it_agent_start(struct it_agent *a, const char *agent_bin)
 
 int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
                           void (*edit)(struct wst_layout *l))
+{
+    return start_agent(a, agent_bin, edit, 0);
+}
+
+int it_agent_start_engine(struct it_agent *a, const char *agent_bin)
+{
+    return start_agent(a, agent_bin, NULL, 1);
+}
+
+static int start_agent(struct it_agent *a, const char *agent_bin,
+                       void (*edit)(struct wst_layout *l), int engine)
 {
     char err[512];
 
@@ -142,6 +158,9 @@ int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
     snprintf(a->port_path, sizeof(a->port_path), "%s/agent.port", a->dir);
     snprintf(a->status_path, sizeof(a->status_path), "%s/agent.status", a->dir);
     snprintf(a->log_path, sizeof(a->log_path), "%s/agent.log", a->dir);
+    if (engine)
+        snprintf(a->engine_socket, sizeof(a->engine_socket), "%s/engine.sock",
+                 a->dir);
     if (wst_model_preset("tiny", 1, &a->model, err, sizeof(err)) != WST_OK ||
         wst_model_engine_layout(&a->model, 0, 1, &a->layout, err,
                                 sizeof(err)) != WST_OK) {

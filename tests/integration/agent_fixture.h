@@ -5,7 +5,8 @@
  * engine layout to a fresh temporary folder, creates and poisons the POSIX
  * shm the layout names (as wstream-demo does), fork+execs the agent with
  * --listen 127.0.0.1:0 --port-file --status-file --timeout 5 (its output goes
- * to a log file) and waits for the port. it_agent_stop sends SIGTERM, reaps
+ * to a log file) and waits for the port; it_agent_start_engine adds
+ * --engine-socket. it_agent_stop sends SIGTERM, reaps
  * it, prints its log, unlinks the shm and removes the folder.
  */
 #ifndef WST_IT_AGENT_FIXTURE_H
@@ -30,6 +31,7 @@ struct it_agent {
     char port_path[PATH_MAX];
     char status_path[PATH_MAX];
     char log_path[PATH_MAX];
+    char engine_socket[PATH_MAX]; /* "" unless started with an engine */
     char shm_name[64];
     void *shm;
     struct wst_model model;
@@ -54,6 +56,10 @@ int it_agent_start(struct it_agent *a, const char *agent_bin);
  * before it is written and served. */
 int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
                           void (*edit)(struct wst_layout *l));
+
+/* As it_agent_start, and the agent listens for an engine process on
+ * a->engine_socket ("<dir>/engine.sock", --engine-socket). */
+int it_agent_start_engine(struct it_agent *a, const char *agent_bin);
 
 /* Kills (SIGTERM, then SIGKILL after 10 s) and reaps the agent, prints its
  * log, unlinks the shm, removes the folder. Safe on a zeroed or

@@ -1,0 +1,62 @@
+/* engine_socket.h - the daemon-mode engine hook: a local socket an engine
+ * process connects to.
+ *
+ * The agent listens on a Unix stream socket; one engine connects and is
+ * told about every refit in '\n'-terminated text lines of at most 600
+ * bytes, fields separated by one space (README.md, "Engine socket
+ * protocol"):
+ *
+ *     agent -> engine            engine -> agent
+ *     BEGIN <v>                  READY <v> | REFUSE <v> <reason...>
+ *     LAYER <l> <v>              FINALIZED <l> <v> | FAILED <l> <v> <reason...>
+ *     COMMITTED <v>              (no reply)
+ *     UNUSABLE <status> <reason...>  (no reply)
+ *
+ * An accept thread takes the connection (a second one gets "ERROR busy" and
+ * is closed); the request functions run on the receiver's engine thread and
+ * block until the reply or the deadline. Any timeout or protocol error
+ * drops the connection, since a late reply would desynchronise the stream.
+ */
+#ifndef WST_ENGINE_SOCKET_H
+#define WST_ENGINE_SOCKET_H
+
+#include <stdint.h>
+#include <wstream/status.h>
+
+#include "log.h"
+
+struct wst_engine_socket;
+
+#define WST_ENGINE_LINE_MAX 600 /* bytes, the '\n' included */
+
+/* Unlinks a stale file at 'path', listens there (mode 0600) and starts the
+ * accept thread. 'path' is copied; 'log' is borrowed until destroy. Replies
+ * are awaited for at most timeout_s. On success *sock_p is owned by the
+ * caller. */
+wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
+                                      const struct wst_logger *log,
+                                      struct wst_engine_socket **sock_p);
+
+/* Stops the accept thread, closes the connection and the listener, unlinks
+ * the socket file and frees everything. Safe on NULL. */
+void wst_engine_socket_destroy(struct wst_engine_socket *sock);
+
+/* BEGIN: WST_OK on READY; WST_ERR_UNREACHABLE with no engine connected (or
+ * when it hangs up); WST_ERR_STATE on REFUSE; WST_ERR_TIMED_OUT;
+ * WST_ERR_PROTOCOL on a malformed or mismatched reply. */
+wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
+                                     uint64_t version);
+
+/* LAYER: WST_OK on FINALIZED; WST_ERR_UNUSABLE on FAILED; otherwise as
+ * wst_engine_socket_begin. */
+wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
+                                     uint32_t layer, uint64_t version);
+
+/* COMMITTED and UNUSABLE: no reply; a missing engine is logged. 'reason' is
+ * borrowed during the call; control characters are sent as spaces. */
+void wst_engine_socket_committed(struct wst_engine_socket *sock,
+                                 uint64_t version);
+void wst_engine_socket_unusable(struct wst_engine_socket *sock,
+                                wst_status_t status, const char *reason);
+
+#endif

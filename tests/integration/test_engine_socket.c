@@ -1,0 +1,346 @@
+/* test_engine_socket.c - a real wstream-agent with --engine-socket and a
+ * real wstream-engine-standin: a refit runs BEGIN/READY, LAYER/FINALIZED
+ * and COMMITTED over the socket with nothing written before READY; with no
+ * engine connected, or an engine that refuses, the push fails, the shm is
+ * untouched and the agent stays usable; a second engine is told busy.
+ *
+ * usage: test_engine_socket PATH_TO_WSTREAM_AGENT PATH_TO_STANDIN
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_fixture.h"
+#include "manifest.h"
+
+static const char *agent_bin;
+static const char *standin_bin;
+
+/* One agent with an engine socket and at most one stand-in engine. */
+struct eng_case {
+    struct it_agent a;
+    pid_t standin;
+    int standin_status; /* wait status once reaped, -1 before */
+    char dir[64];
+    char state_path[PATH_MAX];
+    char log_path[PATH_MAX];
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int setup_engine(void **state)
+{
+    struct eng_case *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return -1;
+    c->standin_status = -1;
+    snprintf(c->dir, sizeof(c->dir), "/tmp/wstream-eng-XXXXXX");
+    if (mkdtemp(c->dir) == NULL) {
+        fprintf(stderr, "setup: mkdtemp: %s\n", strerror(errno));
+        free(c);
+        return -1;
+    }
+    snprintf(c->state_path, sizeof(c->state_path), "%s/standin.state", c->dir);
+    snprintf(c->log_path, sizeof(c->log_path), "%s/standin.log", c->dir);
+    if (it_agent_start_engine(&c->a, agent_bin) != 0) {
+        fprintf(stderr, "setup: could not start wstream-agent '%s'\n",
+                agent_bin);
+        rmdir(c->dir);
+        free(c);
+        return -1;
+    }
+    *state = c;
+    return 0;
+}
+
+static void print_standin_log(const struct eng_case *c)
+{
+    char line[1024];
+    FILE *f = fopen(c->log_path, "r");
+
+    if (f == NULL)
+        return;
+    fprintf(stderr, "---- stand-in log %s ----\n", c->log_path);
+    while (fgets(line, sizeof(line), f) != NULL)
+        fputs(line, stderr);
+    fprintf(stderr, "---- end of stand-in log ----\n");
+    fclose(f);
+}
+
+/* Stops the agent (the stand-in then sees EOF) and reaps the stand-in,
+ * killing it after 10 s. Idempotent. */
+static void stop_all(struct eng_case *c)
+{
+    double deadline = now_s() + 10.0;
+    int ws = 0;
+
+    it_agent_stop(&c->a);
+    if (c->standin <= 0)
+        return;
+    while (waitpid(c->standin, &ws, WNOHANG) == 0) {
+        if (now_s() > deadline) {
+            fprintf(stderr, "stand-in %d did not exit on EOF; killing it\n",
+                    (int)c->standin);
+            kill(c->standin, SIGKILL);
+            waitpid(c->standin, &ws, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    c->standin = 0;
+    c->standin_status = ws;
+    print_standin_log(c);
+}
+
+static int teardown_engine(void **state)
+{
+    struct eng_case *c = *state;
+    char cmd[128];
+
+    stop_all(c);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", c->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "teardown: could not remove %s\n", c->dir);
+    free(c);
+    return 0;
+}
+
+static void start_standin(struct eng_case *c, const char *delay_ms, int refuse)
+{
+    char bytes[32];
+
+    snprintf(bytes, sizeof(bytes), "%llu",
+             (unsigned long long)c->a.layout.shm_bytes);
+    c->standin = fork();
+    assert_true(c->standin >= 0);
+    if (c->standin == 0) {
+        int fd = open(c->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execl(standin_bin, standin_bin, "--socket", c->a.engine_socket, "--shm",
+              c->a.shm_name, "--shm-bytes", bytes, "--ready-delay-ms", delay_ms,
+              "--state-file", c->state_path,
+              refuse ? "--refuse=yes" : "--refuse=no", (char *)NULL);
+        fprintf(stderr, "exec %s: %s\n", standin_bin, strerror(errno));
+        _exit(127);
+    }
+    /* Connected once the agent says so: a refit may then begin. */
+    for (double end = now_s() + 10.0; now_s() < end; usleep(10000)) {
+        if (it_agent_log_has(&c->a, "engine connected on"))
+            return;
+        if (waitpid(c->standin, &c->standin_status, WNOHANG) == c->standin) {
+            c->standin = 0;
+            print_standin_log(c);
+            fail_msg("the stand-in exited early (wait status 0x%x)",
+                     c->standin_status);
+        }
+    }
+    fail_msg("the agent never logged the stand-in's connection");
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    char text[8192];
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return 0;
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return strstr(text, needle) != NULL;
+}
+
+/* Polls the stand-in's state file for 'needle', up to 5 s. */
+static void expect_state(const struct eng_case *c, const char *needle)
+{
+    for (double end = now_s() + 5.0; now_s() < end; usleep(10000))
+        if (file_has(c->state_path, needle))
+            return;
+    fail_msg("the stand-in's state file %s never said '%s'", c->state_path,
+             needle);
+}
+
+/* Pushes version 1 from a correct sender; returns its status. */
+static wst_status_t push_v1(struct it_agent *a, char *err, size_t errlen)
+{
+    struct it_sender s;
+    wst_status_t st;
+
+    assert_int_equal(it_sender_load(&s, a), 0);
+    assert_int_equal(it_sender_setup(&s, a, SIZE_MAX, 1), WST_OK);
+    st = wst_sender_push(s.sender, 1);
+    if (st == WST_OK)
+        st = wst_sender_wait(s.sender, 30.0);
+    snprintf(err, errlen, "%s", wst_sender_last_error(s.sender));
+    fprintf(stderr, "push: %s: %s\n", wst_status_string(st), err);
+    it_sender_destroy(&s);
+    return st;
+}
+
+static void assert_agent_untouched(struct it_agent *a)
+{
+    uint64_t committed = 99;
+    int usable = 0;
+
+    assert_true(it_agent_alive(a));
+    assert_int_equal(it_agent_status(a, &committed, &usable), 0);
+    assert_true(usable);
+    assert_int_equal(committed, 0);
+    assert_true(it_agent_shm_untouched(a));
+}
+
+/* Layers of the agent's plan: model layers, and one more for the global
+ * tensors (manifest.h, wst_tensor_layer). */
+static uint32_t plan_layers(const struct it_agent *a)
+{
+    uint32_t n = 0, global = 0;
+
+    for (size_t i = 0; i < a->layout.n_wants; i++) {
+        uint32_t l = wst_tensor_layer(a->layout.wants[i].tensor.name);
+        if (l == UINT32_MAX)
+            global = 1;
+        else if (l + 1 > n)
+            n = l + 1;
+    }
+    return n + global;
+}
+
+static void test_engine_socket_refit(void **state)
+{
+    struct eng_case *c = *state;
+    char err[512], needle[128];
+    wst_status_t st;
+
+    start_standin(c, "300", 0);
+    st = push_v1(&c->a, err, sizeof(err));
+    if (st != WST_OK)
+        fail_msg("push: %s: %s", wst_status_string(st), err);
+    if (wst_model_verify(&c->a.layout, c->a.shm, IT_SEED, 1, NULL, err,
+                         sizeof(err)) != WST_OK)
+        fail_msg("version 1: %s", err);
+    assert_int_equal(it_agent_wait_status(&c->a, 1, 5.0), 0);
+    snprintf(needle, sizeof(needle),
+             "\"state\": \"serving\", \"committed_version\": 1, "
+             "\"begins\": 1, \"layers\": %u,",
+             plan_layers(&c->a));
+    expect_state(c, needle);
+    assert_true(file_has(c->log_path, "got BEGIN 1\n"));
+    for (uint32_t l = 0; l < plan_layers(&c->a); l++) {
+        snprintf(needle, sizeof(needle), "got LAYER %u 1\n", l);
+        if (!file_has(c->log_path, needle))
+            fail_msg("the stand-in never got '%s'", needle);
+    }
+    assert_true(file_has(c->log_path, "got COMMITTED 1\n"));
+    stop_all(c);
+    assert_false(file_has(c->log_path, "VIOLATION"));
+    assert_true(WIFEXITED(c->standin_status));
+    assert_int_equal(WEXITSTATUS(c->standin_status), 0);
+}
+
+static void test_engine_socket_no_engine(void **state)
+{
+    struct eng_case *c = *state;
+    char err[512];
+    wst_status_t st = push_v1(&c->a, err, sizeof(err));
+
+    assert_int_equal(st, WST_ERR_UNREACHABLE);
+    if (strstr(err, "engine") == NULL)
+        fail_msg("the sender's error '%s' does not mention the engine", err);
+    assert_true(it_agent_log_has(&c->a, "no engine connected on"));
+    assert_agent_untouched(&c->a);
+}
+
+static void test_engine_socket_refused(void **state)
+{
+    struct eng_case *c = *state;
+    char err[512];
+    wst_status_t st;
+
+    start_standin(c, "0", 1);
+    st = push_v1(&c->a, err, sizeof(err));
+    assert_int_equal(st, WST_ERR_STATE);
+    if (strstr(err, "engine") == NULL)
+        fail_msg("the sender's error '%s' does not mention the engine", err);
+    assert_true(it_agent_log_has(&c->a, "refused by --refuse"));
+    expect_state(c, "\"state\": \"serving\", \"committed_version\": 0, "
+                    "\"begins\": 1, \"layers\": 0, \"refused\": 1}");
+    assert_agent_untouched(&c->a);
+}
+
+/* A second engine gets "ERROR busy" and is closed; the first one stays. */
+static void test_engine_socket_busy(void **state)
+{
+    struct eng_case *c = *state;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char buf[64] = "";
+    size_t got = 0;
+    ssize_t n;
+    int fd;
+
+    start_standin(c, "0", 0);
+    assert_true(strlen(c->a.engine_socket) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, c->a.engine_socket, strlen(c->a.engine_socket) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    while (got < sizeof(buf) - 1 &&
+           (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+        got += (size_t)n;
+    close(fd);
+    buf[got] = '\0';
+    assert_string_equal(buf, "ERROR busy\n");
+    assert_true(it_agent_log_has(&c->a, "refused a second engine"));
+    stop_all(c);
+    assert_true(WIFEXITED(c->standin_status));
+    assert_int_equal(WEXITSTATUS(c->standin_status), 0);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_engine_socket_refit, setup_engine,
+                                        teardown_engine),
+        cmocka_unit_test_setup_teardown(test_engine_socket_no_engine,
+                                        setup_engine, teardown_engine),
+        cmocka_unit_test_setup_teardown(test_engine_socket_refused,
+                                        setup_engine, teardown_engine),
+        cmocka_unit_test_setup_teardown(test_engine_socket_busy, setup_engine,
+                                        teardown_engine),
+    };
+
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s PATH_TO_WSTREAM_AGENT PATH_TO_STANDIN\n",
+                argv[0]);
+        return 2;
+    }
+    agent_bin = argv[1];
+    standin_bin = argv[2];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,295 @@
+/* standin_main.c - wstream-engine-standin: a stand-in engine process that
+ * speaks the agent's engine socket protocol (README.md, "Engine socket
+ * protocol") for tests and demos.
+ *
+ * It connects to the agent's socket (retrying up to 10 s), maps the live
+ * shared memory read-only and checks the fail-closed promise: between BEGIN
+ * and its READY (sent after --ready-delay-ms) nobody may write the live
+ * bytes, so it hashes the whole mapping at BEGIN and again just before
+ * READY. It finalizes every layer, and writes its state to --state-file
+ * after every message (atomic rename).
+ *
+ * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up; 2 a protocol
+ * error or "ERROR busy"; 3 live memory written before READY.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "config.h"
+
+#define LINE_MAX_BYTES 600 /* the '\n' included */
+
+struct standin_settings {
+    char *socket;
+    char *shm;
+    uint64_t shm_bytes;
+    uint64_t ready_delay_ms;
+    char *state_file;
+    int refuse;
+};
+
+static const struct wst_config_entry standin_config[] = {
+    {"socket", WST_CONFIG_STRING, "", "the agent's --engine-socket path",
+     offsetof(struct standin_settings, socket), NULL},
+    {"shm", WST_CONFIG_STRING, "", "POSIX shm object of the live regions",
+     offsetof(struct standin_settings, shm), NULL},
+    {"shm-bytes", WST_CONFIG_UINT, "0", "bytes of the shm to map and hash",
+     offsetof(struct standin_settings, shm_bytes), NULL},
+    {"ready-delay-ms", WST_CONFIG_UINT, "0",
+     "milliseconds between BEGIN and READY (live bytes watched meanwhile)",
+     offsetof(struct standin_settings, ready_delay_ms), NULL},
+    {"state-file", WST_CONFIG_STRING, "",
+     "write the engine state here after every message",
+     offsetof(struct standin_settings, state_file), NULL},
+    {"refuse", WST_CONFIG_BOOL, "no", "answer every BEGIN with REFUSE",
+     offsetof(struct standin_settings, refuse), NULL},
+    WST_CONFIG_END,
+};
+
+struct standin {
+    struct standin_settings set;
+    const void *live; /* read-only mapping, set.shm_bytes long */
+    int fd;
+    char rbuf[LINE_MAX_BYTES];
+    size_t rlen;
+    const char *state; /* "serving", "paused", "unusable" */
+    unsigned long long committed, begins, layers, refused;
+};
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int connect_retry(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        fprintf(stderr, "standin: --socket %s: path too long\n", path);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    for (int i = 0; i < 200; i++) { /* 200 x 50 ms: 10 s */
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            fprintf(stderr, "standin: socket: %s\n", strerror(errno));
+            return -1;
+        }
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return fd;
+        close(fd);
+        sleep_ms(50);
+    }
+    fprintf(stderr, "standin: cannot connect to %s for 10 s: %s\n", path,
+            strerror(errno));
+    return -1;
+}
+
+static const void *map_live(const char *name, uint64_t bytes)
+{
+    int fd = shm_open(name, O_RDONLY, 0);
+    void *p;
+
+    if (fd < 0) {
+        fprintf(stderr, "standin: shm_open %s: %s\n", name, strerror(errno));
+        return NULL;
+    }
+    p = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "standin: mmap %s: %s\n", name, strerror(errno));
+        return NULL;
+    }
+    return p;
+}
+
+static void write_state(const struct standin *e)
+{
+    char tmp[4096];
+    FILE *f;
+
+    if (e->set.state_file[0] == '\0')
+        return;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", e->set.state_file);
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "standin: cannot write %s: %s\n", tmp, strerror(errno));
+        return;
+    }
+    fprintf(f,
+            "{\"state\": \"%s\", \"committed_version\": %llu, "
+            "\"begins\": %llu, \"layers\": %llu, \"refused\": %llu}\n",
+            e->state, e->committed, e->begins, e->layers, e->refused);
+    if (fclose(f) != 0 || rename(tmp, e->set.state_file) != 0)
+        fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
+                strerror(errno));
+}
+
+/* 1: a line in 'line' (no '\n'); 0: EOF; -1: error or overlong line. */
+static int read_line(struct standin *e, char *line)
+{
+    for (;;) {
+        char *nl = memchr(e->rbuf, '\n', e->rlen);
+        if (nl != NULL) {
+            size_t n = (size_t)(nl - e->rbuf);
+            memcpy(line, e->rbuf, n);
+            line[n] = '\0';
+            e->rlen -= n + 1;
+            memmove(e->rbuf, nl + 1, e->rlen);
+            return 1;
+        }
+        if (e->rlen == sizeof(e->rbuf)) {
+            fprintf(stderr, "standin: protocol error: line over %d bytes\n",
+                    LINE_MAX_BYTES);
+            return -1;
+        }
+        ssize_t n = read(e->fd, e->rbuf + e->rlen, sizeof(e->rbuf) - e->rlen);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "standin: read: %s\n", strerror(errno));
+            return -1;
+        }
+        if (n == 0) {
+            if (e->rlen > 0)
+                fprintf(stderr, "standin: EOF inside a line\n");
+            return e->rlen > 0 ? -1 : 0;
+        }
+        e->rlen += (size_t)n;
+    }
+}
+
+static int send_line(struct standin *e, const char *line)
+{
+    size_t len = strlen(line);
+
+    if (send(e->fd, line, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        fprintf(stderr, "standin: send: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int on_begin(struct standin *e, unsigned long long v)
+{
+    char reply[64];
+    XXH64_hash_t before, after;
+
+    e->begins++;
+    if (e->set.refuse) {
+        e->refused++;
+        snprintf(reply, sizeof(reply), "REFUSE %llu refused by --refuse\n", v);
+        return send_line(e, reply);
+    }
+    e->state = "paused";
+    write_state(e);
+    before = XXH3_64bits(e->live, e->set.shm_bytes);
+    sleep_ms(e->set.ready_delay_ms);
+    after = XXH3_64bits(e->live, e->set.shm_bytes);
+    if (before != after) {
+        printf("VIOLATION: live memory written before READY (BEGIN %llu)\n", v);
+        fflush(stdout);
+        exit(3);
+    }
+    snprintf(reply, sizeof(reply), "READY %llu\n", v);
+    return send_line(e, reply);
+}
+
+/* Handles one line from the agent; -1 on a protocol error. */
+static int on_line(struct standin *e, const char *line)
+{
+    unsigned long long v, l;
+    char reply[96], extra;
+    int rc = 0;
+
+    printf("standin: got %s\n", line);
+    fflush(stdout);
+    if (sscanf(line, "BEGIN %llu %c", &v, &extra) == 1) {
+        rc = on_begin(e, v);
+    } else if (sscanf(line, "LAYER %llu %llu %c", &l, &v, &extra) == 2) {
+        e->layers++;
+        snprintf(reply, sizeof(reply), "FINALIZED %llu %llu\n", l, v);
+        rc = send_line(e, reply);
+    } else if (sscanf(line, "COMMITTED %llu %c", &v, &extra) == 1) {
+        e->state = "serving";
+        e->committed = v;
+    } else if (strncmp(line, "UNUSABLE ", 9) == 0) {
+        e->state = "unusable";
+    } else {
+        fprintf(stderr, "standin: protocol error: unexpected line '%s'\n",
+                line);
+        return -1;
+    }
+    write_state(e);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct standin e;
+    char line[LINE_MAX_BYTES];
+    int code, rc;
+
+    memset(&e, 0, sizeof(e));
+    e.fd = -1;
+    e.state = "serving";
+    wst_config_cli(standin_config, &e.set, argc, argv, "wstream-engine-standin",
+                   "wstream-engine-standin --socket PATH --shm NAME "
+                   "--shm-bytes N [--ready-delay-ms D] [--state-file F] "
+                   "[--refuse]",
+                   &code);
+    if (code < 0 && (e.set.socket[0] == '\0' || e.set.shm[0] == '\0' ||
+                     e.set.shm_bytes == 0)) {
+        fprintf(stderr, "wstream-engine-standin: --socket, --shm and "
+                        "--shm-bytes are required\n");
+        code = 1;
+    }
+    if (code >= 0)
+        goto out_release;
+    code = 1;
+    e.live = map_live(e.set.shm, e.set.shm_bytes);
+    if (e.live == NULL)
+        goto out_release;
+    e.fd = connect_retry(e.set.socket);
+    if (e.fd < 0)
+        goto out_unmap;
+    write_state(&e);
+    while ((rc = read_line(&e, line)) == 1) {
+        if (strcmp(line, "ERROR busy") == 0) {
+            fprintf(stderr,
+                    "standin: the agent has an engine already (busy)\n");
+            rc = -1;
+            break;
+        }
+        if (on_line(&e, line) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    code = rc == 0 ? 0 : 2;
+    if (rc == 0)
+        printf("standin: EOF, exiting\n");
+    close(e.fd);
+out_unmap:
+    munmap((void *)e.live, e.set.shm_bytes);
+out_release:
+    wst_config_release(standin_config, &e.set);
+    return code;
+}
