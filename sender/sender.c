@@ -13,11 +13,12 @@
  * and keys. The plan is kept for later pushes (a static schedule).
  *
  * Streaming pumps items in plan order (layer by layer), cut into chunks and
- * bounded by a window of bytes in flight; after a layer's last item a fence
- * makes its bytes visible, then LAYER_DONE carries the layer's byte count
- * and digest. Digests are computed on the application thread inside push,
- * layer by layer, and handed to the progress thread as they are ready, so
- * hashing layer L+1 overlaps sending layer L.
+ * bounded by a window of bytes in flight; right after a layer's last item a
+ * fence makes its bytes visible (later layers keep streaming meanwhile), and
+ * once the layer is both fenced and digested, LAYER_DONE carries its byte
+ * count and digest. Digests are computed on the application thread inside
+ * push, layer by layer, and handed to the progress thread as they are
+ * ready; data does not wait for them, so hashing overlaps sending.
  *
  * Locking: link fields belong to the progress thread. What the application
  * thread waits on (state, error, committed version) is written under
