@@ -152,7 +152,8 @@ static void write_status(struct agent *a)
 /* Daemon-mode engine hooks: with --engine-socket each event goes to the
  * engine process over the socket (engine_socket.h); without it the agent
  * only logs, and begin is acknowledged at once. */
-static wst_status_t hook_begin(void *arg, uint64_t version)
+static wst_status_t hook_begin(void *arg, uint64_t version, char *reason,
+                               size_t reason_len)
 {
     struct agent *a = arg;
 
@@ -160,11 +161,12 @@ static wst_status_t hook_begin(void *arg, uint64_t version)
              (unsigned long long)version);
     if (a->engine == NULL)
         return WST_OK;
-    return wst_engine_socket_begin(a->engine, version);
+    return wst_engine_socket_begin(a->engine, version, reason, reason_len);
 }
 
 static wst_status_t hook_layer_finalized(void *arg, uint32_t layer,
-                                         uint64_t version)
+                                         uint64_t version, char *reason,
+                                         size_t reason_len)
 {
     struct agent *a = arg;
 
@@ -172,7 +174,8 @@ static wst_status_t hook_layer_finalized(void *arg, uint32_t layer,
               (unsigned long long)version);
     if (a->engine == NULL)
         return WST_OK;
-    return wst_engine_socket_layer(a->engine, layer, version);
+    return wst_engine_socket_layer(a->engine, layer, version, reason,
+                                   reason_len);
 }
 
 static void hook_committed(void *arg, uint64_t version)

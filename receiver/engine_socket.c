@@ -11,6 +11,7 @@
 #include "engine_socket.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -211,7 +212,23 @@ struct engine_request {
     int has_layer;
     uint32_t layer;
     uint64_t version;
+    char *reason; /* why, on an error; may be NULL */
+    size_t reason_len;
 };
+
+static void set_reason(const struct engine_request *rq, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_reason(const struct engine_request *rq, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (rq->reason == NULL || rq->reason_len == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(rq->reason, rq->reason_len, fmt, ap);
+    va_end(ap);
+}
 
 static wst_status_t protocol_error(struct wst_engine_socket *s,
                                    const struct engine_request *rq,
@@ -221,6 +238,8 @@ static wst_status_t protocol_error(struct wst_engine_socket *s,
               "engine on %s: protocol error: reply '%s' to %s: %s; dropping "
               "the connection",
               s->path, line, rq->what, why);
+    set_reason(rq, "engine protocol error: reply '%s' to %s: %s", line,
+               rq->what, why);
     drop_conn(s);
     return WST_ERR_PROTOCOL;
 }
@@ -253,6 +272,7 @@ static wst_status_t check_reply(struct wst_engine_socket *s,
     if (failed) {
         WST_ERROR(s->log, "engine on %s answered %s with %s: %s", s->path,
                   rq->what, rq->fail, rp->rest);
+        set_reason(rq, "engine answered %s: %s", rq->fail, rp->rest);
         return rq->fail_status;
     }
     return WST_OK;
@@ -272,14 +292,17 @@ static wst_status_t request(struct wst_engine_socket *s,
                       rq->what, s->path);
             status = WST_ERR_UNREACHABLE;
         }
+        set_reason(rq, "no engine connected on %s", s->path);
         goto out_unlock;
     }
     status = send_line(s, line);
-    if (status != WST_OK)
+    if (status == WST_OK)
+        status = read_line(s, deadline, rq->what, rp.line);
+    if (status != WST_OK) {
+        set_reason(rq, "no reply from the engine to %s: %s", rq->what,
+                   wst_status_string(status));
         goto out_unlock;
-    status = read_line(s, deadline, rq->what, rp.line);
-    if (status != WST_OK)
-        goto out_unlock;
+    }
     status = check_reply(s, rq, &rp);
 
 out_unlock:
@@ -288,14 +311,17 @@ out_unlock:
 }
 
 wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
-                                     uint64_t version)
+                                     uint64_t version, char *reason,
+                                     size_t reason_len)
 {
     char line[64], what[48];
     struct engine_request rq = {.what = what,
                                 .ok = "READY",
                                 .fail = "REFUSE",
                                 .fail_status = WST_ERR_STATE,
-                                .version = version};
+                                .version = version,
+                                .reason = reason,
+                                .reason_len = reason_len};
 
     snprintf(what, sizeof(what), "BEGIN %llu", (unsigned long long)version);
     snprintf(line, sizeof(line), "%s\n", what);
@@ -303,7 +329,8 @@ wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
 }
 
 wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
-                                     uint32_t layer, uint64_t version)
+                                     uint32_t layer, uint64_t version,
+                                     char *reason, size_t reason_len)
 {
     char line[64], what[48];
     struct engine_request rq = {.what = what,
@@ -312,7 +339,9 @@ wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
                                 .fail_status = WST_ERR_UNUSABLE,
                                 .has_layer = 1,
                                 .layer = layer,
-                                .version = version};
+                                .version = version,
+                                .reason = reason,
+                                .reason_len = reason_len};
 
     snprintf(what, sizeof(what), "LAYER %u %llu", layer,
              (unsigned long long)version);

@@ -20,6 +20,7 @@
 #ifndef WST_ENGINE_SOCKET_H
 #define WST_ENGINE_SOCKET_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <wstream/status.h>
 
@@ -43,14 +44,17 @@ void wst_engine_socket_destroy(struct wst_engine_socket *sock);
 
 /* BEGIN: WST_OK on READY; WST_ERR_UNREACHABLE with no engine connected (or
  * when it hangs up); WST_ERR_STATE on REFUSE; WST_ERR_TIMED_OUT;
- * WST_ERR_PROTOCOL on a malformed or mismatched reply. */
+ * WST_ERR_PROTOCOL on a malformed or mismatched reply. On an error, why
+ * (the engine's own reason for REFUSE) goes to reason[0..reason_len). */
 wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
-                                     uint64_t version);
+                                     uint64_t version, char *reason,
+                                     size_t reason_len);
 
 /* LAYER: WST_OK on FINALIZED; WST_ERR_UNUSABLE on FAILED; otherwise as
  * wst_engine_socket_begin. */
 wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
-                                     uint32_t layer, uint64_t version);
+                                     uint32_t layer, uint64_t version,
+                                     char *reason, size_t reason_len);
 
 /* COMMITTED and UNUSABLE: no reply; a missing engine is logged. 'reason' is
  * borrowed during the call; control characters are sent as spaces. */

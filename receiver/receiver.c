@@ -310,7 +310,8 @@ static void job_begin(void *arg)
     struct wst_receiver *r = j->r;
 
     j->status = r->hooks.begin != NULL
-                    ? r->hooks.begin(r->hooks.arg, j->version)
+                    ? r->hooks.begin(r->hooks.arg, j->version, j->reason,
+                                     sizeof(j->reason))
                     : WST_OK;
     wst_worker_post(r->worker, begin_done, j);
 }
@@ -355,12 +356,13 @@ static void job_finalize(void *arg)
     struct wst_receiver *r = j->r;
 
     if (r->hooks.layer_finalized != NULL) {
-        j->status =
-            r->hooks.layer_finalized(r->hooks.arg, j->layer, j->version);
+        char why[WST_ERROR_MSG_MAX - 64] = "";
+        j->status = r->hooks.layer_finalized(r->hooks.arg, j->layer, j->version,
+                                             why, sizeof(why));
         if (j->status != WST_OK)
             snprintf(j->reason, sizeof(j->reason),
                      "engine failed to finalize layer %u: %s", j->layer,
-                     wst_status_string(j->status));
+                     why[0] ? why : wst_status_string(j->status));
     }
     wst_worker_post(r->worker, finalize_done, j);
 }
@@ -513,9 +515,12 @@ static void begin_done(void *arg)
     }
     if (j->status != WST_OK) {
         wst_status_t st = j->status;
+        char reason[WST_ERROR_MSG_MAX];
+        snprintf(reason, sizeof(reason), "%s",
+                 j->reason[0] ? j->reason : wst_status_string(st));
         free(j);
         refit_fail(r, st, "engine refused to begin version %llu: %s",
-                   (unsigned long long)r->version, wst_status_string(st));
+                   (unsigned long long)r->version, reason);
         return;
     }
     free(j);

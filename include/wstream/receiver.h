@@ -42,12 +42,16 @@ typedef void (*wst_log_fn)(void *arg, int level, const char *line);
 struct wst_receiver_hooks {
     void *arg;
     /* Stop serving; return WST_OK once the engine no longer reads the live
-     * buffers. An error refuses the refit and changes nothing. */
-    wst_status_t (*begin)(void *arg, uint64_t version);
+     * buffers. An error refuses the refit and changes nothing. On an error
+     * the hook may write why into reason[0..reason_len) (NUL-terminated);
+     * senders and wst_receiver_get_state report it. */
+    wst_status_t (*begin)(void *arg, uint64_t version, char *reason,
+                          size_t reason_len);
     /* Every byte of layer L is in place and verified: refresh derived
-     * state. An error fails the refit (the receiver becomes unusable). */
-    wst_status_t (*layer_finalized)(void *arg, uint32_t layer,
-                                    uint64_t version);
+     * state. An error fails the refit (the receiver becomes unusable);
+     * 'reason' as for begin. */
+    wst_status_t (*layer_finalized)(void *arg, uint32_t layer, uint64_t version,
+                                    char *reason, size_t reason_len);
     /* Every layer is final: resume serving 'version'. */
     void (*committed)(void *arg, uint64_t version);
     /* A refit failed after begin: the live buffers are not a consistent
