@@ -577,8 +577,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "wstream-fault: %s\n", err);
         goto out;
     }
-    snprintf(workdir, sizeof(workdir), "/tmp/wstream-fault-XXXXXX");
-    if (mkdtemp(workdir) == NULL)
+    int own_workdir;
+    if (wst_cluster_workdir("wstream-fault", NULL, workdir, sizeof(workdir),
+                            &own_workdir) != 0)
         goto out_model;
     signal(SIGPIPE, SIG_IGN);
     note("fault %s, side %s, transport %s, heartbeat %.2f s, peer timeout "
@@ -616,10 +617,7 @@ int main(int argc, char **argv)
     if (set.fault == FAULT_PARTITION)
         link_cmd("up"); /* whatever happened, leave the link up */
     wst_cluster_stop(&cluster);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", workdir);
-    if (system(cmd) != 0)
-        note("could not remove %s", workdir);
+    wst_cluster_workdir_remove("wstream-fault", workdir);
     rc = failures == 0 ? 0 : 1;
     printf("wstream-fault: %s\n", rc == 0 ? "PASS" : "FAILED");
 out_model:

@@ -433,16 +433,10 @@ static int prepare(struct bench *b, const char *agent_bin)
         return -1;
     }
     b->r.refit_s = calloc(b->set.repeats, sizeof(*b->r.refit_s));
-    if (b->r.refit_s == NULL || strlen(b->set.workdir) >= sizeof(b->workdir))
+    if (b->r.refit_s == NULL ||
+        wst_cluster_workdir("wstream-bench", b->set.workdir, b->workdir,
+                            sizeof(b->workdir), &b->own_workdir) != 0)
         return -1;
-    if (b->set.workdir[0] != '\0') {
-        snprintf(b->workdir, sizeof(b->workdir), "%s", b->set.workdir);
-    } else {
-        snprintf(b->workdir, sizeof(b->workdir), "/tmp/wstream-bench-XXXXXX");
-        if (mkdtemp(b->workdir) == NULL)
-            return -1;
-        b->own_workdir = 1;
-    }
     printf("wstream-bench: %s (%zu tensors in %u layers), 1 sender -> 1 "
            "agent, transport %s, mover %s, %llu repeats\n",
            b->model.preset, b->model.n_tensors, b->model.n_layers,
@@ -470,12 +464,8 @@ static int prepare(struct bench *b, const char *agent_bin)
 
 static void teardown(struct bench *b)
 {
-    if (b->own_workdir) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", b->workdir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "wstream-bench: could not remove %s\n", b->workdir);
-    }
+    if (b->own_workdir)
+        wst_cluster_workdir_remove("wstream-bench", b->workdir);
     free(b->r.refit_s);
     wst_model_release(&b->model);
 }

@@ -614,3 +614,33 @@ int wst_cluster_agent_path(char *buf, size_t len)
     snprintf(buf, len, "%s/wstream-agent", self);
     return 0;
 }
+
+int wst_cluster_workdir(const char *prog, const char *given, char *buf,
+                        size_t len, int *own_p)
+{
+    *own_p = 0;
+    if (given != NULL && given[0] != '\0') {
+        if (strlen(given) >= len) {
+            fprintf(stderr, "%s: --workdir is too long\n", prog);
+            return -1;
+        }
+        snprintf(buf, len, "%s", given);
+        return 0;
+    }
+    snprintf(buf, len, "/tmp/%s-XXXXXX", prog);
+    if (mkdtemp(buf) == NULL) {
+        fprintf(stderr, "%s: mkdtemp %s: %s\n", prog, buf, strerror(errno));
+        return -1;
+    }
+    *own_p = 1;
+    return 0;
+}
+
+void wst_cluster_workdir_remove(const char *prog, const char *dir)
+{
+    char cmd[1200];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "%s: could not remove %s\n", prog, dir);
+}

@@ -124,6 +124,13 @@ int wst_cluster_restart_agent(struct wst_cluster *c, uint32_t k);
 /* Kills (if alive) and forks sender r again; waits until it is ready. */
 int wst_cluster_restart_sender(struct wst_cluster *c, uint32_t r);
 
+/* The folder for layout, port and status files: 'given' when not empty
+ * (*own_p = 0), else a new /tmp/<prog>-XXXXXX (*own_p = 1). -1 after
+ * printing why. wst_cluster_workdir_remove deletes an owned one. */
+int wst_cluster_workdir(const char *prog, const char *given, char *buf,
+                        size_t len, int *own_p);
+void wst_cluster_workdir_remove(const char *prog, const char *dir);
+
 /* The wstream-agent installed beside the running program (build/bin) into
  * buf; -1 if /proc/self/exe cannot be read. */
 int wst_cluster_agent_path(char *buf, size_t len);

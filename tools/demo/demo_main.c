@@ -178,12 +178,8 @@ static int run(struct demo *d)
 static void teardown(struct demo *d)
 {
     wst_cluster_stop(&d->cluster);
-    if (d->own_workdir) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->workdir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "wstream-demo: could not remove %s\n", d->workdir);
-    }
+    if (d->own_workdir)
+        wst_cluster_workdir_remove("wstream-demo", d->workdir);
     wst_model_release(&d->model);
 }
 
@@ -208,18 +204,9 @@ static int prepare(struct demo *d, const char *agent_bin)
         fprintf(stderr, "wstream-demo: %s\n", err);
         return -1;
     }
-    if (strlen(d->set.workdir) >= sizeof(d->workdir)) {
-        fprintf(stderr, "wstream-demo: --workdir is too long\n");
+    if (wst_cluster_workdir("wstream-demo", d->set.workdir, d->workdir,
+                            sizeof(d->workdir), &d->own_workdir) != 0)
         return -1;
-    }
-    if (d->set.workdir[0] != '\0') {
-        snprintf(d->workdir, sizeof(d->workdir), "%s", d->set.workdir);
-    } else {
-        snprintf(d->workdir, sizeof(d->workdir), "/tmp/wstream-demo-XXXXXX");
-        if (mkdtemp(d->workdir) == NULL)
-            return -1;
-        d->own_workdir = 1;
-    }
     printf("wstream-demo: preset %s (%zu tensors, %.1f MB), %llu senders -> "
            "%llu agents, transport %s\n",
            d->model.preset, d->model.n_tensors,
