@@ -19,6 +19,7 @@
 
 #include "dtype.h"
 #include "planner.h"
+#include "plan_oracle.h"
 
 /* ---- a model description ------------------------------------------------ */
 
@@ -716,72 +717,10 @@ static uint64_t rnd(uint64_t n)
     return n ? rng_state % n : 0;
 }
 
-static uint64_t flat_index(const struct wst_tensor_desc *t, const uint64_t *x)
-{
-    uint64_t f = 0;
-    uint32_t d;
-
-    for (d = 0; d < t->ndim; d++)
-        f = f * t->shape[d] + x[d];
-    return f;
-}
-
 /* Byte k of global element f of tensor 'salt'. */
 static uint8_t pattern(uint64_t salt, uint64_t f, uint64_t k)
 {
     return (uint8_t)(f * 7 + k * 131 + salt * 53 + 1);
-}
-
-static int box_next(const struct wst_box *b, uint64_t *x)
-{
-    uint32_t d = b->ndim;
-
-    while (d-- > 0) {
-        if (++x[d] < b->stop[d])
-            return 1;
-        x[d] = b->start[d];
-    }
-    return 0;
-}
-
-static int have_owns(const struct wst_have *h, const uint64_t *x)
-{
-    uint64_t f = flat_index(&h->tensor, x);
-    uint32_t d;
-
-    if (h->flat)
-        return f >= h->box.start[0] && f < h->box.stop[0];
-    for (d = 0; d < h->box.ndim; d++) {
-        if (x[d] < h->box.start[d] || x[d] >= h->box.stop[d])
-            return 0;
-    }
-    return 1;
-}
-
-static uint64_t have_offset(const struct wst_have *h, const uint64_t *x)
-{
-    uint64_t es = wst_dtype_size(h->tensor.dtype), off = 0;
-    uint32_t d;
-
-    if (h->flat)
-        return (flat_index(&h->tensor, x) - h->box.start[0]) * es;
-    for (d = 0; d < h->box.ndim; d++)
-        off = off * (h->box.stop[d] - h->box.start[d]) + x[d] - h->box.start[d];
-    return off * es;
-}
-
-static uint64_t want_offset(const struct wst_want *w, const uint64_t *x)
-{
-    uint64_t es = wst_dtype_size(w->tensor.dtype), rows = 0;
-    uint32_t d, last = w->box.ndim - 1;
-    uint64_t pitch = w->row_pitch
-                         ? w->row_pitch
-                         : (w->box.stop[last] - w->box.start[last]) * es;
-
-    for (d = 0; d < last; d++)
-        rows =
-            rows * (w->box.stop[d] - w->box.start[d]) + x[d] - w->box.start[d];
-    return w->offset + rows * pitch + (x[last] - w->box.start[last]) * es;
 }
 
 /* (sender, have) the planner's rule picks for element x of want wi, or -1:
@@ -797,7 +736,7 @@ static int64_t chosen_source(const struct small *s, size_t wi,
         snd = (uint32_t)((s->in.receiver_rank + wi + k) % n_s);
         for (h = 0; h < s->n_haves[snd]; h++) {
             if (strcmp(s->haves[snd][h].tensor.name, w->tensor.name) == 0 &&
-                have_owns(&s->haves[snd][h], x))
+                oracle_have_owns(&s->haves[snd][h], x))
                 return (int64_t)snd * 256 + (int64_t)h;
         }
     }
@@ -814,7 +753,7 @@ static int small_has_gap(const struct small *s)
         do {
             if (chosen_source(s, wi, x) < 0)
                 return 1;
-        } while (box_next(&s->wants[wi].box, x));
+        } while (oracle_box_next(&s->wants[wi].box, x));
     }
     return 0;
 }
@@ -840,9 +779,9 @@ static uint8_t *fill_shard(const struct wst_have *h, uint64_t salt,
     memcpy(x, h->box.start, sizeof(x));
     do {
         for (k = 0; k < es; k++)
-            buf[have_offset(h, x) + k] =
-                pattern(salt, flat_index(&h->tensor, x), k);
-    } while (box_next(&h->box, x));
+            buf[oracle_have_offset(h, x) + k] =
+                pattern(salt, oracle_flat_index(&h->tensor, x), k);
+    } while (oracle_box_next(&h->box, x));
     return buf;
 }
 
@@ -891,18 +830,19 @@ static void check_small_plan(const struct small *s, const struct wst_plan *plan)
         salt = w->tensor.name[27] == 'd';
         memcpy(x, w->box.start, sizeof(x));
         do {
-            off = want_offset(w, x);
+            off = oracle_want_offset(w, x);
             for (k = 0; k < es; k++) {
                 assert_int_equal(mark[off + k], 0);
                 mark[off + k] = 1;
                 assert_true(who[off + k] >= 0);
                 it = &plan->items[who[off + k]];
-                assert_int_equal(dst[off + k],
-                                 pattern(salt, flat_index(&w->tensor, x), k));
+                assert_int_equal(
+                    dst[off + k],
+                    pattern(salt, oracle_flat_index(&w->tensor, x), k));
                 assert_int_equal((int64_t)it->sender * 256 + it->have,
                                  chosen_source(s, wi, x));
             }
-        } while (box_next(&w->box, x));
+        } while (oracle_box_next(&w->box, x));
     }
     for (b = 0; b < len; b++)
         assert_true(mark[b] || who[b] == -1);

@@ -12,6 +12,7 @@
 
 #include "dtype.h"
 #include "planner.h"
+#include "plan_oracle.h"
 
 #define MAX_SENDERS 8
 
@@ -732,16 +733,6 @@ static uint8_t pattern(uint64_t f, uint64_t k)
     return (uint8_t)(k == 0 ? f + 1 : f * 3 + k);
 }
 
-static uint64_t flat_index(const struct wst_tensor_desc *t, const uint64_t *x)
-{
-    uint64_t f = 0;
-    uint32_t d;
-
-    for (d = 0; d < t->ndim; d++)
-        f = f * t->shape[d] + x[d];
-    return f;
-}
-
 static struct wst_box rnd_box(const struct wst_tensor_desc *t)
 {
     struct wst_box b = {.ndim = t->ndim};
@@ -762,61 +753,6 @@ static uint64_t tensor_elems(const struct wst_tensor_desc *t)
     for (d = 0; d < t->ndim; d++)
         n *= t->shape[d];
     return n;
-}
-
-static int have_owns(const struct wst_have *h, const uint64_t *x)
-{
-    uint64_t f = flat_index(&h->tensor, x);
-    uint32_t d;
-
-    if (h->flat)
-        return f >= h->box.start[0] && f < h->box.stop[0];
-    for (d = 0; d < h->box.ndim; d++) {
-        if (x[d] < h->box.start[d] || x[d] >= h->box.stop[d])
-            return 0;
-    }
-    return 1;
-}
-
-/* Byte offset of element x in a have's shard buffer. */
-static uint64_t have_offset(const struct wst_have *h, const uint64_t *x)
-{
-    uint64_t es = wst_dtype_size(h->tensor.dtype), off = 0;
-    uint32_t d;
-
-    if (h->flat)
-        return (flat_index(&h->tensor, x) - h->box.start[0]) * es;
-    for (d = 0; d < h->box.ndim; d++)
-        off = off * (h->box.stop[d] - h->box.start[d]) + x[d] - h->box.start[d];
-    return off * es;
-}
-
-static uint64_t want_offset(const struct wst_want *w, const uint64_t *x)
-{
-    uint64_t es = wst_dtype_size(w->tensor.dtype), off = 0, rows = 0;
-    uint32_t d, last = w->box.ndim - 1;
-    uint64_t pitch = w->row_pitch
-                         ? w->row_pitch
-                         : (w->box.stop[last] - w->box.start[last]) * es;
-
-    for (d = 0; d < last; d++)
-        rows =
-            rows * (w->box.stop[d] - w->box.start[d]) + x[d] - w->box.start[d];
-    off = rows * pitch + (x[last] - w->box.start[last]) * es;
-    return w->offset + off;
-}
-
-/* Calls fn on every index of box b (non-empty). */
-static int box_next(const struct wst_box *b, uint64_t *x)
-{
-    uint32_t d = b->ndim;
-
-    while (d-- > 0) {
-        if (++x[d] < b->stop[d])
-            return 1;
-        x[d] = b->start[d];
-    }
-    return 0;
 }
 
 /* Senders own shards of tensor t: an N-D or flat partition (sometimes with
@@ -900,7 +836,7 @@ static int64_t chosen_source(const struct scene *s, size_t wi,
         snd = (uint32_t)((s->in.receiver_rank + wi + k) % n_s);
         for (h = 0; h < s->n_haves[snd]; h++) {
             if (strcmp(s->haves[snd][h].tensor.name, w->tensor.name) == 0 &&
-                have_owns(&s->haves[snd][h], x))
+                oracle_have_owns(&s->haves[snd][h], x))
                 return (int64_t)snd * 256 + (int64_t)h;
         }
     }
@@ -919,7 +855,7 @@ static int scene_has_gap(const struct scene *s)
         do {
             if (chosen_source(s, wi, x) < 0)
                 return 1;
-        } while (box_next(&s->wants[wi].box, x));
+        } while (oracle_box_next(&s->wants[wi].box, x));
     }
     return 0;
 }
@@ -944,10 +880,10 @@ static uint8_t *fill_shard(const struct wst_have *h, uint64_t *len_p)
         return buf;
     memcpy(x, h->box.start, sizeof(x));
     do {
-        f = flat_index(&h->tensor, x);
+        f = oracle_flat_index(&h->tensor, x);
         for (k = 0; k < es; k++)
-            buf[have_offset(h, x) + k] = pattern(f, k);
-    } while (box_next(&h->box, x));
+            buf[oracle_have_offset(h, x) + k] = pattern(f, k);
+    } while (oracle_box_next(&h->box, x));
     return buf;
 }
 
@@ -968,19 +904,19 @@ static void check_wants(const struct scene *s, const struct wst_plan *plan,
         es = wst_dtype_size(w->tensor.dtype);
         memcpy(x, w->box.start, sizeof(x));
         do {
-            off = want_offset(w, x);
+            off = oracle_want_offset(w, x);
             for (k = 0; k < es; k++) {
                 assert_int_equal(mark[w->region][off + k], 0);
                 mark[w->region][off + k] = 1;
                 assert_true(who[w->region][off + k] >= 0);
                 it = &plan->items[who[w->region][off + k]];
                 assert_int_equal(dst[w->region][off + k],
-                                 pattern(flat_index(&w->tensor, x), k));
+                                 pattern(oracle_flat_index(&w->tensor, x), k));
                 assert_int_equal((int64_t)it->sender * 256 + it->have,
                                  chosen_source(s, wi, x));
                 assert_int_equal(it->layer, layer);
             }
-        } while (box_next(&w->box, x));
+        } while (oracle_box_next(&w->box, x));
     }
 }
 
