@@ -10,6 +10,7 @@
 /* Completion context of one move; the AM header must stay valid until the
  * send completes (UCX 1.13), so it lives here. */
 struct move_req {
+    struct move_req *next; /* in the mover's free list */
     struct wst_mover *m;
     uint64_t epoch;
     wst_mover_cb cb;
@@ -43,6 +44,11 @@ enum wst_mover_kind wst_mover_kind_parse(const char *name)
 
 static void mover_free(struct wst_mover *m)
 {
+    while (m->free_reqs != NULL) {
+        struct move_req *r = m->free_reqs;
+        m->free_reqs = r->next;
+        free(r);
+    }
     for (size_t i = 0; m->rkeys != NULL && i < m->n_regions; i++)
         if (m->rkeys[i] != NULL)
             ucp_rkey_destroy(m->rkeys[i]);
@@ -61,6 +67,12 @@ static void maybe_fire_fence(struct wst_mover *m)
     cb(m->fence_arg, m->error);
 }
 
+static void req_release(struct wst_mover *m, struct move_req *r)
+{
+    r->next = m->free_reqs;
+    m->free_reqs = r;
+}
+
 static void move_done(void *request, ucs_status_t status, void *user_data)
 {
     struct move_req *r = user_data;
@@ -75,9 +87,9 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
     m->in_epoch[r->epoch & 1]--;
     if (st != WST_OK && m->error == WST_OK)
         m->error = st;
-    if (!m->destroyed && r->cb != NULL)
+    if (r->cb != NULL)
         r->cb(r->arg, st);
-    free(r);
+    req_release(m, r);
     if (m->destroyed) {
         if (m->outstanding == 0)
             mover_free(m);
@@ -99,7 +111,7 @@ static wst_status_t track(struct wst_mover *m, struct move_req *r,
     if (UCS_PTR_IS_ERR(req)) {
         m->outstanding--;
         m->in_epoch[r->epoch & 1]--;
-        free(r);
+        req_release(m, r);
         WST_ERROR(m->log, "move failed: %s",
                   ucs_status_string(UCS_PTR_STATUS(req)));
         return wst_status_from_ucs(UCS_PTR_STATUS(req));
@@ -108,10 +120,16 @@ static wst_status_t track(struct wst_mover *m, struct move_req *r,
     return WST_OK;
 }
 
+/* Requests are recycled: after the first refit the data path allocates
+ * nothing. */
 static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb, void *arg)
 {
-    struct move_req *r = malloc(sizeof(*r));
+    struct move_req *r = m->free_reqs;
 
+    if (r != NULL)
+        m->free_reqs = r->next;
+    else
+        r = malloc(sizeof(*r));
     if (r != NULL) {
         r->m = m;
         r->epoch = m->epoch;

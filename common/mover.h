@@ -57,6 +57,7 @@ struct wst_mover_region {
 };
 
 struct wst_mover;
+struct move_req; /* mover.c: the completion context of one move */
 
 struct wst_mover_ops {
     enum wst_mover_kind kind;
@@ -89,6 +90,7 @@ struct wst_mover {
     void *fence_arg;
     wst_status_t error; /* first failed move, sticky */
     int destroyed;      /* freed when the last outstanding move completes */
+    struct move_req *free_reqs; /* recycled completion contexts (owned) */
 };
 
 /* Destroying a mover with moves in flight is allowed (its endpoint closed

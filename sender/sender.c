@@ -92,6 +92,7 @@ struct link {
     uint32_t done_sent; /* layers [0, done_sent) reported LAYER_DONE */
     uint64_t in_flight;
     int pumping, pump_again;
+    struct chunk_done *free_chunks; /* recycled move contexts (owned) */
     uint64_t bytes_moved;
 };
 
@@ -487,10 +488,30 @@ static void fence_done(void *arg, wst_status_t status)
 }
 
 struct chunk_done {
+    struct chunk_done *next; /* in the link's free list */
     struct link *l;
     uint64_t mover_gen;
     uint64_t len;
 };
+
+/* Chunk contexts are recycled: after the first refit the data path
+ * allocates nothing. */
+static struct chunk_done *chunk_new(struct link *l)
+{
+    struct chunk_done *cd = l->free_chunks;
+
+    if (cd != NULL)
+        l->free_chunks = cd->next;
+    else
+        cd = malloc(sizeof(*cd));
+    return cd;
+}
+
+static void chunk_release(struct link *l, struct chunk_done *cd)
+{
+    cd->next = l->free_chunks;
+    l->free_chunks = cd;
+}
 
 static void move_done(void *arg, wst_status_t status)
 {
@@ -498,12 +519,12 @@ static void move_done(void *arg, wst_status_t status)
     struct link *l = cd->l;
 
     if (cd->mover_gen != l->mover_gen) {
-        free(cd); /* a move of a mover that failed; its window is gone */
+        chunk_release(l, cd); /* a move of a mover that failed */
         return;
     }
     l->in_flight -= cd->len;
     l->bytes_moved += status == WST_OK ? cd->len : 0;
-    free(cd);
+    chunk_release(l, cd);
     if (l->state != LINK_STREAMING)
         return;
     if (status != WST_OK) {
@@ -525,7 +546,7 @@ static int post_chunk(struct link *l)
         len = CHUNK_BYTES;
     if (l->in_flight > 0 && l->in_flight + len > s->window)
         return 0;
-    struct chunk_done *cd = malloc(sizeof(*cd));
+    struct chunk_done *cd = chunk_new(l);
     if (cd == NULL) {
         link_fail(l, WST_ERR_NO_MEMORY, "no memory for a move");
         return 0;
@@ -552,7 +573,7 @@ static int post_chunk(struct link *l)
     wst_status_t st = l->mover->ops->move(l->mover, &mv, move_done, cd);
     if (st != WST_OK) {
         l->in_flight -= len;
-        free(cd);
+        chunk_release(l, cd);
         link_fail(l, st, "posting a move failed");
         return 0;
     }
@@ -1099,7 +1120,13 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_worker_call(s->worker, close_links, s);
     for (size_t i = 0; i < s->n_shards; i++)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);
-    wst_worker_destroy(s->worker);
+    wst_worker_destroy(s->worker); /* after it, no move calls back */
+    for (size_t i = 0; i < s->n_links; i++)
+        while (s->links[i].free_chunks != NULL) {
+            struct chunk_done *cd = s->links[i].free_chunks;
+            s->links[i].free_chunks = cd->next;
+            free(cd);
+        }
     free(s->shards);
     free(s->links);
     pthread_cond_destroy(&s->cond);
