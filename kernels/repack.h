@@ -24,49 +24,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <wstream/loader.h>
 #include <wstream/status.h>
 
-/* Experts of one MoE layer held by this rank. */
-struct wst_expert_shape {
-    uint32_t n_local;     /* L experts on this rank */
-    uint32_t hidden;      /* H */
-    uint32_t inter;       /* I, per expert */
-    enum wst_dtype dtype; /* element type, unchanged by every loader */
-};
-
-/* A loader's ops table. All functions are pure in their arguments: no state
- * lives in a loader, so one table serves every layer and thread at once.
- *
- * check:       refuses a shape the layout cannot hold with
- *              WST_ERR_REPACK_SHAPE and a message naming the violated
- *              constraint in 'err' (NUL-terminated, truncated to errlen; err
- *              may be NULL when errlen is 0). Call it once per layer before
- *              w13_bytes/w2_bytes/load_expert.
- * w13_bytes:   size in bytes of the whole live w13 buffer (all L experts) for
- *              a shape check() accepted.
- * w2_bytes:    the same for w2.
- * load_expert: writes expert 'local' (< n_local) of w13 and w2 from gate, up
- *              and down; 'self' is the table it was called through, so an
- *              engine's own loader reaches its context through self->arg
- *              (a stream, a handle). Borrows every pointer for the call. Never
- *              touches bytes of other experts. WST_ERR_INVALID for a NULL
- *              pointer or local >= n_local, WST_ERR_REPACK_SHAPE for a shape
- *              check() refuses. Source and destination must not overlap.
- * arg:         for the owner of the table; the built-ins leave it NULL. */
-struct wst_repack_loader {
-    const char *name;
-    wst_status_t (*check)(const struct wst_expert_shape *shape, char *err,
-                          size_t errlen);
-    uint64_t (*w13_bytes)(const struct wst_expert_shape *shape);
-    uint64_t (*w2_bytes)(const struct wst_expert_shape *shape);
-    wst_status_t (*load_expert)(const struct wst_repack_loader *self,
-                                const struct wst_expert_shape *shape,
-                                uint32_t local, const void *gate /* [I,H] */,
-                                const void *up /* [I,H] */,
-                                const void *down /* [H,I] */, void *w13,
-                                void *w2);
-    void *arg;
-};
+/* struct wst_expert_shape and struct wst_repack_loader: <wstream/loader.h>. */
 
 /* The built-in loaders. Static tables owned by the library, valid for the
  * life of the process; never modify or free them. */

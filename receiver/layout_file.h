@@ -12,7 +12,14 @@
  *     "wants": [ {"tensor": "...", "dtype": "bf16", "shape": [1024, 1024],
  *                 "start": [0, 0], "stop": [512, 1024], "region": "...",
  *                 "offset": 0, "row_pitch": 0,
- *                 "expert": {"ep_rank": 3, "ep_size": 8}} ]   optional
+ *                 "expert": {"ep_rank": 3, "ep_size": 8}} ],  optional
+ *     "experts": [ {"layer": 0, "loader": "trtllm-bf16", "dtype": "bf16",
+ *                   "experts": 128, "ep_rank": 1, "ep_size": 8,
+ *                   "hidden": 2048, "inter": 768,
+ *                   "expert_ids": [16, 17, ...],             optional
+ *                   "inter_tp": {"rank": 0, "size": 2},      optional
+ *                   "w13": {"region": "...", "offset": 0},
+ *                   "w2": {"region": "...", "offset": 0}} ]   optional
  *   }
  *
  * With "shm", every region lives at "offset" bytes inside the shm object and
@@ -23,7 +30,18 @@
  * struct wst_want_expert): it needs both "ep_rank" < "ep_size" (>= 1) and a
  * shape of >= 2 dims; without it the want is dense. Placement rules (E
  * divisible by ep_size, box = the rank's dim-0 range) are refused by the
- * planner, with their own statuses, not here. Unknown keys are ignored.
+ * planner, with their own statuses, not here.
+ * An "experts" entry is one MoE layer's routed experts as the engine holds
+ * them (struct wst_expert_layer in receiver.h): live buffers w13 and w2 at
+ * "offset" bytes into the named regions, in the layout of loader "loader"
+ * (a name of at most 63 bytes; whether it is registered is the receiver's
+ * check). Required: every key but "expert_ids" and "inter_tp"; ep_rank <
+ * ep_size; nonzero experts, ep_size, hidden, inter; a known dtype; at most
+ * one entry per layer. "expert_ids" (the engine's local -> global expert
+ * map) must have exactly experts/ep_size entries when given (and ep_size
+ * must divide experts then); "inter_tp" needs rank < size. Whether the map
+ * is linear, the sharding allowed and the shape loadable are the receiver's
+ * refusals at plan time, not the parser's. Unknown keys are ignored.
  * Numbers must be JSON integers in [0, INT64_MAX); at most WST_LAYOUT_MAX
  * regions and wants.
  */
@@ -45,6 +63,28 @@ struct wst_layout_region {
     uint64_t bytes;
 };
 
+#define WST_LAYOUT_LOADER_MAX 64 /* bytes, with the NUL */
+
+/* One MoE layer's experts (the "experts" array). */
+struct wst_layout_experts {
+    uint32_t layer;
+    char loader[WST_LAYOUT_LOADER_MAX];
+    enum wst_dtype dtype;
+    uint32_t n_experts; /* E */
+    uint32_t ep_rank;
+    uint32_t ep_size;
+    uint32_t hidden;
+    uint32_t inter;
+    uint32_t *expert_ids; /* owned (malloc'd) [n_expert_ids]; NULL: linear */
+    uint32_t n_expert_ids;
+    uint32_t inter_tp_rank; /* inter_tp_size 0: no "inter_tp" */
+    uint32_t inter_tp_size;
+    uint32_t w13_region; /* index into 'regions' */
+    uint64_t w13_offset;
+    uint32_t w2_region;
+    uint64_t w2_offset;
+};
+
 /* A parsed layout. 'regions' and 'wants' are malloc'd arrays owned by the
  * struct; free them with wst_layout_release. want.region is an index into
  * 'regions'; want.tensor holds name, dtype and shape; want.box comes from
@@ -57,6 +97,8 @@ struct wst_layout {
     struct wst_layout_region *regions;
     size_t n_wants;
     struct wst_want *wants;
+    size_t n_experts;
+    struct wst_layout_experts *experts; /* owned, with their expert_ids */
 };
 
 /* Reads and parses the layout file at 'path'. On success fills *out, which

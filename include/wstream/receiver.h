@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <wstream/loader.h>
 #include <wstream/status.h>
 
 #ifdef __cplusplus
@@ -68,6 +69,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_LOG = 1u << 5,
     WST_RECEIVER_PARAM_HOOKS = 1u << 6,
     WST_RECEIVER_PARAM_HEARTBEAT = 1u << 7,
+    WST_RECEIVER_PARAM_STAGING_SLOTS = 1u << 8,
 };
 
 struct wst_receiver_params {
@@ -90,6 +92,11 @@ struct wst_receiver_params {
      * a sender silent for peer_timeout_s (default 5) has failed. */
     double heartbeat_s;
     double peer_timeout_s;
+    /* Staging slots for routed experts (default 2): MoE layer k (the k-th
+     * layer with experts) stages in slot k mod staging_slots, so staging
+     * memory is staging_slots times the largest layer's local experts,
+     * whatever the depth. */
+    uint32_t staging_slots;
 };
 
 /* One block of live memory. */
@@ -123,6 +130,54 @@ struct wst_want_entry {
     uint32_t ep_size;
 };
 
+/* The routed experts of one MoE layer, as the engine holds them: live
+ * buffers w13 and w2 in the layout of loader 'loader', for the local experts
+ * of expert-parallel rank ep_rank of ep_size. On the wire they are the
+ * grouped tensors "model.layers.{layer}.mlp.experts.{gate_proj,up_proj,
+ * down_proj}.weight" of shapes [E, I, H], [E, I, H] and [E, H, I]; the
+ * receiver stages its experts' boxes of them (checkpoint layout, EP-local)
+ * and, once the layer is verified, replays staged expert i as global id
+ * ep_rank*E/ep_size + i through the loader into w13 and w2, in place.
+ *
+ * Refused when the receiver plans (each with its own status, the message
+ * naming the tensor; nothing is written and the committed version is still
+ * served): E % ep_size != 0; an expert map that is not linear placement
+ * (expert_ids[i] != ep_rank*E/ep_size + i, e.g. round-robin); experts
+ * sharded inside (inter_tp_size > 1: the intermediate dimension split over
+ * tensor-parallel ranks); a shape the loader's check() refuses. */
+struct wst_expert_layer {
+    uint32_t layer;       /* model.layers.{layer} */
+    const char *loader;   /* registered loader name; copied */
+    int dtype;            /* enum wst_dtype */
+    uint32_t n_experts;   /* E, routed experts of the model */
+    uint32_t ep_rank;     /* < ep_size */
+    uint32_t ep_size;     /* >= 1 */
+    uint32_t hidden;      /* H */
+    uint32_t inter;       /* I, per expert, unsharded */
+    /* The engine's map from local expert index to global id (copied), for
+     * checking; NULL: linear placement. n_expert_ids must then be 0. */
+    const uint32_t *expert_ids;
+    uint32_t n_expert_ids;
+    /* Tensor parallelism inside each expert (intermediate dim split over
+     * inter_tp_size ranks); 0 or 1: none. Anything else is refused. */
+    uint32_t inter_tp_rank;
+    uint32_t inter_tp_size;
+    uint32_t w13_region; /* live w13: region index and byte offset */
+    uint64_t w13_offset;
+    uint32_t w2_region; /* live w2 */
+    uint64_t w2_offset;
+};
+
+/* One layer's timeline in the last refit, seconds from the begin hook's
+ * acknowledgement; 0 where that step did not happen. */
+struct wst_layer_times {
+    double received; /* every sender's bytes in and verified */
+    double repacked; /* experts replayed into live memory (MoE layers) */
+    double finalized; /* the engine's finalize hook returned */
+    double repack_seconds;
+    double finalize_seconds;
+};
+
 struct wst_receiver_state {
     uint64_t committed_version; /* 0: none */
     int usable;                 /* 0 after a failed refit */
@@ -150,6 +205,21 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *receiver,
 wst_status_t wst_receiver_add_want(wst_receiver_t *receiver,
                                    const struct wst_want_entry *want);
 
+/* Adds a repack loader next to the built-ins ("checkpoint", "trtllm-bf16");
+ * borrowed until wst_receiver_destroy. WST_ERR_INVALID for a NULL function,
+ * an empty name or a name already registered. Only before
+ * wst_receiver_start. */
+wst_status_t wst_receiver_add_loader(wst_receiver_t *receiver,
+                                     const struct wst_repack_loader *loader);
+
+/* Adds the routed experts of one MoE layer (see struct wst_expert_layer).
+ * Checked at once: known dtype and loader, ep_rank < ep_size, nonzero
+ * sizes, one per layer, live buffers inside their regions (sizes from the
+ * loader for the local shape). Placement and shape refusals come when the
+ * receiver plans. Only before wst_receiver_start. */
+wst_status_t wst_receiver_add_expert_layer(wst_receiver_t *receiver,
+                                           const struct wst_expert_layer *e);
+
 /* Starts listening; the bound port goes to *port_p (may be NULL). */
 wst_status_t wst_receiver_start(wst_receiver_t *receiver, uint16_t *port_p);
 
@@ -162,6 +232,12 @@ void wst_receiver_get_state(wst_receiver_t *receiver,
  * WST_ERR_TIMED_OUT. */
 wst_status_t wst_receiver_wait_committed(wst_receiver_t *receiver,
                                          uint64_t version, double timeout_s);
+
+/* Copies the per-layer timeline of the last refit into times[0..n) (layer
+ * order, the global-tensor layer last) and returns the number of layers in
+ * the plan (0 before the first plan). */
+uint32_t wst_receiver_get_timeline(wst_receiver_t *receiver,
+                                   struct wst_layer_times *times, uint32_t n);
 
 /* Closes every connection, deregisters memory, frees everything. The
  * regions' memory stays the caller's. */
