@@ -71,6 +71,9 @@ struct wst_want {
     uint64_t row_pitch; /* bytes between rows; 0 = dense */
     /* zeroed for dense tensors */
     struct wst_want_expert expert;
+    /* nonzero: 'region' is the receiver's expert staging; its items wait
+     * for the layer's credit (DESIGN.md section 3) */
+    int staged;
 };
 
 /* One block of destination memory. */

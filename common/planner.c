@@ -317,7 +317,7 @@ static uint64_t layout_offset(const struct layout *lay, const uint64_t *x,
 /* ---- runs --------------------------------------------------------------- */
 
 struct run_ctx {
-    uint32_t sender, have, region, layer;
+    uint32_t sender, have, region, layer, staged;
     uint64_t esize, dst_base; /* dst_base: the want's byte offset */
     const struct layout *src, *dst;
 };
@@ -332,7 +332,8 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
     struct wst_plan_item it = {.sender = rc->sender,
                                .have = rc->have,
                                .region = rc->region,
-                               .layer = rc->layer};
+                               .layer = rc->layer,
+                               .staged = rc->staged};
     wst_status_t status = WST_OK;
 
     box_extents(in, ext);
@@ -679,6 +680,7 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
     struct layout dst;
     struct run_ctx rc = {.region = w->region,
                          .layer = want_layer(p, w),
+                         .staged = w->staged != 0,
                          .esize = wst_dtype_size(w->tensor.dtype),
                          .dst_base = w->offset,
                          .dst = &dst};
@@ -925,6 +927,7 @@ uint64_t wst_plan_hash_items(uint32_t n_senders, uint32_t n_layers,
         put_u64(&h, items[i].dst_offset);
         put_u64(&h, items[i].length);
         put_u32(&h, items[i].layer);
+        put_u32(&h, items[i].staged != 0);
     }
     return hasher_digest(&h);
 }
@@ -971,6 +974,8 @@ uint64_t wst_plan_input_key(const struct wst_plan_input *in)
             put_u32(&h, in->wants[i].expert.ep_rank);
             put_u32(&h, in->wants[i].expert.ep_size);
         }
+        if (in->wants[i].staged)
+            put_u32(&h, 1);
     }
     put_u64(&h, in->n_regions);
     for (i = 0; i < in->n_regions; i++) {

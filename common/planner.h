@@ -38,6 +38,11 @@
  * The input key (wst_plan_input_key) covers the expert descriptor of
  * grouped wants; dense wants hash as they did before it existed.
  *
+ * Staged wants (want.staged, set by the receiver for the boxes of routed
+ * experts it stages) give staged items; they sort like any item, and the
+ * receiver puts its staging region last so a layer's staged items come
+ * after its dense ones.
+ *
  * The plan hash is a 64-bit hash over n_senders, n_layers and every item in
  * order; equal inputs give equal hashes on every machine (it does not depend
  * on pointer values or struct padding).
@@ -56,6 +61,8 @@ struct wst_plan_item {
     uint64_t dst_offset; /* bytes into the region */
     uint64_t length;     /* bytes, > 0 */
     uint32_t layer;      /* 0..n_layers-1 */
+    uint32_t staged;     /* 1: lands in expert staging (want.staged); the
+                            sender waits for the layer's credit */
 };
 
 struct wst_plan {

@@ -398,6 +398,8 @@ static wst_status_t check_control(const Wst__Control *pb, char *err,
         return check_error(pb->error, err, errlen);
     case WST__CONTROL__MSG_HEARTBEAT:
         return WST_OK;
+    case WST__CONTROL__MSG_CREDIT:
+        return check_version(pb->credit->version, "credit", err, errlen);
     default:
         set_err(err, errlen, "control: no message set");
         return WST_ERR_PROTOCOL;
@@ -479,6 +481,7 @@ static void convert_plan_item(const Wst__PlanItem *it, uint32_t sender,
     out->dst_offset = it->dst_offset;
     out->length = it->length;
     out->layer = it->layer;
+    out->staged = it->staged ? 1 : 0;
 }
 
 /* On failure the caller releases what was already attached to 'out'. */
@@ -545,6 +548,10 @@ static void convert_small(const Wst__Control *pb, struct wst_msg *msg)
         break;
     case WST__CONTROL__MSG_HEARTBEAT:
         msg->u.heartbeat.seq = pb->heartbeat->seq;
+        break;
+    case WST__CONTROL__MSG_CREDIT:
+        msg->u.credit.version = pb->credit->version;
+        msg->u.credit.layer = pb->credit->layer;
         break;
     default:
         break;
@@ -652,6 +659,7 @@ struct pb_build {
     Wst__Commit commit;
     Wst__Error error;
     Wst__Heartbeat heartbeat;
+    Wst__Credit credit;
     Wst__HaveEntry *entries;
     Wst__HaveEntry **entry_ptrs;
     Wst__PlanItem *items;
@@ -727,6 +735,8 @@ static int precheck(const struct wst_msg *msg)
     case WST_MSG_COMMIT:
     case WST_MSG_HEARTBEAT:
         return 1;
+    case WST_MSG_CREDIT:
+        return msg->u.credit.version >= 1;
     }
     return 0;
 }
@@ -813,6 +823,7 @@ static void build_plan_item(const struct wst_plan_item *it, Wst__PlanItem *m)
     m->dst_offset = it->dst_offset;
     m->length = it->length;
     m->layer = it->layer;
+    m->staged = it->staged != 0;
 }
 
 static wst_status_t build_plan_arrays(const struct wst_plan_msg *p,
@@ -855,7 +866,8 @@ static wst_status_t build_plan(const struct wst_plan_msg *p, struct pb_build *b)
     return build_plan_arrays(p, b);
 }
 
-/* Begin, layer_done, commit, error and heartbeat: no arrays to build. */
+/* Begin, layer_done, commit, error, heartbeat and credit: no arrays to
+ * build. */
 static void build_small(const struct wst_msg *msg, struct pb_build *b)
 {
     switch (msg->type) {
@@ -885,6 +897,12 @@ static void build_small(const struct wst_msg *msg, struct pb_build *b)
         b->error.status = msg->u.error.status;
         b->error.message = (char *)msg->u.error.message;
         b->ctl.error = &b->error;
+        break;
+    case WST_MSG_CREDIT:
+        wst__credit__init(&b->credit);
+        b->credit.version = msg->u.credit.version;
+        b->credit.layer = msg->u.credit.layer;
+        b->ctl.credit = &b->credit;
         break;
     default:
         wst__heartbeat__init(&b->heartbeat);
@@ -1095,6 +1113,8 @@ const char *wst_msg_type_name(enum wst_msg_type type)
         return "error";
     case WST_MSG_HEARTBEAT:
         return "heartbeat";
+    case WST_MSG_CREDIT:
+        return "credit";
     }
     return "unknown";
 }

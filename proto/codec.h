@@ -41,6 +41,7 @@ enum wst_msg_type {
     WST_MSG_COMMIT = 7,
     WST_MSG_ERROR = 8,
     WST_MSG_HEARTBEAT = 9,
+    WST_MSG_CREDIT = 10,
 };
 
 enum wst_role {
@@ -122,6 +123,11 @@ struct wst_error_msg {
     char message[WST_ERROR_MSG_MAX];
 };
 
+struct wst_credit {
+    uint64_t version; /* >= 1 */
+    uint32_t layer;   /* < the plan's n_layers: the receiver checks */
+};
+
 struct wst_heartbeat {
     uint64_t seq;
 };
@@ -138,6 +144,7 @@ struct wst_msg {
         struct wst_commit commit;
         struct wst_error_msg error;
         struct wst_heartbeat heartbeat;
+        struct wst_credit credit;
     } u;
 };
 

@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "clock.h"
 #include "config.h"
 #include "engine_socket.h"
@@ -40,6 +42,7 @@ struct agent_settings {
     double heartbeat;
     double peer_timeout;
     int mover;
+    uint64_t staging_slots;
     int verify;
     int log_level;
 };
@@ -76,6 +79,10 @@ static const struct wst_config_entry agent_config[] = {
     {"mover", WST_CONFIG_ENUM, "auto",
      "auto: senders put where their lane does real RMA; am: never",
      offsetof(struct agent_settings, mover), mover_choices},
+    {"staging-slots", WST_CONFIG_UINT, "2",
+     "MoE layers staged at once (1..64): staging memory is this many "
+     "layers' local experts",
+     offsetof(struct agent_settings, staging_slots), NULL},
     {"verify", WST_CONFIG_BOOL, "yes", "check every layer's digest",
      offsetof(struct agent_settings, verify), NULL},
     {"log-level", WST_CONFIG_ENUM, "info", "error, warn, info, debug, trace",
@@ -111,42 +118,63 @@ static int write_file_atomic(const char *path, const char *text)
     return rename(tmp, path);
 }
 
+/* The state, and the last refit's per-layer timeline (seconds from the
+ * engine's begin acknowledgement), as one JSON object. */
 static void write_status(struct agent *a)
 {
     struct wst_receiver_state st;
-    char text[1536], reason[600];
-    size_t j = 0;
+    struct json_object *o, *layers;
+    struct wst_layer_times *times = NULL;
+    uint32_t n;
 
     if (a->set.status_file[0] == '\0' || a->receiver == NULL)
         return;
     wst_receiver_get_state(a->receiver, &st);
-    /* JSON-escape the reason: it quotes peer names and tensor names. */
-    for (const char *c = st.reason; *c && j + 7 < sizeof(reason); c++) {
-        if (*c == '"' || *c == '\\')
-            reason[j++] = '\\';
-        if ((unsigned char)*c < 0x20) {
-            j += (size_t)snprintf(reason + j, sizeof(reason) - j, "\\u%04x",
-                                  (unsigned char)*c);
-            continue;
-        }
-        reason[j++] = *c;
+    n = wst_receiver_get_timeline(a->receiver, NULL, 0);
+    if (n != 0 && (times = calloc(n, sizeof(*times))) != NULL)
+        n = wst_receiver_get_timeline(a->receiver, times, n);
+    o = json_object_new_object();
+    layers = json_object_new_array();
+    json_object_object_add(o, "committed_version",
+                           json_object_new_uint64(st.committed_version));
+    json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
+    json_object_object_add(o, "refits_ok",
+                           json_object_new_uint64(st.refits_ok));
+    json_object_object_add(o, "refits_failed",
+                           json_object_new_uint64(st.refits_failed));
+    json_object_object_add(o, "last_refit_bytes",
+                           json_object_new_uint64(st.last_refit_bytes));
+    json_object_object_add(o, "last_refit_seconds",
+                           json_object_new_double(st.last_refit_seconds));
+    json_object_object_add(o, "plan_seconds",
+                           json_object_new_double(st.plan_seconds));
+    json_object_object_add(o, "register_seconds",
+                           json_object_new_double(a->register_s));
+    json_object_object_add(o, "time_ns", json_object_new_uint64(wst_now_ns()));
+    json_object_object_add(o, "reason", json_object_new_string(st.reason));
+    for (uint32_t i = 0; times != NULL && i < n; i++) {
+        struct json_object *l = json_object_new_object();
+        json_object_object_add(l, "layer", json_object_new_int64(i));
+        json_object_object_add(l, "received",
+                               json_object_new_double(times[i].received));
+        json_object_object_add(l, "repacked",
+                               json_object_new_double(times[i].repacked));
+        json_object_object_add(l, "finalized",
+                               json_object_new_double(times[i].finalized));
+        json_object_object_add(l, "repack_seconds",
+                               json_object_new_double(times[i].repack_seconds));
+        json_object_object_add(
+            l, "finalize_seconds",
+            json_object_new_double(times[i].finalize_seconds));
+        json_object_array_add(layers, l);
     }
-    reason[j] = '\0';
-    snprintf(text, sizeof(text),
-             "{\"committed_version\": %llu, \"usable\": %s, "
-             "\"refits_ok\": %llu, \"refits_failed\": %llu, "
-             "\"last_refit_bytes\": %llu, \"last_refit_seconds\": %.6f, "
-             "\"plan_seconds\": %.6f, \"register_seconds\": %.6f, "
-             "\"time_ns\": %llu, \"reason\": \"%s\"}\n",
-             (unsigned long long)st.committed_version,
-             st.usable ? "true" : "false", (unsigned long long)st.refits_ok,
-             (unsigned long long)st.refits_failed,
-             (unsigned long long)st.last_refit_bytes, st.last_refit_seconds,
-             st.plan_seconds, a->register_s, (unsigned long long)wst_now_ns(),
-             reason);
+    json_object_object_add(o, "layers", layers);
+    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
     if (write_file_atomic(a->set.status_file, text) != 0)
         WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
                  strerror(errno));
+    json_object_put(o);
+    free(times);
 }
 
 /* Daemon-mode engine hooks: with --engine-socket each event goes to the
@@ -289,6 +317,30 @@ static wst_status_t add_layout(struct agent *a)
         if (st != WST_OK)
             return st;
     }
+    for (size_t i = 0; i < l->n_experts; i++) {
+        const struct wst_layout_experts *x = &l->experts[i];
+        struct wst_expert_layer e = {
+            .layer = x->layer,
+            .loader = x->loader,
+            .dtype = x->dtype,
+            .n_experts = x->n_experts,
+            .ep_rank = x->ep_rank,
+            .ep_size = x->ep_size,
+            .hidden = x->hidden,
+            .inter = x->inter,
+            .expert_ids = x->expert_ids,
+            .n_expert_ids = x->n_expert_ids,
+            .inter_tp_rank = x->inter_tp_rank,
+            .inter_tp_size = x->inter_tp_size,
+            .w13_region = x->w13_region,
+            .w13_offset = x->w13_offset,
+            .w2_region = x->w2_region,
+            .w2_offset = x->w2_offset,
+        };
+        st = wst_receiver_add_expert_layer(a->receiver, &e);
+        if (st != WST_OK)
+            return st;
+    }
     return WST_OK;
 }
 
@@ -320,6 +372,11 @@ static wst_status_t agent_start(struct agent *a)
                   a->set.listen);
         return WST_ERR_CONFIG;
     }
+    if (a->set.staging_slots < 1 || a->set.staging_slots > 64) {
+        WST_ERROR(&a->log, "--staging-slots: %llu is not in 1..64",
+                  (unsigned long long)a->set.staging_slots);
+        return WST_ERR_CONFIG;
+    }
     st = wst_layout_load(a->set.layout, &a->layout, err, sizeof(err));
     if (st != WST_OK) {
         WST_ERROR(&a->log, "layout %s: %s", a->set.layout, err);
@@ -338,7 +395,8 @@ static wst_status_t agent_start(struct agent *a)
         .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
                       WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
                       WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
-                      WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT,
+                      WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
+                      WST_RECEIVER_PARAM_STAGING_SLOTS,
         .rank = a->layout.rank,
         .listen_host = host,
         .listen_port = port,
@@ -347,6 +405,7 @@ static wst_status_t agent_start(struct agent *a)
         .verify = a->set.verify,
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
+        .staging_slots = (uint32_t)a->set.staging_slots,
         .log_level = a->set.log_level,
         .log_name = a->log.name,
         .hooks = {.arg = a,

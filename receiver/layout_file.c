@@ -2,8 +2,10 @@
  *
  * Parsing fills a private struct wst_layout and moves it into the caller's
  * only once everything has been checked, so a refused file changes nothing.
- * Checks that would be quadratic (duplicate names, name lookup, overlap)
- * run on sorted index arrays: files hold up to 2^20 entries.
+ * Checks that would be quadratic (duplicate names and layers, name lookup,
+ * overlap) run on sorted index arrays: files hold up to 2^20 entries. The
+ * rules of an "experts" entry are shared with save, which must refuse what
+ * the parser would.
  */
 #include "layout_file.h"
 
@@ -82,10 +84,11 @@ static wst_status_t get_u64(struct parse_ctx *c, struct json_object *obj,
     return read_u64(c, v, where, key, out);
 }
 
-/* Copies string field 'key' into 'dst' (WST_NAME_MAX bytes): non-empty,
- * no embedded NUL, fits with its terminator. */
-static wst_status_t get_name(struct parse_ctx *c, struct json_object *obj,
-                             const char *where, const char *key, char *dst)
+/* Copies string field 'key' into 'dst' ('size' bytes): non-empty, no
+ * embedded NUL, fits with its terminator. */
+static wst_status_t get_string(struct parse_ctx *c, struct json_object *obj,
+                               const char *where, const char *key, char *dst,
+                               size_t size)
 {
     struct json_object *v;
     const char *s;
@@ -98,12 +101,37 @@ static wst_status_t get_name(struct parse_ctx *c, struct json_object *obj,
                     where, key);
     s = json_object_get_string(v);
     len = json_object_get_string_len(v);
-    if (len <= 0 || (size_t)len >= WST_NAME_MAX || strlen(s) != (size_t)len)
+    if (len <= 0 || (size_t)len >= size || strlen(s) != (size_t)len)
         return fail(c, WST_ERR_CONFIG,
                     "%s: field \"%s\" must be a non-empty string shorter than "
-                    "%d bytes without NUL",
-                    where, key, WST_NAME_MAX);
+                    "%zu bytes without NUL",
+                    where, key, size);
     memcpy(dst, s, (size_t)len + 1);
+    return WST_OK;
+}
+
+/* get_string into a WST_NAME_MAX buffer: tensor, region and dtype names. */
+static wst_status_t get_name(struct parse_ctx *c, struct json_object *obj,
+                             const char *where, const char *key, char *dst)
+{
+    return get_string(c, obj, where, key, dst, WST_NAME_MAX);
+}
+
+/* get_u64 for a 32-bit field: the value must also fit in uint32_t. */
+static wst_status_t get_u32(struct parse_ctx *c, struct json_object *obj,
+                            const char *where, const char *key, int required,
+                            uint32_t *out)
+{
+    uint64_t x = *out;
+    wst_status_t status;
+
+    status = get_u64(c, obj, where, key, required, &x);
+    if (status != WST_OK)
+        return status;
+    if (x > UINT32_MAX)
+        return fail(c, WST_ERR_CONFIG, "%s: field \"%s\" is too large", where,
+                    key);
+    *out = (uint32_t)x;
     return WST_OK;
 }
 
@@ -451,6 +479,327 @@ static wst_status_t parse_wants(struct parse_ctx *c, struct json_object *arr,
     return status;
 }
 
+/* ---- experts ------------------------------------------------------------ */
+
+/* The semantic rules of an "experts" entry live in check_* helpers that take
+ * the status to fail with: the parser calls them with WST_ERR_CONFIG and
+ * save with WST_ERR_INVALID, so save refuses exactly what load would. */
+
+/* "expert_ids" must hold one id per local expert: experts/ep_size of them.
+ * Needs ep_size != 0 (check_experts runs first). */
+static wst_status_t check_ids_count(struct parse_ctx *c, wst_status_t bad,
+                                    const char *where,
+                                    const struct wst_layout_experts *e,
+                                    size_t n)
+{
+    if (e->n_experts % e->ep_size != 0)
+        return fail(c, bad,
+                    "%s: \"expert_ids\" needs ep_size %u to divide experts %u",
+                    where, e->ep_size, e->n_experts);
+    if (n != e->n_experts / e->ep_size)
+        return fail(c, bad,
+                    "%s: field \"expert_ids\" has %zu entries, expected "
+                    "experts/ep_size = %u",
+                    where, n, e->n_experts / e->ep_size);
+    return WST_OK;
+}
+
+/* 'id' is 64-bit so the parser can name a value that fits no uint32_t. */
+static wst_status_t check_id(struct parse_ctx *c, wst_status_t bad,
+                             const char *where,
+                             const struct wst_layout_experts *e, uint32_t i,
+                             uint64_t id)
+{
+    if (id >= e->n_experts)
+        return fail(c, bad, "%s: expert_ids[%u] = %llu is not < experts %u",
+                    where, i, (unsigned long long)id, e->n_experts);
+    return WST_OK;
+}
+
+/* A live buffer must start inside its region; whether the whole tensor fits
+ * depends on the loader's layout and is the receiver's check. */
+static wst_status_t check_part(struct parse_ctx *c, wst_status_t bad,
+                               const char *where, const char *key,
+                               uint32_t region, uint64_t offset,
+                               const struct wst_layout_region *regions,
+                               size_t n_regions)
+{
+    if (region >= n_regions)
+        return fail(c, bad, "%s %s: region index %u out of range (%zu regions)",
+                    where, key, region, n_regions);
+    if (offset > regions[region].bytes)
+        return fail(c, bad,
+                    "%s %s: offset %llu is past the end of region \"%s\" "
+                    "(%llu bytes)",
+                    where, key, (unsigned long long)offset,
+                    regions[region].name,
+                    (unsigned long long)regions[region].bytes);
+    return WST_OK;
+}
+
+/* Everything about one entry except duplicate layers (check_layers). The
+ * loader, dtype and id-pointer checks only fire on save: the parser cannot
+ * produce those values. */
+static wst_status_t check_experts(struct parse_ctx *c, wst_status_t bad,
+                                  const char *where,
+                                  const struct wst_layout_region *regions,
+                                  size_t n_regions,
+                                  const struct wst_layout_experts *e)
+{
+    const char *zero = e->n_experts == 0 ? "experts"
+                       : e->ep_size == 0 ? "ep_size"
+                       : e->hidden == 0  ? "hidden"
+                       : e->inter == 0   ? "inter"
+                                         : NULL;
+    wst_status_t status;
+    uint32_t i;
+
+    if (e->loader[0] == '\0' || !memchr(e->loader, '\0', sizeof(e->loader)))
+        return fail(c, bad, "%s: loader name must be 1..%d bytes", where,
+                    WST_LAYOUT_LOADER_MAX - 1);
+    if (wst_dtype_size(e->dtype) == 0)
+        return fail(c, bad, "%s: unknown dtype %d", where, (int)e->dtype);
+    if (zero != NULL)
+        return fail(c, bad, "%s: field \"%s\" is 0", where, zero);
+    if (e->ep_rank >= e->ep_size)
+        return fail(c, bad, "%s: ep_rank %u must be < ep_size %u", where,
+                    e->ep_rank, e->ep_size);
+    /* size 0 stands for "no inter_tp", so a rank without it is unsavable */
+    if (e->inter_tp_rank >= e->inter_tp_size &&
+        (e->inter_tp_size != 0 || e->inter_tp_rank != 0))
+        return fail(c, bad, "%s: inter_tp rank %u must be < size %u", where,
+                    e->inter_tp_rank, e->inter_tp_size);
+    status = check_part(c, bad, where, "w13", e->w13_region, e->w13_offset,
+                        regions, n_regions);
+    if (status == WST_OK)
+        status = check_part(c, bad, where, "w2", e->w2_region, e->w2_offset,
+                            regions, n_regions);
+    if (status != WST_OK)
+        return status;
+    if ((e->expert_ids == NULL) != (e->n_expert_ids == 0))
+        return fail(c, bad, "%s: expert_ids is %s but n_expert_ids is %u",
+                    where, e->expert_ids == NULL ? "NULL" : "set",
+                    e->n_expert_ids);
+    if (e->expert_ids == NULL)
+        return WST_OK;
+    status = check_ids_count(c, bad, where, e, e->n_expert_ids);
+    for (i = 0; status == WST_OK && i < e->n_expert_ids; i++)
+        status = check_id(c, bad, where, e, i, e->expert_ids[i]);
+    return status;
+}
+
+/* qsort_r comparator over indices into the experts array 'arg': by layer,
+ * then by index, so the first of a run of equal layers is the earliest. */
+static int cmp_experts_layer(const void *a, const void *b, void *arg)
+{
+    const struct wst_layout_experts *x = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+
+    if (x[i].layer != x[j].layer)
+        return x[i].layer < x[j].layer ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* At most one entry per layer, checked on a sorted index (2^20 entries). */
+static wst_status_t check_layers(struct parse_ctx *c, wst_status_t bad,
+                                 const struct wst_layout_experts *x, size_t n)
+{
+    size_t *idx, i;
+    wst_status_t status = WST_OK;
+
+    if (n < 2)
+        return WST_OK;
+    idx = malloc(n * sizeof(*idx));
+    if (idx == NULL)
+        return fail(c, WST_ERR_NO_MEMORY, "out of memory");
+    for (i = 0; i < n; i++)
+        idx[i] = i;
+    qsort_r(idx, n, sizeof(*idx), cmp_experts_layer, (void *)x);
+    for (i = 1; i < n; i++) {
+        if (x[idx[i - 1]].layer == x[idx[i]].layer) {
+            status = fail(c, bad,
+                          "experts[%zu]: duplicate layer %u (first in "
+                          "experts[%zu])",
+                          idx[i], x[idx[i]].layer, idx[i - 1]);
+            break;
+        }
+    }
+    free(idx);
+    return status;
+}
+
+/* "w13" / "w2": {"region": name, "offset": bytes}, the region resolved to
+ * its index. */
+static wst_status_t parse_part(struct parse_ctx *c, struct json_object *o,
+                               const char *where, const char *key,
+                               const struct wst_layout *l,
+                               const size_t *by_name, uint32_t *region_p,
+                               uint64_t *offset_p)
+{
+    struct json_object *p;
+    char pwhere[96], name[WST_NAME_MAX];
+    size_t idx;
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(o, key, &p))
+        return fail(c, WST_ERR_CONFIG, "%s: missing field \"%s\"", where, key);
+    if (!json_object_is_type(p, json_type_object))
+        return fail(c, WST_ERR_CONFIG,
+                    "%s: field \"%s\" must be an object {\"region\": name, "
+                    "\"offset\": bytes}",
+                    where, key);
+    snprintf(pwhere, sizeof(pwhere), "%s %s", where, key);
+    status = get_name(c, p, pwhere, "region", name);
+    if (status == WST_OK)
+        status = get_u64(c, p, pwhere, "offset", 1, offset_p);
+    if (status != WST_OK)
+        return status;
+    idx = find_region(l->regions, by_name, l->n_regions, name);
+    if (idx == SIZE_MAX)
+        return fail(c, WST_ERR_CONFIG, "%s: unknown region \"%s\"", pwhere,
+                    name);
+    *region_p = (uint32_t)idx;
+    return WST_OK;
+}
+
+/* The optional "inter_tp": {"rank": r, "size": n}. Size 0 is refused here
+ * because in the struct it means "absent"; rank < size is check_experts'. */
+static wst_status_t parse_inter_tp(struct parse_ctx *c, struct json_object *o,
+                                   const char *where,
+                                   struct wst_layout_experts *e)
+{
+    struct json_object *t;
+    char twhere[96];
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(o, "inter_tp", &t))
+        return WST_OK;
+    snprintf(twhere, sizeof(twhere), "%s inter_tp", where);
+    if (!json_object_is_type(t, json_type_object))
+        return fail(c, WST_ERR_CONFIG,
+                    "%s: must be an object {\"rank\": r, \"size\": n}", twhere);
+    status = get_u32(c, t, twhere, "rank", 1, &e->inter_tp_rank);
+    if (status == WST_OK)
+        status = get_u32(c, t, twhere, "size", 1, &e->inter_tp_size);
+    if (status == WST_OK && e->inter_tp_size == 0)
+        status = fail(c, WST_ERR_CONFIG, "%s: size must be >= 1", twhere);
+    return status;
+}
+
+/* The optional "expert_ids". Its length is checked before allocating, and
+ * the array goes into 'e' at once so that wst_layout_release frees it
+ * whatever fails later. */
+static wst_status_t parse_expert_ids(struct parse_ctx *c, struct json_object *o,
+                                     const char *where,
+                                     struct wst_layout_experts *e)
+{
+    struct json_object *arr, *v;
+    char field[32];
+    size_t n;
+    uint32_t i;
+    uint64_t x = 0;
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(o, "expert_ids", &v))
+        return WST_OK;
+    status = get_array(c, o, where, "expert_ids", UINT32_MAX, &arr, &n);
+    if (status == WST_OK)
+        status = check_ids_count(c, WST_ERR_CONFIG, where, e, n);
+    if (status != WST_OK)
+        return status;
+    e->expert_ids = malloc(n * sizeof(*e->expert_ids));
+    if (e->expert_ids == NULL)
+        return fail(c, WST_ERR_NO_MEMORY, "out of memory");
+    e->n_expert_ids = (uint32_t)n;
+    for (i = 0; status == WST_OK && i < n; i++) {
+        snprintf(field, sizeof(field), "expert_ids[%u]", i);
+        status =
+            read_u64(c, json_object_array_get_idx(arr, i), where, field, &x);
+        if (status == WST_OK)
+            status = check_id(c, WST_ERR_CONFIG, where, e, i, x);
+        if (status == WST_OK)
+            e->expert_ids[i] = (uint32_t)x; /* < n_experts, so it fits */
+    }
+    return status;
+}
+
+static wst_status_t parse_experts_entry(struct parse_ctx *c,
+                                        struct json_object *o, size_t i,
+                                        const struct wst_layout *l,
+                                        const size_t *by_name,
+                                        struct wst_layout_experts *e)
+{
+    char where[64], dtype[WST_NAME_MAX];
+    wst_status_t status;
+
+    snprintf(where, sizeof(where), "experts[%zu]", i);
+    if (!json_object_is_type(o, json_type_object))
+        return fail(c, WST_ERR_CONFIG, "%s: must be an object", where);
+    status = get_u32(c, o, where, "layer", 1, &e->layer);
+    if (status != WST_OK)
+        return status;
+    /* from here on, messages name the layer too */
+    snprintf(where, sizeof(where), "experts[%zu] (layer %u)", i, e->layer);
+    status = get_string(c, o, where, "loader", e->loader, sizeof(e->loader));
+    if (status == WST_OK)
+        status = get_name(c, o, where, "dtype", dtype);
+    if (status == WST_OK)
+        status = get_u32(c, o, where, "experts", 1, &e->n_experts);
+    if (status == WST_OK)
+        status = get_u32(c, o, where, "ep_rank", 1, &e->ep_rank);
+    if (status == WST_OK)
+        status = get_u32(c, o, where, "ep_size", 1, &e->ep_size);
+    if (status == WST_OK)
+        status = get_u32(c, o, where, "hidden", 1, &e->hidden);
+    if (status == WST_OK)
+        status = get_u32(c, o, where, "inter", 1, &e->inter);
+    if (status == WST_OK)
+        status = parse_part(c, o, where, "w13", l, by_name, &e->w13_region,
+                            &e->w13_offset);
+    if (status == WST_OK)
+        status = parse_part(c, o, where, "w2", l, by_name, &e->w2_region,
+                            &e->w2_offset);
+    if (status == WST_OK)
+        status = parse_inter_tp(c, o, where, e);
+    if (status != WST_OK)
+        return status;
+    e->dtype = wst_dtype_parse(dtype);
+    if (e->dtype == WST_DTYPE_INVALID)
+        return fail(c, WST_ERR_CONFIG, "%s: unknown dtype \"%s\"", where,
+                    dtype);
+    status =
+        check_experts(c, WST_ERR_CONFIG, where, l->regions, l->n_regions, e);
+    if (status == WST_OK)
+        status = parse_expert_ids(c, o, where, e);
+    return status;
+}
+
+/* The optional top-level "experts". An absent or empty array leaves
+ * l->experts NULL. */
+static wst_status_t parse_experts(struct parse_ctx *c, struct json_object *root,
+                                  struct wst_layout *l, const size_t *by_name)
+{
+    struct json_object *arr;
+    size_t n = 0, i;
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(root, "experts", &arr))
+        return WST_OK;
+    status = get_array(c, root, "layout", "experts", WST_LAYOUT_MAX, &arr, &n);
+    if (status != WST_OK || n == 0)
+        return status;
+    l->experts = calloc(n, sizeof(*l->experts));
+    if (l->experts == NULL)
+        return fail(c, WST_ERR_NO_MEMORY, "out of memory");
+    l->n_experts = n;
+    for (i = 0; i < n && status == WST_OK; i++)
+        status = parse_experts_entry(c, json_object_array_get_idx(arr, i), i, l,
+                                     by_name, &l->experts[i]);
+    if (status == WST_OK)
+        status = check_layers(c, WST_ERR_CONFIG, l->experts, n);
+    return status;
+}
+
 /* ---- top level ---------------------------------------------------------- */
 
 static wst_status_t parse_header(struct parse_ctx *c, struct json_object *root,
@@ -517,6 +866,8 @@ static wst_status_t parse_root(struct parse_ctx *c, struct json_object *root,
         status = check_regions(c, l, by_name);
     if (status == WST_OK)
         status = parse_wants(c, wants, l, by_name);
+    if (status == WST_OK)
+        status = parse_experts(c, root, l, by_name);
 out_free_index:
     free(by_name);
     return status;
@@ -676,6 +1027,126 @@ static int add_expert(struct json_object *o, const struct wst_want_expert *e)
     return json_object_object_add(o, "expert", x);
 }
 
+/* The parser's own rules, failing with WST_ERR_INVALID. Runs after the
+ * regions are checked, so region bytes (and offsets <= them) are below
+ * INT64_MAX. */
+/* Adds {"rank": r, "size": n} under "inter_tp"; nonzero on failure. */
+static int add_inter_tp(struct json_object *o,
+                        const struct wst_layout_experts *e)
+{
+    struct json_object *x = json_object_new_object();
+
+    if (x == NULL)
+        return 1;
+    if (add_u64(x, "rank", e->inter_tp_rank) ||
+        add_u64(x, "size", e->inter_tp_size)) {
+        json_object_put(x);
+        return 1;
+    }
+    return json_object_object_add(o, "inter_tp", x);
+}
+
+/* Adds {"region": name, "offset": bytes} under 'key'; nonzero on failure. */
+static int add_part(struct json_object *o, const char *key, const char *region,
+                    uint64_t offset)
+{
+    struct json_object *x = json_object_new_object();
+
+    if (x == NULL)
+        return 1;
+    if (add_str(x, "region", region) || add_u64(x, "offset", offset)) {
+        json_object_put(x);
+        return 1;
+    }
+    return json_object_object_add(o, key, x);
+}
+
+/* Adds the uint32 array "expert_ids"; nonzero on failure. */
+static int add_ids(struct json_object *o, const uint32_t *ids, uint32_t n)
+{
+    struct json_object *a =
+        json_object_new_array_ext(n > INT_MAX ? INT_MAX : (int)n);
+    uint32_t i;
+
+    if (a == NULL)
+        return 1;
+    for (i = 0; i < n; i++) {
+        if (json_object_array_add(a, json_object_new_int64(ids[i]))) {
+            json_object_put(a);
+            return 1;
+        }
+    }
+    return json_object_object_add(o, "expert_ids", a);
+}
+
+static int add_experts_entry(struct json_object *arr,
+                             const struct wst_layout *l,
+                             const struct wst_layout_experts *e)
+{
+    struct json_object *o = json_object_new_object();
+
+    if (o == NULL)
+        return 1;
+    if (json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return 1;
+    }
+    /* 'o' belongs to 'arr' now; on failure the caller frees the root */
+    return add_u64(o, "layer", e->layer) || add_str(o, "loader", e->loader) ||
+           add_str(o, "dtype", wst_dtype_name(e->dtype)) ||
+           add_u64(o, "experts", e->n_experts) ||
+           add_u64(o, "ep_rank", e->ep_rank) ||
+           add_u64(o, "ep_size", e->ep_size) ||
+           add_u64(o, "hidden", e->hidden) || add_u64(o, "inter", e->inter) ||
+           (e->n_expert_ids > 0 &&
+            add_ids(o, e->expert_ids, e->n_expert_ids)) ||
+           (e->inter_tp_size != 0 && add_inter_tp(o, e)) ||
+           add_part(o, "w13", l->regions[e->w13_region].name, e->w13_offset) ||
+           add_part(o, "w2", l->regions[e->w2_region].name, e->w2_offset);
+}
+
+/* Adds the "experts" array (only called when there are entries, so files
+ * without MoE layers look as before); nonzero on failure. */
+static int add_experts(struct json_object *root, const struct wst_layout *l)
+{
+    struct json_object *arr = json_object_new_array_ext((int)l->n_experts);
+    size_t i;
+
+    if (arr == NULL)
+        return 1;
+    if (json_object_object_add(root, "experts", arr)) {
+        json_object_put(arr);
+        return 1;
+    }
+    for (i = 0; i < l->n_experts; i++) {
+        if (add_experts_entry(arr, l, &l->experts[i]))
+            return 1;
+    }
+    return 0;
+}
+
+static wst_status_t save_check_experts(struct parse_ctx *c,
+                                       const struct wst_layout *l)
+{
+    char where[64];
+    size_t i;
+    wst_status_t status;
+
+    if (l->n_experts > WST_LAYOUT_MAX)
+        return fail(c, WST_ERR_INVALID,
+                    "layout: %zu experts entries, at most %zu allowed",
+                    l->n_experts, WST_LAYOUT_MAX);
+    for (i = 0; i < l->n_experts; i++) {
+        snprintf(where, sizeof(where), "experts[%zu] (layer %u)", i,
+                 l->experts[i].layer);
+        status = check_experts(c, WST_ERR_INVALID, where, l->regions,
+                               l->n_regions, &l->experts[i]);
+        if (status != WST_OK)
+            return status;
+    }
+    return check_layers(c, WST_ERR_INVALID, l->experts, l->n_experts);
+}
+
 static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
 {
     size_t i;
@@ -710,7 +1181,7 @@ static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
                         i, w->expert.grouped, w->expert.ep_rank,
                         w->expert.ep_size);
     }
-    return WST_OK;
+    return save_check_experts(c, l);
 }
 
 static struct json_object *build_json(const struct wst_layout *l)
@@ -751,6 +1222,8 @@ static struct json_object *build_json(const struct wst_layout *l)
         if (!bad && w->expert.grouped)
             bad = add_expert(o, &w->expert);
     }
+    if (!bad && l->n_experts > 0)
+        bad = add_experts(root, l);
     if (bad) {
         json_object_put(root);
         return NULL;
@@ -811,7 +1284,8 @@ wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
     wst_status_t status;
 
     if (path == NULL || l == NULL || (l->n_regions > 0 && l->regions == NULL) ||
-        (l->n_wants > 0 && l->wants == NULL))
+        (l->n_wants > 0 && l->wants == NULL) ||
+        (l->n_experts > 0 && l->experts == NULL))
         return fail(&c, WST_ERR_INVALID, "layout: NULL argument");
     status = save_check(&c, l);
     if (status != WST_OK)
@@ -831,8 +1305,14 @@ wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
 
 void wst_layout_release(struct wst_layout *l)
 {
+    size_t i;
+
     if (l == NULL)
         return;
+    /* a parse that failed part-way leaves later entries zeroed (NULL ids) */
+    for (i = 0; l->experts != NULL && i < l->n_experts; i++)
+        free(l->experts[i].expert_ids);
+    free(l->experts);
     free(l->regions);
     free(l->wants);
     memset(l, 0, sizeof(*l));

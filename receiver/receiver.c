@@ -15,6 +15,15 @@
  *   per layer: every sender verified → layer_finalized hook → final
  *   every layer final → committed hook → COMMIT(V) to every sender → IDLE
  *
+ * Each layer goes idle → receiving → complete (every sender's bytes in and
+ * verified) → repacked (MoE layers: staged experts replayed into live
+ * memory on the repack thread) → final (finalize hook returned). Routed
+ * experts land in staging (experts.h): MoE layer k uses slot k mod S, and
+ * the senders of its staged bytes get CREDIT(V, layer) only once that slot
+ * is free, that is when MoE layer k - S has been repacked; the first S
+ * credits go out with the begin acknowledgement. Transfers of later layers
+ * go on while earlier ones are repacked and finalized.
+ *
  * Any failure after the begin hook acknowledged (peer lost, stall past the
  * deadline, byte count or digest mismatch, bad data message, hook error)
  * fails the refit closed: unusable, with the reason, reported to the
@@ -38,6 +47,7 @@
 #include "codec.h"
 #include "digest.h"
 #include "dtype.h"
+#include "experts.h"
 #include "jobq.h"
 #include "log.h"
 #include "manifest.h"
@@ -111,6 +121,9 @@ struct wst_receiver {
     struct wst_want *wants;
     size_t n_wants;
     struct wst_region_desc *region_descs;
+    struct wst_moe moe;      /* MoE layers, staging pool, loaders */
+    uint32_t staging_region; /* valid when moe.staging != NULL */
+    wst_jobq_t *repacker;    /* runs wst_moe_replay, off the progress thread */
 
     /* progress-thread state */
     uint32_t world_size;   /* senders; 0 until the first hello */
@@ -120,6 +133,8 @@ struct wst_receiver {
     uint64_t plan_key;
     int have_plan_key;
     size_t *layer_index; /* [n_senders * (n_layers + 1)] item bounds */
+    uint8_t *staged_cells; /* [n_senders * n_layers]: has staged items */
+    const struct wst_moe_layer **layer_moe; /* [n_layers]; NULL: dense */
 
     enum refit_state refit;
     uint64_t version;
@@ -128,12 +143,17 @@ struct wst_receiver {
     uint64_t last_progress_ns;
     uint32_t *layer_verified; /* [n_layers] senders verified */
     uint32_t layers_final;
+    uint64_t ack_ns;      /* begin acknowledged: the timeline's zero */
+    uint32_t credit_next; /* MoE ordinals [0, credit_next) have credit */
+    uint8_t *moe_repacked; /* [moe.n_layers] in this refit */
     int polling; /* holds the worker busy while a refit runs */
 
     /* what API threads read: under lock */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct wst_receiver_state state;
+    struct wst_layer_times *times; /* [n_times] of the current refit */
+    uint32_t n_times;
 };
 
 static void refit_fail(struct wst_receiver *r, wst_status_t status,
@@ -275,6 +295,7 @@ struct job {
     uint32_t rank;
     uint32_t layer;
     uint64_t digest; /* expected */
+    double seconds;  /* repack or finalize, measured where it ran */
     wst_status_t status;
     char reason[WST_ERROR_MSG_MAX];
 };
@@ -300,6 +321,7 @@ static void queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j)
 }
 
 static void verify_done(void *arg);
+static void repack_done(void *arg);
 static void finalize_done(void *arg);
 static void commit_done(void *arg);
 static void begin_done(void *arg);
@@ -350,10 +372,36 @@ static void job_skip_verify(void *arg)
     wst_worker_post(j->r->worker, verify_done, j);
 }
 
+/* On the repack thread: the layer is complete and verified, and its slot
+ * is not reused before repack_done grants its next credit. */
+static void job_repack(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+    const struct wst_moe_layer *ml = r->layer_moe[j->layer];
+    void **data = malloc(r->n_regions * sizeof(*data));
+    double t0 = wst_now_s();
+
+    if (data == NULL) {
+        j->status = WST_ERR_NO_MEMORY;
+        snprintf(j->reason, sizeof(j->reason), "no memory to repack layer %u",
+                 j->layer);
+    } else {
+        for (size_t i = 0; i < r->n_regions; i++)
+            data[i] = r->regions[i].data;
+        j->status = wst_moe_replay(&r->moe, ml, data, j->reason,
+                                   sizeof(j->reason));
+        free(data);
+    }
+    j->seconds = wst_now_s() - t0;
+    wst_worker_post(r->worker, repack_done, j);
+}
+
 static void job_finalize(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
+    double t0 = wst_now_s();
 
     if (r->hooks.layer_finalized != NULL) {
         char why[WST_ERROR_MSG_MAX - 64] = "";
@@ -364,6 +412,7 @@ static void job_finalize(void *arg)
                      "engine failed to finalize layer %u: %s", j->layer,
                      why[0] ? why : wst_status_string(j->status));
     }
+    j->seconds = wst_now_s() - t0;
     wst_worker_post(r->worker, finalize_done, j);
 }
 
@@ -478,6 +527,45 @@ static void refit_fail(struct wst_receiver *r, wst_status_t status,
         free(j);
 }
 
+static void send_credit(struct wst_receiver *r, struct peer *p,
+                        uint32_t layer)
+{
+    struct wst_msg m = {.type = WST_MSG_CREDIT};
+
+    if (!r->staged_cells[(size_t)p->rank * r->plan->n_layers + layer])
+        return;
+    m.u.credit.version = r->version;
+    m.u.credit.layer = layer;
+    send_msg(r, p, &m);
+}
+
+static void credit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
+{
+    if (p->acked && p->version == r->version)
+        send_credit(r, p, *(const uint32_t *)arg);
+}
+
+/* Grants credits in MoE-layer order while slots are free: ordinal k needs
+ * ordinal k - S repacked (its slot's previous tenant). */
+static void grant_credits(struct wst_receiver *r)
+{
+    uint32_t slots = r->moe.slots;
+
+    while (r->credit_next < r->moe.n_layers &&
+           (r->credit_next < slots ||
+            r->moe_repacked[r->credit_next - slots])) {
+        uint32_t layer = r->moe.layers[r->credit_next++].layer;
+        WST_DEBUG(&r->log, "version %llu: credit for layer %u",
+                  (unsigned long long)r->version, layer);
+        for_each_peer(r, credit_to_peer, &layer);
+    }
+}
+
+static double since_ack(const struct wst_receiver *r)
+{
+    return (double)(wst_now_ns() - r->ack_ns) / 1e9;
+}
+
 static void ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
     struct wst_msg m = {.type = WST_MSG_BEGIN};
@@ -490,6 +578,8 @@ static void ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
     m.u.begin.plan_hash = p->plan_hash;
     m.u.begin.ack = 1;
     send_msg(r, p, &m);
+    for (uint32_t k = 0; k < r->credit_next; k++)
+        send_credit(r, p, r->moe.layers[k].layer);
 }
 
 static void pub_in_progress(struct wst_receiver *r, void *arg)
@@ -528,6 +618,9 @@ static void begin_done(void *arg)
     r->last_progress_ns = wst_now_ns();
     WST_INFO(&r->log, "version %llu: engine paused, receiving",
              (unsigned long long)r->version);
+    r->ack_ns = wst_now_ns();
+    /* Acks carry the credits granted so far: grant the first ones first. */
+    grant_credits(r);
     for_each_peer(r, ack_peer, NULL);
 }
 
@@ -576,6 +669,49 @@ static void verify_done(void *arg)
     }
     WST_DEBUG(&r->log, "version %llu: layer %u complete",
               (unsigned long long)r->version, layer);
+    pthread_mutex_lock(&r->lock);
+    r->times[layer].received = since_ack(r);
+    pthread_mutex_unlock(&r->lock);
+    if (r->layer_moe[layer] == NULL) {
+        queue_job(r, job_finalize, j);
+        return;
+    }
+    if (wst_jobq_post(r->repacker, job_repack, j) != WST_OK) {
+        free(j);
+        refit_fail(r, WST_ERR_NO_MEMORY, "cannot queue the repack of layer %u",
+                   layer);
+    }
+}
+
+static void repack_done(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+
+    if (j->generation != r->generation) {
+        free(j);
+        return;
+    }
+    if (j->status != WST_OK) {
+        wst_status_t st = j->status;
+        char reason[WST_ERROR_MSG_MAX];
+        snprintf(reason, sizeof(reason), "%s", j->reason);
+        free(j);
+        refit_fail(r, st, "%s", reason);
+        return;
+    }
+    const struct wst_moe_layer *ml = r->layer_moe[j->layer];
+    pthread_mutex_lock(&r->lock);
+    r->times[j->layer].repacked = since_ack(r);
+    r->times[j->layer].repack_seconds = j->seconds;
+    pthread_mutex_unlock(&r->lock);
+    WST_DEBUG(&r->log,
+              "version %llu: layer %u repacked (%u experts, %s) in %.3f ms",
+              (unsigned long long)r->version, j->layer, ml->shape.n_local,
+              ml->loader->name, j->seconds * 1e3);
+    r->last_progress_ns = wst_now_ns();
+    r->moe_repacked[ml->ordinal] = 1;
+    grant_credits(r);
     queue_job(r, job_finalize, j);
 }
 
@@ -621,6 +757,10 @@ static void finalize_done(void *arg)
         refit_fail(r, st, "%s", reason);
         return;
     }
+    pthread_mutex_lock(&r->lock);
+    r->times[j->layer].finalized = since_ack(r);
+    r->times[j->layer].finalize_seconds = j->seconds;
+    pthread_mutex_unlock(&r->lock);
     if (++r->layers_final < r->plan->n_layers) {
         free(j);
         return;
@@ -668,6 +808,11 @@ static void refit_start(struct wst_receiver *r, uint64_t version)
     r->layers_final = 0;
     memset(r->layer_verified, 0,
            r->plan->n_layers * sizeof(*r->layer_verified));
+    r->credit_next = 0;
+    memset(r->moe_repacked, 0, r->moe.n_layers + 1);
+    pthread_mutex_lock(&r->lock);
+    memset(r->times, 0, r->plan->n_layers * sizeof(*r->times));
+    pthread_mutex_unlock(&r->lock);
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
             peer_reset_refit(r, r->by_rank[i]);
@@ -685,11 +830,34 @@ static wst_status_t build_layer_index(struct wst_receiver *r)
 
     free(r->layer_index);
     free(r->layer_verified);
+    free(r->staged_cells);
+    free(r->layer_moe);
+    free(r->moe_repacked);
     r->layer_index =
         calloc((size_t)pl->n_senders * stride, sizeof(*r->layer_index));
     r->layer_verified = calloc(pl->n_layers, sizeof(*r->layer_verified));
-    if (r->layer_index == NULL || r->layer_verified == NULL)
+    r->staged_cells = calloc((size_t)pl->n_senders * pl->n_layers, 1);
+    r->layer_moe = calloc(pl->n_layers, sizeof(*r->layer_moe));
+    r->moe_repacked = calloc(r->moe.n_layers + 1, 1);
+    struct wst_layer_times *times = calloc(pl->n_layers, sizeof(*times));
+    if (r->layer_index == NULL || r->layer_verified == NULL ||
+        r->staged_cells == NULL || r->layer_moe == NULL ||
+        r->moe_repacked == NULL || times == NULL) {
+        free(times);
         return WST_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&r->lock);
+    free(r->times);
+    r->times = times;
+    r->n_times = pl->n_layers;
+    pthread_mutex_unlock(&r->lock);
+    for (size_t i = 0; i < pl->n_items; i++)
+        if (pl->items[i].staged)
+            r->staged_cells[(size_t)pl->items[i].sender * pl->n_layers +
+                            pl->items[i].layer] = 1;
+    for (size_t i = 0; i < r->moe.n_layers; i++)
+        if (r->moe.layers[i].layer < pl->n_layers)
+            r->layer_moe[r->moe.layers[i].layer] = &r->moe.layers[i];
     for (uint32_t s = 0; s < pl->n_senders; s++) {
         size_t *ix = &r->layer_index[s * stride];
         size_t k = pl->sender_first[s];
@@ -787,6 +955,16 @@ static void try_plan(struct wst_receiver *r)
         .n_senders = r->world_size,
         .receiver_rank = r->rank,
     };
+    if (r->moe.refusal != WST_OK) {
+        /* The engine's expert layout cannot be served: say so to every
+         * sender, write nothing. */
+        refusal.status = r->moe.refusal;
+        snprintf(refusal.reason, sizeof(refusal.reason), "%s", r->moe.reason);
+        WST_ERROR(&r->log, "plan refused: %s", refusal.reason);
+        publish(r, pub_reason, refusal.reason);
+        for_each_peer(r, refuse_to_peer, &refusal);
+        goto out_free;
+    }
     uint64_t key = wst_plan_input_key(&in);
     if (r->plan == NULL || !r->have_plan_key || key != r->plan_key) {
         struct wst_plan *plan = NULL;
@@ -1127,6 +1305,13 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                    p->name, hdr->item, (unsigned long long)hdr->offset, len);
         return WST_ERR_PROTOCOL;
     }
+    if (it->staged && (r->layer_moe[it->layer] == NULL ||
+                       r->layer_moe[it->layer]->ordinal >= r->credit_next)) {
+        refit_fail(r, WST_ERR_PROTOCOL,
+                   "sender %s: experts of layer %u sent before their credit",
+                   p->name, it->layer);
+        return WST_ERR_PROTOCOL;
+    }
     *dest_p =
         (char *)r->regions[it->region].data + it->dst_offset + hdr->offset;
     return WST_OK;
@@ -1224,6 +1409,11 @@ static wst_status_t apply_params(struct wst_receiver *r,
     }
     if (f & WST_RECEIVER_PARAM_HOOKS)
         r->hooks = p->hooks;
+    if ((f & WST_RECEIVER_PARAM_STAGING_SLOTS) &&
+        (p->staging_slots == 0 || p->staging_slots > 64))
+        return WST_ERR_INVALID;
+    wst_moe_init(&r->moe,
+                 (f & WST_RECEIVER_PARAM_STAGING_SLOTS) ? p->staging_slots : 2);
     snprintf(r->log_name, sizeof(r->log_name), "%s",
              (f & WST_RECEIVER_PARAM_LOG) && p->log_name ? p->log_name
                                                          : "receiver");
@@ -1262,6 +1452,11 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
         free(hb_buf);
         goto err_free;
     }
+    st = wst_jobq_create(&r->repacker);
+    if (st != WST_OK) {
+        free(hb_buf);
+        goto err_destroy_engine;
+    }
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
@@ -1280,10 +1475,12 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = wst_worker_create(&wp, &r->worker);
     free(hb_buf);
     if (st != WST_OK)
-        goto err_destroy_engine;
+        goto err_destroy_repacker;
     *receiver_p = r;
     return WST_OK;
 
+err_destroy_repacker:
+    wst_jobq_destroy(r->repacker);
 err_destroy_engine:
     wst_jobq_destroy(r->engine);
 err_free:
@@ -1354,11 +1551,28 @@ err_unmap:
     return st;
 }
 
+static wst_status_t add_want(struct wst_receiver *r,
+                             const struct wst_want *want)
+{
+    wst_status_t st = wst_want_check(want, r->region_descs, r->n_regions);
+
+    if (st != WST_OK) {
+        WST_ERROR(&r->log, "want %s: invalid (region %u, offset %llu)",
+                  want->tensor.name, want->region,
+                  (unsigned long long)want->offset);
+        return st;
+    }
+    st = grow((void **)&r->wants, r->n_wants, sizeof(*r->wants));
+    if (st != WST_OK)
+        return st;
+    r->wants[r->n_wants++] = *want;
+    return WST_OK;
+}
+
 wst_status_t wst_receiver_add_want(wst_receiver_t *r,
                                    const struct wst_want_entry *w)
 {
     struct wst_want want = {0};
-    wst_status_t st;
 
     if (r->started || w->name == NULL || strlen(w->name) >= WST_NAME_MAX ||
         w->ndim == 0 || w->ndim > WST_MAX_DIMS || w->shape == NULL ||
@@ -1379,17 +1593,73 @@ wst_status_t wst_receiver_add_want(wst_receiver_t *r,
     want.expert.grouped = w->expert_grouped != 0;
     want.expert.ep_rank = w->expert_grouped ? w->ep_rank : 0;
     want.expert.ep_size = w->expert_grouped ? w->ep_size : 0;
-    st = wst_want_check(&want, r->region_descs, r->n_regions);
+    return add_want(r, &want);
+}
+
+wst_status_t wst_receiver_add_loader(wst_receiver_t *r,
+                                     const struct wst_repack_loader *loader)
+{
+    if (r->started)
+        return WST_ERR_INVALID;
+    wst_status_t st = wst_moe_add_loader(&r->moe, loader);
+    if (st != WST_OK)
+        WST_ERROR(&r->log, "loader %s: cannot register it (%s)",
+                  loader != NULL && loader->name != NULL ? loader->name : "?",
+                  wst_status_string(st));
+    return st;
+}
+
+wst_status_t wst_receiver_add_expert_layer(wst_receiver_t *r,
+                                           const struct wst_expert_layer *e)
+{
+    char err[256];
+
+    if (r->started || e == NULL)
+        return WST_ERR_INVALID;
+    wst_status_t st =
+        wst_moe_add(&r->moe, e, r->region_descs, r->n_regions, err, sizeof(err));
+    if (st != WST_OK)
+        WST_ERROR(&r->log, "%s", err);
+    return st;
+}
+
+/* Before listening: the engine's expert layers are checked (a refusal is
+ * kept for the plan), the staging pool is allocated and registered as the
+ * last region, and each MoE layer's three staged wants are added. */
+static wst_status_t prepare_experts(struct wst_receiver *r)
+{
+    wst_status_t st = wst_moe_prepare(&r->moe);
+
     if (st != WST_OK) {
-        WST_ERROR(&r->log, "want %s: invalid (region %u, offset %llu)", w->name,
-                  w->region, (unsigned long long)w->offset);
+        WST_ERROR(&r->log, "cannot allocate %llu bytes of expert staging",
+                  (unsigned long long)r->moe.staging_bytes);
         return st;
     }
-    st = grow((void **)&r->wants, r->n_wants, sizeof(*r->wants));
-    if (st != WST_OK)
-        return st;
-    r->wants[r->n_wants++] = want;
-    return WST_OK;
+    if (r->moe.refusal != WST_OK) {
+        WST_WARN(&r->log, "expert layout will be refused: %s", r->moe.reason);
+        return WST_OK;
+    }
+    if (r->moe.staging == NULL)
+        return WST_OK;
+    struct wst_region staging = {.name = "wstream.expert_staging",
+                                 .data = r->moe.staging,
+                                 .length = r->moe.staging_bytes,
+                                 .mem_type = WST_MEM_HOST};
+    st = wst_receiver_add_region(r, &staging, &r->staging_region);
+    for (size_t i = 0; st == WST_OK && i < r->moe.n_layers; i++) {
+        struct wst_want w[3];
+        wst_moe_staging_wants(&r->moe, &r->moe.layers[i], r->staging_region,
+                              w);
+        for (int p = 0; p < 3 && st == WST_OK; p++)
+            st = add_want(r, &w[p]);
+    }
+    if (st == WST_OK)
+        WST_INFO(&r->log,
+                 "%zu MoE layers: staging %u slots x %llu bytes (%.1f MiB)",
+                 r->moe.n_layers, r->moe.slots,
+                 (unsigned long long)r->moe.slot_bytes,
+                 (double)r->moe.staging_bytes / (1 << 20));
+    return st;
 }
 
 struct listen_call {
@@ -1413,6 +1683,9 @@ wst_status_t wst_receiver_start(wst_receiver_t *r, uint16_t *port_p)
 
     if (r->started)
         return WST_ERR_STATE;
+    st = prepare_experts(r);
+    if (st != WST_OK)
+        return st;
     st = wst_worker_call(r->worker, do_listen, &c);
     if (st == WST_OK)
         st = c.st;
@@ -1464,6 +1737,19 @@ wst_status_t wst_receiver_wait_committed(wst_receiver_t *r, uint64_t version,
     return st;
 }
 
+uint32_t wst_receiver_get_timeline(wst_receiver_t *r,
+                                   struct wst_layer_times *times, uint32_t n)
+{
+    uint32_t layers;
+
+    pthread_mutex_lock(&r->lock);
+    layers = r->n_times;
+    if (times != NULL && layers != 0)
+        memcpy(times, r->times, (n < layers ? n : layers) * sizeof(*times));
+    pthread_mutex_unlock(&r->lock);
+    return layers;
+}
+
 static void shutdown_peers(void *arg)
 {
     struct wst_receiver *r = arg;
@@ -1482,6 +1768,7 @@ void wst_receiver_destroy(wst_receiver_t *r)
     /* Peers first (no new work), then the engine thread (its late results
      * are posted to the worker and dropped as stale), then the worker. */
     wst_worker_call(r->worker, shutdown_peers, r);
+    wst_jobq_destroy(r->repacker);
     wst_jobq_destroy(r->engine);
     for (size_t i = 0; i < r->n_regions; i++) {
         free(r->regions[i].rkey);
@@ -1491,6 +1778,11 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_plan_destroy(r->plan);
     free(r->layer_index);
     free(r->layer_verified);
+    free(r->staged_cells);
+    free(r->layer_moe);
+    free(r->moe_repacked);
+    free(r->times);
+    wst_moe_release(&r->moe);
     free(r->by_rank);
     free(r->regions);
     free(r->region_descs);

@@ -20,6 +20,12 @@
  * push, layer by layer, and handed to the progress thread as they are
  * ready; data does not wait for them, so hashing overlaps sending.
  *
+ * Staged items (routed experts, which land in the receiver's bounded
+ * staging) wait for the receiver's CREDIT for their layer: the pump stops
+ * at the first staged item of a layer without credit, and the credit
+ * restarts it. A layer's dense items come first in plan order, so they are
+ * not held up.
+ *
  * Locking: link fields belong to the progress thread. What the application
  * thread waits on (state, error, committed version) is written under
  * s->lock and signalled on s->cond.
@@ -76,6 +82,7 @@ struct link {
     size_t *layer_first;   /* [n_layers + 1] item bounds per layer */
     uint64_t *layer_bytes; /* [n_layers] */
     uint64_t *digests;     /* [n_layers], written by push */
+    uint8_t *credits;      /* [n_layers]: staging credit for this version */
     uint32_t digests_ready;
     struct wst_mover *mover;
     uint64_t mover_gen; /* bumped per mover: late callbacks of old ones */
@@ -246,7 +253,9 @@ static wst_status_t index_layers(struct link *l)
     l->layer_first = calloc(p->n_layers + 1, sizeof(*l->layer_first));
     l->layer_bytes = calloc(p->n_layers, sizeof(*l->layer_bytes));
     l->digests = calloc(p->n_layers, sizeof(*l->digests));
-    if (l->layer_first == NULL || l->layer_bytes == NULL || l->digests == NULL)
+    l->credits = calloc(p->n_layers, sizeof(*l->credits));
+    if (l->layer_first == NULL || l->layer_bytes == NULL ||
+        l->digests == NULL || l->credits == NULL)
         return WST_ERR_NO_MEMORY;
     /* Items arrive sorted by layer (checked here, relied on by pump). */
     size_t i = 0;
@@ -328,9 +337,11 @@ static void drop_plan(struct link *l)
     free(l->layer_first);
     free(l->layer_bytes);
     free(l->digests);
+    free(l->credits);
     l->layer_first = NULL;
     l->layer_bytes = NULL;
     l->digests = NULL;
+    l->credits = NULL;
 }
 
 static void on_plan(struct link *l, struct wst_msg *m)
@@ -384,6 +395,24 @@ static void on_begin_ack(struct link *l, const struct wst_begin *b)
     pump(l);
 }
 
+/* A credit may overtake nothing (it follows the begin acknowledgement on
+ * the same endpoint) but is accepted in BEGIN_SENT too, so the order of
+ * control messages is not load-bearing. */
+static void on_credit(struct link *l, const struct wst_credit *c)
+{
+    if (c->version != l->version || c->layer >= l->plan.n_layers ||
+        (l->state != LINK_BEGIN_SENT && l->state != LINK_STREAMING)) {
+        link_fail(l, WST_ERR_PROTOCOL,
+                  "unexpected credit for layer %u of version %llu", c->layer,
+                  (unsigned long long)c->version);
+        return;
+    }
+    WST_DEBUG(&l->s->log, "receiver %s: credit for layer %u", l->name,
+              c->layer);
+    l->credits[c->layer] = 1;
+    pump(l);
+}
+
 static void on_commit(struct link *l, const struct wst_commit *c)
 {
     if (c->version != l->version || l->state != LINK_STREAMING) {
@@ -431,6 +460,9 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
         break;
     case WST_MSG_COMMIT:
         on_commit(l, &m.u.commit);
+        break;
+    case WST_MSG_CREDIT:
+        on_credit(l, &m.u.credit);
         break;
     case WST_MSG_ERROR:
         link_fail(l, (wst_status_t)m.u.error.status, "receiver reports: %s",
@@ -542,6 +574,8 @@ static int post_chunk(struct link *l)
     const struct shard *sh = &s->shards[it->have];
     uint64_t len = it->length - l->cursor_off;
 
+    if (it->staged && !l->credits[it->layer])
+        return 0; /* on_credit pumps again */
     if (len > CHUNK_BYTES)
         len = CHUNK_BYTES;
     if (l->in_flight > 0 && l->in_flight + len > s->window)
@@ -674,6 +708,7 @@ static void do_begin(void *arg)
     l->done_sent = 0;
     l->digests_ready = 0;
     l->bytes_moved = 0;
+    memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));
     m.u.begin.version = l->version;
     m.u.begin.plan_hash = l->plan.plan_hash;
     m.u.begin.mover = l->mover_kind;

@@ -112,7 +112,8 @@ static struct wst_plan_item sample_items[2] = {
      .region = 0,
      .dst_offset = 0,
      .length = 128,
-     .layer = 0},
+     .layer = 0,
+     .staged = 1},
     {.sender = 1,
      .have = 1,
      .src_offset = 0,
@@ -258,6 +259,7 @@ static void test_codec_roundtrip_plan(void **state)
                          sample_items[i].dst_offset);
         assert_int_equal(out.u.plan.items[i].length, sample_items[i].length);
         assert_int_equal(out.u.plan.items[i].layer, sample_items[i].layer);
+        assert_int_equal(out.u.plan.items[i].staged, sample_items[i].staged);
     }
     assert_int_equal(out.u.plan.n_regions, 2);
     for (i = 0; i < 2; i++) {
@@ -377,6 +379,29 @@ static void test_codec_roundtrip_heartbeat(void **state)
     wst_msg_release(&out); /* safe on a zeroed msg */
 }
 
+static void test_codec_roundtrip_credit(void **state)
+{
+    struct wst_msg in, out;
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Credit credit = WST__CREDIT__INIT;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_CREDIT;
+    in.u.credit.version = 7;
+    in.u.credit.layer = 47;
+    roundtrip(&in, &out);
+    assert_int_equal(out.type, WST_MSG_CREDIT);
+    assert_int_equal(out.u.credit.version, 7);
+    assert_int_equal(out.u.credit.layer, 47);
+    wst_msg_release(&out);
+    assert_string_equal(wst_msg_type_name(WST_MSG_CREDIT), "credit");
+    /* version 0 is never a refit */
+    ctl.msg_case = WST__CONTROL__MSG_CREDIT;
+    ctl.credit = &credit;
+    assert_control_refused(&ctl, "credit: version 0");
+}
+
 static void test_codec_type_names(void **state)
 {
     (void)state;
@@ -423,7 +448,7 @@ static void test_codec_garbage_refused(void **state)
 static void test_codec_empty_envelope_refused(void **state)
 {
     Wst__Control ctl = WST__CONTROL__INIT;
-    uint8_t unknown_field[] = {0x50, 0x01}; /* field 10, varint 1 */
+    uint8_t unknown_field[] = {0x78, 0x01}; /* field 15, varint 1 */
 
     (void)state;
     assert_control_refused(&ctl, "control: no message set");
@@ -1013,6 +1038,7 @@ int main(void)
         cmocka_unit_test(test_codec_roundtrip_commit),
         cmocka_unit_test(test_codec_roundtrip_error),
         cmocka_unit_test(test_codec_roundtrip_heartbeat),
+        cmocka_unit_test(test_codec_roundtrip_credit),
         cmocka_unit_test(test_codec_type_names),
         cmocka_unit_test(test_codec_oversized_refused_before_parsing),
         cmocka_unit_test(test_codec_garbage_refused),

@@ -487,6 +487,420 @@ static void test_layout_file_save_refuses_bad_index(void **state)
     assert_int_equal(access(path, F_OK), -1);
 }
 
+/* ---- experts ------------------------------------------------------------ */
+
+/* One "experts" entry, field by field so a case can drop or replace one.
+ * Every field ends with a comma and EXPERTS closes the object with an
+ * unknown key (ignored by the parser) to keep the JSON valid. */
+#define XL(n) "\"layer\":" #n ","
+#define XLOADER "\"loader\":\"trtllm-bf16\","
+#define XDTYPE "\"dtype\":\"bf16\","
+#define XE "\"experts\":8,"
+#define XRANK "\"ep_rank\":1,"
+#define XSIZE "\"ep_size\":4,"
+#define XHIDDEN "\"hidden\":64,"
+#define XINTER "\"inter\":32,"
+#define XW13 "\"w13\":{\"region\":\"a\",\"offset\":0},"
+#define XW2 "\"w2\":{\"region\":\"b\",\"offset\":1024},"
+#define XDIMS XE XRANK XSIZE XHIDDEN XINTER
+#define XOK(n) XL(n) XLOADER XDTYPE XDIMS XW13 XW2
+#define XENTRY(e) "{" e "\"z\":0}"
+#define EXPERTS(entries) "{" HDR REGS WANTS(WOK) ",\"experts\":[" entries "]}"
+#define EXPERT1(e) EXPERTS(XENTRY(e))
+
+static void assert_experts_equal(const struct wst_layout_experts *a,
+                                 const struct wst_layout_experts *b)
+{
+    assert_int_equal(a->layer, b->layer);
+    assert_string_equal(a->loader, b->loader);
+    assert_int_equal(a->dtype, b->dtype);
+    assert_int_equal(a->n_experts, b->n_experts);
+    assert_int_equal(a->ep_rank, b->ep_rank);
+    assert_int_equal(a->ep_size, b->ep_size);
+    assert_int_equal(a->hidden, b->hidden);
+    assert_int_equal(a->inter, b->inter);
+    assert_int_equal(a->n_expert_ids, b->n_expert_ids);
+    if (a->n_expert_ids == 0) {
+        assert_null(a->expert_ids);
+        assert_null(b->expert_ids);
+    } else {
+        assert_memory_equal(a->expert_ids, b->expert_ids,
+                            a->n_expert_ids * sizeof(*a->expert_ids));
+    }
+    assert_int_equal(a->inter_tp_rank, b->inter_tp_rank);
+    assert_int_equal(a->inter_tp_size, b->inter_tp_size);
+    assert_int_equal(a->w13_region, b->w13_region);
+    assert_int_equal(a->w13_offset, b->w13_offset);
+    assert_int_equal(a->w2_region, b->w2_region);
+    assert_int_equal(a->w2_offset, b->w2_offset);
+}
+
+/* parse -> save -> load gives back every field, ids and inter_tp included;
+ * an entry without them stays linear and unsharded. */
+static void test_layout_file_experts_round_trip(void **state)
+{
+    static const char text[] = EXPERTS(
+        XENTRY(XL(7) XLOADER
+               "\"dtype\":\"f32\"," XDIMS
+               "\"expert_ids\":[2,3],\"inter_tp\":{\"rank\":1,\"size\":2},"
+               "\"w13\":{\"region\":\"b\",\"offset\":2048},"
+               "\"w2\":{\"region\":\"a\",\"offset\":16},") "," XENTRY(XOK(3)));
+    struct wst_layout l, got;
+    const struct wst_layout_experts *e;
+    char path[256], err[512] = "";
+    size_t i;
+
+    (void)state;
+    if (wst_layout_parse(text, strlen(text), &l, err, sizeof(err)) != WST_OK)
+        fail_msg("parse: %s", err);
+    assert_int_equal(l.n_experts, 2);
+    e = &l.experts[0];
+    assert_int_equal(e->layer, 7);
+    assert_string_equal(e->loader, "trtllm-bf16");
+    assert_int_equal(e->dtype, WST_DTYPE_F32);
+    assert_int_equal(e->n_experts, 8);
+    assert_int_equal(e->ep_rank, 1);
+    assert_int_equal(e->ep_size, 4);
+    assert_int_equal(e->hidden, 64);
+    assert_int_equal(e->inter, 32);
+    assert_int_equal(e->n_expert_ids, 2);
+    assert_int_equal(e->expert_ids[0], 2);
+    assert_int_equal(e->expert_ids[1], 3);
+    assert_int_equal(e->inter_tp_rank, 1);
+    assert_int_equal(e->inter_tp_size, 2);
+    assert_int_equal(e->w13_region, 1); /* "b", at the end of the region */
+    assert_int_equal(e->w13_offset, 2048);
+    assert_int_equal(e->w2_region, 0);
+    assert_int_equal(e->w2_offset, 16);
+    e = &l.experts[1];
+    assert_int_equal(e->layer, 3);
+    assert_int_equal(e->dtype, WST_DTYPE_BF16);
+    assert_null(e->expert_ids);
+    assert_int_equal(e->n_expert_ids, 0);
+    assert_int_equal(e->inter_tp_size, 0);
+    assert_int_equal(e->w2_region, 1);
+    assert_int_equal(e->w2_offset, 1024);
+
+    tmp_path(path, sizeof(path), "experts");
+    if (wst_layout_save(path, &l, err, sizeof(err)) != WST_OK)
+        fail_msg("save: %s", err);
+    if (wst_layout_load(path, &got, err, sizeof(err)) != WST_OK)
+        fail_msg("load: %s", err);
+    assert_int_equal(got.n_experts, l.n_experts);
+    for (i = 0; i < l.n_experts; i++)
+        assert_experts_equal(&got.experts[i], &l.experts[i]);
+    wst_layout_release(&got);
+    assert_null(got.experts);
+    assert_int_equal(got.n_experts, 0);
+    wst_layout_release(&l);
+    unlink(path);
+}
+
+/* Without "experts" (or with an empty one) a layout parses as before, and
+ * saving it writes no "experts" key. */
+static void test_layout_file_experts_absent(void **state)
+{
+    static const char none[] = "{" HDR REGS WANTS(WOK) "}";
+    static const char empty[] = EXPERTS("");
+    struct wst_layout l;
+    char path[256], err[512] = "", buf[4096];
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(wst_layout_parse(none, strlen(none), &l, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(l.n_experts, 0);
+    assert_null(l.experts);
+    assert_int_equal(l.n_wants, 1);
+    tmp_path(path, sizeof(path), "noexperts");
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)), WST_OK);
+    wst_layout_release(&l);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_null(strstr(buf, "experts"));
+    unlink(path);
+
+    assert_int_equal(
+        wst_layout_parse(empty, strlen(empty), &l, err, sizeof(err)), WST_OK);
+    assert_int_equal(l.n_experts, 0);
+    assert_null(l.experts);
+    wst_layout_release(&l);
+}
+
+/* Edge values the parser accepts: a 63-byte loader, an offset equal to the
+ * region size, ep_size not dividing experts when there is no id map. */
+static void test_layout_file_experts_limits(void **state)
+{
+    static const char text[] = EXPERT1(
+        XL(0) "\"loader\":\""
+              "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+              "\"," XDTYPE XE "\"ep_rank\":2,\"ep_size\":3," XHIDDEN XINTER
+              "\"w13\":{\"region\":\"a\",\"offset\":2048}," XW2);
+    struct wst_layout l;
+    char err[512] = "";
+
+    (void)state;
+    if (wst_layout_parse(text, strlen(text), &l, err, sizeof(err)) != WST_OK)
+        fail_msg("parse: %s", err);
+    assert_int_equal(strlen(l.experts[0].loader), 63);
+    assert_int_equal(l.experts[0].w13_offset, 2048);
+    assert_int_equal(l.experts[0].ep_size, 3);
+    wst_layout_release(&l);
+}
+
+/* Each required key, dropped in turn, is named in the refusal. */
+static void test_layout_file_experts_missing_key(void **state)
+{
+    static const struct {
+        const char *key, *field;
+    } fields[] = {
+        {"layer", XL(0)},    {"loader", XLOADER}, {"dtype", XDTYPE},
+        {"experts", XE},     {"ep_rank", XRANK},  {"ep_size", XSIZE},
+        {"hidden", XHIDDEN}, {"inter", XINTER},   {"w13", XW13},
+        {"w2", XW2},
+    };
+    static const char head[] = "{" HDR REGS WANTS(WOK) ",\"experts\":[{";
+    char text[2048], needle[128];
+    size_t i, j;
+
+    (void)state;
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        snprintf(text, sizeof(text), "%s", head);
+        for (j = 0; j < sizeof(fields) / sizeof(fields[0]); j++) {
+            if (j != i)
+                strncat(text, fields[j].field, sizeof(text) - strlen(text) - 1);
+        }
+        strncat(text, "\"z\":0}]}", sizeof(text) - strlen(text) - 1);
+        snprintf(needle, sizeof(needle), "experts[0]%s: missing field \"%s\"",
+                 i == 0 ? "" : " (layer 0)", fields[i].key);
+        expect_refused(text, WST_ERR_CONFIG, needle);
+    }
+    expect_refused(
+        EXPERT1(XL(0) XLOADER XDTYPE XDIMS XW13 "\"w2\":{\"region\":\"b\"},"),
+        WST_ERR_CONFIG, "experts[0] (layer 0) w2: missing field \"offset\"");
+    expect_refused(
+        EXPERT1(XL(0) XLOADER XDTYPE XDIMS "\"w13\":{\"offset\":0}," XW2),
+        WST_ERR_CONFIG, "experts[0] (layer 0) w13: missing field \"region\"");
+}
+
+static void test_layout_file_experts_bad_fields(void **state)
+{
+    (void)state;
+    expect_refused("{" HDR REGS WANTS(WOK) ",\"experts\":{}}", WST_ERR_CONFIG,
+                   "layout: field \"experts\" must be an array");
+    expect_refused(EXPERTS("5"), WST_ERR_CONFIG,
+                   "experts[0]: must be an object");
+    expect_refused(
+        EXPERT1(XL(0) "\"loader\":\""
+                      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                      "xxxxxxxx"
+                      "\"," XDTYPE XDIMS XW13 XW2),
+        WST_ERR_CONFIG,
+        "experts[0] (layer 0): field \"loader\" must be a non-empty string "
+        "shorter than 64 bytes");
+    expect_refused(
+        EXPERT1(XL(0) "\"loader\":\"\"," XDTYPE XDIMS XW13 XW2), WST_ERR_CONFIG,
+        "experts[0] (layer 0): field \"loader\" must be a non-empty string");
+    expect_refused(EXPERT1(XL(0) XLOADER "\"dtype\":\"bf17\"," XDIMS XW13 XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): unknown dtype \"bf17\"");
+    expect_refused(
+        EXPERT1("\"layer\":4294967296," XLOADER XDTYPE XDIMS XW13 XW2),
+        WST_ERR_CONFIG, "experts[0]: field \"layer\" is too large");
+    expect_refused(EXPERT1(XL(0) XLOADER XDTYPE XE XRANK XSIZE
+                           "\"hidden\":4294967296," XINTER XW13 XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): field \"hidden\" is too large");
+    expect_refused(EXPERT1(XL(0) XLOADER XDTYPE XE XRANK XSIZE
+                           "\"hidden\":-1," XINTER XW13 XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): field \"hidden\" is negative");
+    expect_refused(EXPERT1(XL(0) XLOADER XDTYPE XE
+                           "\"ep_rank\":4," XSIZE XHIDDEN XINTER XW13 XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): ep_rank 4 must be < ep_size 4");
+    expect_refused(EXPERT1(XL(0) XLOADER XDTYPE XE XRANK XSIZE
+                           "\"hidden\":0," XINTER XW13 XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): field \"hidden\" is 0");
+    expect_refused(
+        EXPERT1(XL(0) XLOADER XDTYPE
+                "\"experts\":0," XRANK XSIZE XHIDDEN XINTER XW13 XW2),
+        WST_ERR_CONFIG, "experts[0] (layer 0): field \"experts\" is 0");
+    expect_refused(
+        EXPERT1(XL(0) XLOADER XDTYPE XE
+                "\"ep_rank\":0,\"ep_size\":0," XHIDDEN XINTER XW13 XW2),
+        WST_ERR_CONFIG, "experts[0] (layer 0): field \"ep_size\" is 0");
+    expect_refused(EXPERT1(XL(0) XLOADER XDTYPE XE XRANK XSIZE XHIDDEN
+                           "\"inter\":0," XW13 XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): field \"inter\" is 0");
+    expect_refused(EXPERT1(XL(0) XLOADER XDTYPE XDIMS "\"w13\":7," XW2),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 0): field \"w13\" must be an object");
+}
+
+static void test_layout_file_experts_bad_placement(void **state)
+{
+    (void)state;
+    expect_refused(EXPERT1(XL(2) XLOADER XDTYPE XDIMS XW13
+                           "\"w2\":{\"region\":\"c\",\"offset\":0},"),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 2) w2: unknown region \"c\"");
+    expect_refused(
+        EXPERT1(XL(2) XLOADER XDTYPE XDIMS
+                "\"w13\":{\"region\":\"a\",\"offset\":2049}," XW2),
+        WST_ERR_CONFIG,
+        "experts[0] (layer 2) w13: offset 2049 is past the end of region "
+        "\"a\" (2048 bytes)");
+    expect_refused(EXPERT1(XL(2) XLOADER XDTYPE XDIMS XW13
+                           "\"w2\":{\"region\":\"b\",\"offset\":-1},"),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 2) w2: field \"offset\" is negative");
+    /* the second entry names its own index; the first one's ids are freed */
+    expect_refused(EXPERTS(XENTRY(XOK(5) "\"expert_ids\":[4,5],") "," XENTRY(
+                       XOK(3)) "," XENTRY(XOK(5) "\"expert_ids\":[4,5],")),
+                   WST_ERR_CONFIG,
+                   "experts[2]: duplicate layer 5 (first in experts[0])");
+}
+
+static void test_layout_file_experts_bad_ids(void **state)
+{
+    (void)state;
+    expect_refused(EXPERT1(XOK(1) "\"expert_ids\":[4,5,6],"), WST_ERR_CONFIG,
+                   "experts[0] (layer 1): field \"expert_ids\" has 3 entries, "
+                   "expected experts/ep_size = 2");
+    expect_refused(EXPERT1(XOK(1) "\"expert_ids\":[],"), WST_ERR_CONFIG,
+                   "field \"expert_ids\" has 0 entries, expected "
+                   "experts/ep_size = 2");
+    expect_refused(
+        EXPERT1(XL(1) XLOADER XDTYPE XE
+                "\"ep_rank\":0,\"ep_size\":3," XHIDDEN XINTER XW13 XW2
+                "\"expert_ids\":[0,1],"),
+        WST_ERR_CONFIG,
+        "experts[0] (layer 1): \"expert_ids\" needs ep_size 3 to divide "
+        "experts 8");
+    expect_refused(
+        EXPERT1(XOK(1) "\"expert_ids\":[4,8],"), WST_ERR_CONFIG,
+        "experts[0] (layer 1): expert_ids[1] = 8 is not < experts 8");
+    expect_refused(EXPERT1(XOK(1) "\"expert_ids\":[4294967296,5],"),
+                   WST_ERR_CONFIG,
+                   "expert_ids[0] = 4294967296 is not < experts 8");
+    expect_refused(EXPERT1(XOK(1) "\"expert_ids\":[4,\"5\"],"), WST_ERR_CONFIG,
+                   "experts[0] (layer 1): field \"expert_ids[1]\" must be an "
+                   "integer");
+    expect_refused(EXPERT1(XOK(1) "\"expert_ids\":4,"), WST_ERR_CONFIG,
+                   "experts[0] (layer 1): field \"expert_ids\" must be an "
+                   "array");
+}
+
+static void test_layout_file_experts_bad_inter_tp(void **state)
+{
+    (void)state;
+    expect_refused(EXPERT1(XOK(1) "\"inter_tp\":{\"rank\":2,\"size\":2},"),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 1): inter_tp rank 2 must be < size 2");
+    expect_refused(EXPERT1(XOK(1) "\"inter_tp\":{\"rank\":0,\"size\":0},"),
+                   WST_ERR_CONFIG,
+                   "experts[0] (layer 1) inter_tp: size must be >= 1");
+    expect_refused(EXPERT1(XOK(1) "\"inter_tp\":{\"size\":2},"), WST_ERR_CONFIG,
+                   "experts[0] (layer 1) inter_tp: missing field \"rank\"");
+    expect_refused(EXPERT1(XOK(1) "\"inter_tp\":2,"), WST_ERR_CONFIG,
+                   "experts[0] (layer 1) inter_tp: must be an object");
+}
+
+/* Save refuses (WST_ERR_INVALID) what load would refuse, and writes
+ * nothing then. */
+static void test_layout_file_experts_save_refuses(void **state)
+{
+    struct wst_layout_region regions[2];
+    struct wst_layout_experts x[2];
+    struct wst_layout l;
+    uint32_t ids[2] = {4, 5};
+    char path[256], err[512] = "";
+    size_t i;
+    static const struct {
+        int what;
+        const char *needle;
+    } cases[] = {
+        {0, "experts[0] (layer 4): ep_rank 4 must be < ep_size 4"},
+        {1, "experts[0] (layer 4): expert_ids is NULL but n_expert_ids is 2"},
+        {2, "experts[0] (layer 4) w2: region index 2 out of range"},
+        {3, "experts[0] (layer 4): inter_tp rank 1 must be < size 0"},
+        {4, "experts[1]: duplicate layer 4 (first in experts[0])"},
+        {5, "experts[0] (layer 4): loader name must be 1..63 bytes"},
+        {6, "experts[0] (layer 4): expert_ids[1] = 8 is not < experts 8"},
+        {7, "experts[0] (layer 4): unknown dtype"},
+    };
+
+    (void)state;
+    memset(regions, 0, sizeof(regions));
+    snprintf(regions[0].name, WST_NAME_MAX, "a");
+    regions[0].bytes = 4096;
+    snprintf(regions[1].name, WST_NAME_MAX, "b");
+    regions[1].bytes = 4096;
+    memset(&l, 0, sizeof(l));
+    l.n_regions = 2;
+    l.regions = regions;
+    l.n_experts = 2;
+    l.experts = x;
+    tmp_path(path, sizeof(path), "xrefused");
+    unlink(path);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(x, 0, sizeof(x));
+        snprintf(x[0].loader, sizeof(x[0].loader), "trtllm-bf16");
+        x[0].layer = 4;
+        x[0].dtype = WST_DTYPE_BF16;
+        x[0].n_experts = 8;
+        x[0].ep_rank = 2;
+        x[0].ep_size = 4;
+        x[0].hidden = 64;
+        x[0].inter = 32;
+        x[0].expert_ids = ids;
+        x[0].n_expert_ids = 2;
+        x[0].w2_region = 1;
+        x[1] = x[0];
+        x[1].layer = 9;
+        ids[1] = 5;
+        switch (cases[i].what) {
+        case 0:
+            x[0].ep_rank = 4;
+            break;
+        case 1:
+            x[0].expert_ids = NULL;
+            break;
+        case 2:
+            x[0].w2_region = 2;
+            break;
+        case 3:
+            x[0].inter_tp_rank = 1;
+            break;
+        case 4:
+            x[1].layer = 4;
+            break;
+        case 5:
+            x[0].loader[0] = '\0';
+            break;
+        case 6:
+            ids[1] = 8;
+            break;
+        case 7:
+            x[0].dtype = (enum wst_dtype)999;
+            break;
+        }
+        assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)),
+                         WST_ERR_INVALID);
+        if (strstr(err, cases[i].needle) == NULL)
+            fail_msg("case %zu: message \"%s\" lacks \"%s\"", i, err,
+                     cases[i].needle);
+        assert_int_equal(access(path, F_OK), -1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +916,15 @@ int main(void)
         cmocka_unit_test(test_layout_file_too_many_entries),
         cmocka_unit_test(test_layout_file_load_errors),
         cmocka_unit_test(test_layout_file_save_refuses_bad_index),
+        cmocka_unit_test(test_layout_file_experts_round_trip),
+        cmocka_unit_test(test_layout_file_experts_absent),
+        cmocka_unit_test(test_layout_file_experts_limits),
+        cmocka_unit_test(test_layout_file_experts_missing_key),
+        cmocka_unit_test(test_layout_file_experts_bad_fields),
+        cmocka_unit_test(test_layout_file_experts_bad_placement),
+        cmocka_unit_test(test_layout_file_experts_bad_ids),
+        cmocka_unit_test(test_layout_file_experts_bad_inter_tp),
+        cmocka_unit_test(test_layout_file_experts_save_refuses),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
