@@ -97,6 +97,7 @@ struct link {
     int fence_pending;
     uint32_t fenced;    /* layers [0, fenced) are visible at the receiver */
     uint32_t done_sent; /* layers [0, done_sent) reported LAYER_DONE */
+    uint32_t started;   /* layers [0, started) began streaming */
     uint64_t in_flight;
     int pumping, pump_again;
     struct chunk_done *free_chunks; /* recycled move contexts (owned) */
@@ -115,6 +116,8 @@ struct wst_sender {
     double peer_timeout_s;
     int data_peer_errors;
     uint64_t session;
+    wst_layer_progress_fn progress_fn;
+    void *progress_arg;
 
     wst_worker_t *worker;
     struct shard *shards;
@@ -576,6 +579,12 @@ static int post_chunk(struct link *l)
 
     if (it->staged && !l->credits[it->layer])
         return 0; /* on_credit pumps again */
+    while (l->started <= it->layer) {
+        if (s->progress_fn != NULL)
+            s->progress_fn(s->progress_arg, (size_t)(l - s->links),
+                           l->started, l->version);
+        l->started++;
+    }
     if (len > CHUNK_BYTES)
         len = CHUNK_BYTES;
     if (l->in_flight > 0 && l->in_flight + len > s->window)
@@ -706,6 +715,7 @@ static void do_begin(void *arg)
     l->fence_pending = 0;
     l->fenced = 0;
     l->done_sent = 0;
+    l->started = 0;
     l->digests_ready = 0;
     l->bytes_moved = 0;
     memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));
@@ -814,6 +824,10 @@ static wst_status_t apply_params(struct wst_sender *s,
             s->log.level = (enum wst_log_level)p->log_level;
         s->log.sink = p->log_fn;
         s->log.sink_arg = p->log_arg;
+    }
+    if (p->field_mask & WST_SENDER_PARAM_PROGRESS) {
+        s->progress_fn = p->progress_fn;
+        s->progress_arg = p->progress_arg;
     }
     int shm_data = (p->field_mask & WST_SENDER_PARAM_SHM_DATA) && p->shm_data;
     s->data_peer_errors = !(shm_data && shm_possible());

@@ -46,7 +46,16 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_WINDOW = 1u << 6,
     WST_SENDER_PARAM_HEARTBEAT = 1u << 7,
     WST_SENDER_PARAM_SHM_DATA = 1u << 8,
+    WST_SENDER_PARAM_PROGRESS = 1u << 9,
 };
+
+/* Progress: 'layer' of 'version' starts streaming to receiver 'receiver'
+ * (index into params.receivers): its first bytes are being posted. Called
+ * on the library's progress thread; it must return quickly and must not
+ * call into the sender. For progress displays (and fault injection in
+ * tests: wstream-demo --fault kill-sender:LAYER). */
+typedef void (*wst_layer_progress_fn)(void *arg, size_t receiver,
+                                      uint32_t layer, uint64_t version);
 
 struct wst_sender_params {
     uint64_t field_mask; /* WST_SENDER_PARAM_* bits of the fields set */
@@ -78,6 +87,8 @@ struct wst_sender_params {
      * UCX's rendezvous code; NOTES.md). Failures are detected through the
      * control connection either way. */
     int shm_data;
+    wst_layer_progress_fn progress_fn; /* WST_SENDER_PARAM_PROGRESS */
+    void *progress_arg;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a

@@ -98,6 +98,23 @@ static int sender_register(struct sender_ctx *x, double *register_s)
     return 0;
 }
 
+/* --fault kill-sender:LAYER: die as a trainer rank would, mid-layer. */
+static void sender_progress(void *arg, size_t receiver, uint32_t layer,
+                            uint64_t version)
+{
+    const struct sender_ctx *x = arg;
+    const struct wst_cluster_params *p = &x->c->p;
+
+    (void)receiver;
+    if (p->kill_version != 0 && x->rank == p->kill_sender &&
+        layer == p->kill_layer && version == p->kill_version) {
+        fprintf(stderr, "sender %u: fault injected: SIGKILL while streaming "
+                        "layer %u of version %llu\n",
+                x->rank, layer, (unsigned long long)version);
+        raise(SIGKILL);
+    }
+}
+
 static int sender_setup(struct sender_ctx *x, double *register_s)
 {
     const struct wst_cluster_params *p = &x->c->p;
@@ -116,7 +133,8 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
     struct wst_sender_params sp = {
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
-                      WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG,
+                      WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG |
+                      WST_SENDER_PARAM_PROGRESS,
         .rank = x->rank,
         .world_size = p->n_senders,
         .receivers = recv,
@@ -125,6 +143,8 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         .mover = p->mover,
         .log_level = p->log_level,
         .shm_data = p->shm_data,
+        .progress_fn = sender_progress,
+        .progress_arg = x,
     };
     if (p->shm_data)
         sp.field_mask |= WST_SENDER_PARAM_SHM_DATA;
@@ -289,24 +309,84 @@ static int create_shm(struct wst_cluster_agent *a)
     return 0;
 }
 
+/* The stand-in engine creates the shm; map it once it exists. */
+static int engine_spawn(struct wst_cluster *c, struct wst_cluster_agent *a)
+{
+    char bytes[32];
+
+    snprintf(bytes, sizeof(bytes), "%llu",
+             (unsigned long long)a->layout.shm_bytes);
+    a->engine_pid = fork();
+    if (a->engine_pid < 0)
+        return -1;
+    if (a->engine_pid == 0) {
+        /* Its chatter ("standin: got LAYER ...") is for debugging. */
+        if (c->p.log_level < 3 && freopen("/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execl(c->p.engine_bin, c->p.engine_bin, "--socket", a->engine_socket,
+              "--shm", a->shm_name, "--shm-bytes", bytes, "--create",
+              "--state-file", a->engine_state, (char *)NULL);
+        fprintf(stderr, "cluster: exec %s: %s\n", c->p.engine_bin,
+                strerror(errno));
+        _exit(127);
+    }
+    uint64_t deadline = wst_deadline_ns(10.0);
+    while (wst_now_ns() < deadline) {
+        /* The state file appears once the shm is created and poisoned. */
+        if (access(a->engine_state, R_OK) == 0) {
+            int fd = shm_open(a->shm_name, O_RDWR, 0);
+            if (fd < 0)
+                break;
+            a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE,
+                          MAP_SHARED, fd, 0);
+            close(fd);
+            if (a->shm == MAP_FAILED) {
+                a->shm = NULL;
+                break;
+            }
+            return 0;
+        }
+        if (waitpid(a->engine_pid, NULL, WNOHANG) == a->engine_pid) {
+            a->engine_pid = 0;
+            break;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "cluster: the stand-in engine did not create %s\n",
+            a->shm_name);
+    return -1;
+}
+
 static int agent_prepare(struct wst_cluster *c, uint32_t k)
 {
     struct wst_cluster_agent *a = &c->agents[k];
     char err[512];
 
-    if (wst_model_engine_layout(c->p.model, k, c->p.n_receivers, &a->layout,
-                                err, sizeof(err)) != WST_OK) {
+    if (wst_model_engine_layout_moe(c->p.model, k, c->p.n_receivers, c->p.moe,
+                                    &a->layout, err, sizeof(err)) != WST_OK) {
         fprintf(stderr, "cluster: engine layout: %s\n", err);
         return -1;
     }
     snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-%d-r%u", (int)getpid(),
              k);
     snprintf(a->layout.shm, sizeof(a->layout.shm), "%s", a->shm_name);
-    if (create_shm(a) != 0)
+    snprintf(a->engine_socket, sizeof(a->engine_socket), "%s/engine%u.sock",
+             c->p.workdir, k);
+    snprintf(a->engine_state, sizeof(a->engine_state), "%s/engine%u.state",
+             c->p.workdir, k);
+    unlink(a->engine_state);
+    if (c->p.engine_bin != NULL ? engine_spawn(c, a) != 0 : create_shm(a) != 0)
         return -1;
     for (size_t i = 0; i < a->layout.n_wants; i++)
         c->live_bytes += wst_box_elems(&a->layout.wants[i].box) *
                          wst_dtype_size(a->layout.wants[i].tensor.dtype);
+    /* Routed experts: the checkpoint bytes of the local experts. */
+    for (size_t i = 0; i < a->layout.n_experts; i++) {
+        const struct wst_layout_experts *x = &a->layout.experts[i];
+        uint32_t tp = x->inter_tp_size > 1 ? x->inter_tp_size : 1;
+        c->live_bytes += 3ull * (x->n_experts / x->ep_size) * (x->inter / tp) *
+                         x->hidden * wst_dtype_size(x->dtype);
+    }
     snprintf(a->layout_path, sizeof(a->layout_path), "%s/agent%u.json",
              c->p.workdir, k);
     snprintf(a->port_file, sizeof(a->port_file), "%s/agent%u.port",
@@ -350,6 +430,16 @@ static void agent_exec(const struct wst_cluster *c,
     argv[n++] = timeout;
     argv[n++] = "--log-level";
     argv[n++] = level_names[c->p.log_level];
+    char slots[16];
+    if (c->p.staging_slots != 0) {
+        snprintf(slots, sizeof(slots), "%u", c->p.staging_slots);
+        argv[n++] = "--staging-slots";
+        argv[n++] = slots;
+    }
+    if (c->p.engine_bin != NULL) {
+        argv[n++] = "--engine-socket";
+        argv[n++] = a->engine_socket;
+    }
     if (c->p.heartbeat_s > 0 && c->p.peer_timeout_s > 0) {
         snprintf(hb, sizeof(hb), "%g", c->p.heartbeat_s);
         snprintf(pt, sizeof(pt), "%g", c->p.peer_timeout_s);
@@ -534,6 +624,51 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
     return 0;
 }
 
+int wst_cluster_agent_timeline(struct wst_cluster *c, uint32_t k,
+                               struct wst_layer_times *t, uint32_t n)
+{
+    struct json_object *o = json_object_from_file(c->agents[k].status_file);
+    struct json_object *layers;
+    int count = -1;
+
+    if (o == NULL)
+        return -1;
+    if (json_object_object_get_ex(o, "layers", &layers) &&
+        json_object_is_type(layers, json_type_array)) {
+        count = (int)json_object_array_length(layers);
+        for (int i = 0; i < count && (uint32_t)i < n; i++) {
+            struct json_object *l = json_object_array_get_idx(layers, i);
+            t[i].received = json_double(l, "received");
+            t[i].repacked = json_double(l, "repacked");
+            t[i].finalized = json_double(l, "finalized");
+            t[i].repack_seconds = json_double(l, "repack_seconds");
+            t[i].finalize_seconds = json_double(l, "finalize_seconds");
+        }
+    }
+    json_object_put(o);
+    return count;
+}
+
+int wst_cluster_engine_state(struct wst_cluster *c, uint32_t k, char *state,
+                             size_t state_len, char *reason, size_t reason_len)
+{
+    struct json_object *o, *v;
+
+    if (c->agents[k].engine_state[0] == '\0' || c->p.engine_bin == NULL ||
+        (o = json_object_from_file(c->agents[k].engine_state)) == NULL)
+        return -1;
+    snprintf(state, state_len, "%s",
+             json_object_object_get_ex(o, "state", &v)
+                 ? json_object_get_string(v)
+                 : "?");
+    snprintf(reason, reason_len, "%s",
+             json_object_object_get_ex(o, "reason", &v)
+                 ? json_object_get_string(v)
+                 : "");
+    json_object_put(o);
+    return 0;
+}
+
 void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig)
 {
     if (c->agents[k].pid > 0)
@@ -589,6 +724,14 @@ void wst_cluster_stop(struct wst_cluster *c)
             kill(a->pid, SIGCONT);
             kill(a->pid, SIGTERM);
             waitpid(a->pid, NULL, 0);
+        }
+        if (a->engine_pid > 0) {
+            /* It exits on the agent's EOF; a stuck one is killed. */
+            uint64_t deadline = wst_deadline_ns(2.0);
+            while (waitpid(a->engine_pid, NULL, WNOHANG) == 0 &&
+                   wst_now_ns() < deadline)
+                usleep(10000);
+            reap(&a->engine_pid);
         }
         if (a->shm != NULL) {
             munmap(a->shm, a->layout.shm_bytes);

@@ -1,8 +1,11 @@
 /* cluster.h - a refit cluster on one machine: agent and sender processes.
  *
  * Used by wstream-demo, wstream-bench and the fault tests. The "engine" of
- * each receiver rank is a POSIX shared-memory object this process creates
- * and poisons; a wstream-agent process per rank maps it. Sender processes
+ * each receiver rank is a POSIX shared-memory object, poisoned with 0xA5
+ * bytes, that a wstream-agent process per rank maps: with engine_bin, a
+ * wstream-engine-standin process per rank creates and owns it and speaks
+ * the agent's engine socket (as a real engine would); without, this
+ * process creates it. Sender processes
  * are forked before this process starts any thread; each owns the FSDP
  * shards of its rank of the model (model.h), registers them once, reports
  * "ready", then pushes one version per command read from its pipe and
@@ -20,6 +23,7 @@
 
 #include "layout_file.h"
 #include "model.h"
+#include <wstream/receiver.h>
 
 enum wst_transport {
     WST_TRANSPORT_AUTO = 0, /* UCX chooses */
@@ -44,6 +48,14 @@ struct wst_cluster_params {
     const char *agent_netns;  /* NULL: none */
     const char *sender_netns; /* NULL: none */
     int shm_data; /* senders' shm_data (sender.h): data over shared memory */
+    const struct wst_moe_options *moe; /* engine's experts; NULL: defaults */
+    uint32_t staging_slots; /* agents' --staging-slots; 0: their default */
+    const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
+    /* Fault: sender kill_sender SIGKILLs itself as it starts streaming
+     * layer kill_layer of version kill_version (0: no fault). */
+    uint32_t kill_sender;
+    uint32_t kill_layer;
+    uint64_t kill_version;
 };
 
 struct wst_sender_result {
@@ -69,6 +81,9 @@ struct wst_agent_status {
 
 struct wst_cluster_agent {
     pid_t pid;
+    pid_t engine_pid; /* the stand-in engine; 0: none */
+    char engine_socket[1200];
+    char engine_state[1200];
     char shm_name[64];
     void *shm;
     struct wst_layout layout;
@@ -112,6 +127,17 @@ int wst_cluster_verify(struct wst_cluster *c, uint64_t version);
 /* Reads agent k's status file. */
 int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
                              struct wst_agent_status *st);
+
+/* Agent k's per-layer timeline of its last refit (from its status file)
+ * into t[0..n); returns the number of layers it reported, -1 on error. */
+int wst_cluster_agent_timeline(struct wst_cluster *c, uint32_t k,
+                               struct wst_layer_times *t, uint32_t n);
+
+/* Agent k's engine's state ("serving", "paused", "unusable") and, when
+ * unusable, the reason the agent gave it; -1 without an engine. */
+int wst_cluster_engine_state(struct wst_cluster *c, uint32_t k, char *state,
+                             size_t state_len, char *reason,
+                             size_t reason_len);
 
 /* Sends 'sig' to agent k or sender r (SIGKILL, SIGSTOP, SIGCONT, ...). */
 void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig);

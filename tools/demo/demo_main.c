@@ -10,6 +10,18 @@
  * After every version it reads every agent's live bytes and checks them
  * against the data generator (tools/demo/model.h), which knows nothing of
  * the planner. Exit 0 only when every byte of every version verified.
+ *
+ * MoE presets (tiny-moe, qwen3-30b-a3b): trainer ranks own experts by EP
+ * (dim-0 chunks over the senders), each agent holds E/receivers experts in
+ * the layout of --loader, and a wstream-engine-standin process per agent
+ * owns the live shm and speaks the engine socket. --placement round-robin
+ * and --engine-expert-shard intermediate declare layouts the receiver must
+ * refuse; --fault kill-sender:LAYER kills sender 0 mid-layer in the last
+ * version, which must leave the agents unusable.
+ *
+ * Exit status: 0 every byte verified; 1 failed; 2 bad usage; a refusal or
+ * failure a sender reported exits with its negated wst_status_t (19
+ * non-linear placement, 20 expert sharding, 21 E % ep, 22 repack shape...).
  */
 #include <limits.h>
 #include <signal.h>
@@ -19,8 +31,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "dump.h"
 #include "model.h"
 
 struct demo_settings {
@@ -35,7 +49,20 @@ struct demo_settings {
     double timeout;
     int log_level;
     char *workdir;
+    int loader;
+    int placement;
+    int expert_shard;
+    char *fault;
+    char *dump;
+    uint64_t staging_slots;
+    int engine;
 };
+
+static const char *const loader_choices[] = {"trtllm-bf16", "checkpoint",
+                                             NULL};
+static const char *const placement_choices[] = {"linear", "round-robin",
+                                                NULL};
+static const char *const shard_choices[] = {"expert", "intermediate", NULL};
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const char *const mover_choices[] = {"auto", "put", "am", NULL};
@@ -43,7 +70,9 @@ static const char *const level_choices[] = {"error", "warn",  "info",
                                             "debug", "trace", NULL};
 
 static const struct wst_config_entry demo_config[] = {
-    {"preset", WST_CONFIG_STRING, "tiny", "model preset: tiny, qwen3-30b-a3b",
+    {"preset", WST_CONFIG_STRING, "tiny-moe",
+     "model preset: tiny-moe, tiny (dense), qwen3-30b-a3b (MoE), "
+     "dense:<MiB>",
      offsetof(struct demo_settings, preset), NULL},
     {"layers", WST_CONFIG_UINT, "0", "layer count (0: the preset's)",
      offsetof(struct demo_settings, layers), NULL},
@@ -67,11 +96,40 @@ static const struct wst_config_entry demo_config[] = {
     {"workdir", WST_CONFIG_STRING, "",
      "folder for layout, port and status files (default: a new temp dir)",
      offsetof(struct demo_settings, workdir), NULL},
+    {"loader", WST_CONFIG_ENUM, "trtllm-bf16",
+     "engine's expert layout: trtllm-bf16 (FlashInfer TRTLLM BF16 blocks) or "
+     "checkpoint",
+     offsetof(struct demo_settings, loader), loader_choices},
+    {"placement", WST_CONFIG_ENUM, "linear",
+     "engine's expert placement: linear, or round-robin (refused)",
+     offsetof(struct demo_settings, placement), placement_choices},
+    {"engine-expert-shard", WST_CONFIG_ENUM, "expert",
+     "engine splits experts by expert (EP), or inside each expert on the "
+     "intermediate dim (refused)",
+     offsetof(struct demo_settings, expert_shard), shard_choices},
+    {"fault", WST_CONFIG_STRING, "",
+     "kill-sender:LAYER: SIGKILL sender 0 as it streams LAYER in the last "
+     "version (the agents must end unusable)",
+     offsetof(struct demo_settings, fault), NULL},
+    {"dump", WST_CONFIG_STRING, "",
+     "after the last refit, write agent 0's live tensors and the global "
+     "source tensors here (tests/tools/check_dump.py checks them)",
+     offsetof(struct demo_settings, dump), NULL},
+    {"staging-slots", WST_CONFIG_UINT, "2",
+     "MoE layers the agents stage at once",
+     offsetof(struct demo_settings, staging_slots), NULL},
+    {"engine", WST_CONFIG_BOOL, "yes",
+     "run a stand-in engine process per agent that owns its live memory",
+     offsetof(struct demo_settings, engine), NULL},
     WST_CONFIG_END,
 };
 
 struct demo {
     struct demo_settings set;
+    struct wst_moe_options moe;
+    uint32_t kill_layer;
+    int fault_kill;
+    int exit_status; /* negated status of the first sender failure */
     struct wst_model model;
     char workdir[1024]; /* short enough for every path built from it */
     int own_workdir;
@@ -112,6 +170,9 @@ static double run_refit(struct demo *d, uint64_t version,
             fprintf(stderr, "wstream-demo: sender %u, version %llu: %s: %s\n",
                     r, (unsigned long long)version,
                     wst_status_string((wst_status_t)res.status), res.error);
+            if (ok && d->exit_status == 0 && res.status < -2 &&
+                res.status > -126)
+                d->exit_status = -res.status;
             ok = 0;
         }
         if (r == 0)
@@ -120,6 +181,56 @@ static double run_refit(struct demo *d, uint64_t version,
             seconds = res.seconds;
     }
     return ok ? seconds : -1;
+}
+
+/* Agent 0's last refit, layer by layer: when each was received (every
+ * sender's bytes verified), repacked and finalized, in ms from the
+ * engine's begin acknowledgement. */
+static void print_timeline(struct demo *d)
+{
+    struct wst_layer_times t[512];
+    int n = wst_cluster_agent_timeline(&d->cluster, 0, t, 512);
+
+    if (n <= 0)
+        return;
+    printf("timeline of agent 0, last refit (ms after begin was "
+           "acknowledged):\n  layer  received  repacked (repack)  finalized "
+           "(finalize)\n");
+    for (int i = 0; i < n && i < 512; i++) {
+        char rp[40] = "        -          ";
+        if (t[i].repack_seconds > 0)
+            snprintf(rp, sizeof(rp), "%9.2f (%6.2f)", t[i].repacked * 1e3,
+                     t[i].repack_seconds * 1e3);
+        printf("  %5d %9.2f %s %9.2f (%6.3f)%s\n", i, t[i].received * 1e3, rp,
+               t[i].finalized * 1e3, t[i].finalize_seconds * 1e3,
+               i == n - 1 ? "  global tensors" : "");
+    }
+}
+
+/* After --fault: every agent must say it is unusable, and why. */
+static int check_fail_closed(struct demo *d)
+{
+    int ok = 1;
+
+    for (uint32_t k = 0; k < d->set.receivers; k++) {
+        struct wst_agent_status st = {0};
+        char state[32] = "-", reason[600] = "";
+        uint64_t deadline = wst_deadline_ns(d->set.timeout);
+        while (wst_now_ns() < deadline &&
+               (wst_cluster_agent_status(&d->cluster, k, &st) != 0 ||
+                st.usable))
+            usleep(20000);
+        wst_cluster_engine_state(&d->cluster, k, state, sizeof(state), reason,
+                                 sizeof(reason));
+        printf("agent %u: %s, committed version %llu: %s\n", k,
+               st.usable ? "USABLE (fail-closed broken)" : "unusable",
+               (unsigned long long)st.committed_version, st.reason);
+        if (d->set.engine)
+            printf("agent %u's engine: %s%s%s\n", k, state,
+                   reason[0] ? ": " : "", reason);
+        ok &= !st.usable;
+    }
+    return ok ? 0 : -1;
 }
 
 static int compare_double(const void *a, const void *b)
@@ -140,6 +251,16 @@ static int run(struct demo *d)
         return -1;
     for (uint64_t v = 1; v <= d->set.refits; v++) {
         double t = run_refit(d, v, &res);
+        if (d->fault_kill && v == d->set.refits) {
+            printf("refit %llu/%llu: version %llu, sender 0 killed in layer "
+                   "%u: %s\n",
+                   (unsigned long long)v, (unsigned long long)d->set.refits,
+                   (unsigned long long)v, d->kill_layer,
+                   t > 0 ? "refit completed anyway" : "refit failed");
+            check_fail_closed(d);
+            free(secs);
+            return -1;
+        }
         int ok = t > 0 && wst_cluster_verify(&d->cluster, v) == 0;
         secs[v - 1] = t;
         printf("refit %llu/%llu: version %llu, %.1f MB in %.3f s "
@@ -160,6 +281,21 @@ static int run(struct demo *d)
                 transport_choices[d->set.transport], res.lanes);
         verified = 0;
     }
+    if (verified && d->set.dump[0] != '\0') {
+        char err[512];
+        if (wst_dump_write(d->set.dump, &d->model, &d->cluster.agents[0].layout,
+                           d->cluster.agents[0].shm, d->set.seed,
+                           d->set.refits, err, sizeof(err)) != WST_OK) {
+            fprintf(stderr, "wstream-demo: --dump: %s\n", err);
+            verified = 0;
+        } else {
+            printf("wstream-demo: agent 0's live tensors and the source "
+                   "tensors of version %llu are in %s\n",
+                   (unsigned long long)d->set.refits, d->set.dump);
+        }
+    }
+    if (verified)
+        print_timeline(d);
     qsort(secs, d->set.refits, sizeof(*secs), compare_double);
     double median = secs[(d->set.refits - 1) / 2];
     printf(
@@ -184,7 +320,7 @@ static void teardown(struct demo *d)
 }
 
 /* Checks what the table cannot express; 0 when the settings are usable. */
-static int check_settings(const struct demo *d)
+static int check_settings(struct demo *d)
 {
     if (d->set.senders == 0 || d->set.senders > 64 || d->set.receivers == 0 ||
         d->set.receivers > 64 || d->set.refits == 0 || d->set.refits > 100000) {
@@ -192,18 +328,42 @@ static int check_settings(const struct demo *d)
                         "and at least one refit\n");
         return -1;
     }
+    if (d->set.fault[0] != '\0') {
+        char *end = NULL;
+        const char *arg = d->set.fault + strlen("kill-sender:");
+        unsigned long layer = strtoul(arg, &end, 10);
+        if (strncmp(d->set.fault, "kill-sender:", 12) != 0 || *arg < '0' ||
+            *arg > '9' || *end != '\0' || layer > 100000) {
+            fprintf(stderr, "wstream-demo: --fault %s: expected "
+                            "kill-sender:LAYER\n",
+                    d->set.fault);
+            return -1;
+        }
+        d->fault_kill = 1;
+        d->kill_layer = (uint32_t)layer;
+    }
+    if (d->set.staging_slots == 0 || d->set.staging_slots > 64) {
+        fprintf(stderr, "wstream-demo: --staging-slots must be 1..64\n");
+        return -1;
+    }
     return 0;
 }
 
 static int prepare(struct demo *d, const char *agent_bin)
 {
-    char err[512];
+    char err[512], engine_bin[PATH_MAX + 32];
 
     if (wst_model_preset(d->set.preset, (uint32_t)d->set.layers, &d->model, err,
                          sizeof(err)) != WST_OK) {
         fprintf(stderr, "wstream-demo: %s\n", err);
         return -1;
     }
+    /* The stand-in engine is installed beside the agent. */
+    snprintf(engine_bin, sizeof(engine_bin), "%s", agent_bin);
+    char *slash = strrchr(engine_bin, '/');
+    snprintf(slash != NULL ? slash + 1 : engine_bin,
+             sizeof(engine_bin) - (size_t)(slash != NULL ? slash + 1 - engine_bin : 0),
+             "wstream-engine-standin");
     if (wst_cluster_workdir("wstream-demo", d->set.workdir, d->workdir,
                             sizeof(d->workdir), &d->own_workdir) != 0)
         return -1;
@@ -228,7 +388,16 @@ static int prepare(struct demo *d, const char *agent_bin)
         /* Asking for shm means data over shared memory (sender.h says
          * what that trades away on UCX 1.13). */
         .shm_data = d->set.transport == WST_TRANSPORT_SHM,
+        .moe = &d->moe,
+        .staging_slots = (uint32_t)d->set.staging_slots,
+        .engine_bin = d->set.engine ? engine_bin : NULL,
+        .kill_sender = 0,
+        .kill_layer = d->kill_layer,
+        .kill_version = d->fault_kill ? d->set.refits : 0,
     };
+    d->moe.loader = loader_choices[d->set.loader];
+    d->moe.round_robin = d->set.placement == 1;
+    d->moe.shard_inter = d->set.expert_shard == 1;
     return wst_cluster_start(&d->cluster, &cp);
 }
 
@@ -249,6 +418,8 @@ int main(int argc, char **argv)
         goto out_release;
     signal(SIGPIPE, SIG_IGN);
     rc = prepare(&d, agent_bin) == 0 && run(&d) == 0 ? 0 : 1;
+    if (rc != 0 && d.exit_status != 0)
+        rc = d.exit_status;
     teardown(&d);
 out_release:
     wst_config_release(demo_config, &d.set);

@@ -6,6 +6,23 @@
  * golden-ratio increment. Filling and verifying walk a box row by row, so
  * the name hash and key are computed once per call and the inner loop is one
  * mix per element.
+ *
+ * Grouped expert tensors ("model.layers.<l>.mlp.experts.<proj>.weight",
+ * [E, rows, cols], proj gate_proj = 0, up_proj = 1, down_proj = 2) are the
+ * same stream with the most significant byte of each element (the high byte
+ * of a bf16) replaced by a tag:
+ *
+ *     tag = (e + 37*l + 101*proj) & 0xff      e = dim-0 index (global id)
+ *
+ * The low byte still changes with version and position. A replay under the
+ * wrong expert id, into the wrong layer or projection changes the tag, so
+ * it shows in the bytes, and on a mismatch the verifier reads the tag of
+ * what it got to say where that value came from.
+ *
+ * The verifier checks the MoE loaders' live buffers from its own closed
+ * forms (REFIT_LAYOUTS.md sections 2 and 3), generating one source row at a
+ * time and comparing it where the loader must have put it; it shares no code
+ * with kernels/, which it is there to check.
  */
 #include "model.h"
 
@@ -83,6 +100,107 @@ static void gen_run(uint64_t key, size_t esize, uint64_t index, uint64_t count,
     }
 }
 
+#define N_PROJ 3
+static const char *const proj_names[N_PROJ] = {"gate_proj", "up_proj",
+                                               "down_proj"};
+
+/* The projection (0 gate, 1 up, 2 down) of a grouped expert tensor name,
+ * with its layer in *layer_p; -1 for any other name. */
+static int expert_proj(const char *name, uint32_t *layer_p)
+{
+    uint32_t l = wst_tensor_layer(name);
+    const char *p;
+    char want[64];
+    int k;
+
+    if (l == UINT32_MAX)
+        return -1;
+    p = strchr(name + strlen("model.layers."), '.');
+    for (k = 0; k < N_PROJ; k++) {
+        snprintf(want, sizeof(want), ".mlp.experts.%s.weight", proj_names[k]);
+        if (strcmp(p, want) == 0) {
+            *layer_p = l;
+            return k;
+        }
+    }
+    return -1;
+}
+
+static uint32_t tag_base(uint32_t layer, int proj)
+{
+    return 37u * layer + 101u * (uint32_t)proj;
+}
+
+/* As gen_run, with the most significant byte of every element set to
+ * 'tag' (esize >= 2). bf16 gets its own loop: it is the hot case. */
+static void gen_run_tagged(uint64_t key, size_t esize, uint64_t index,
+                           uint64_t count, unsigned char tag,
+                           unsigned char *dst)
+{
+    uint64_t s = key + (index + 1) * GOLDEN, k;
+
+    if (esize == 2) {
+        for (k = 0; k < count; k++, s += GOLDEN, dst += 2) {
+            dst[0] = (unsigned char)mix64(s);
+            dst[1] = tag;
+        }
+        return;
+    }
+    gen_run(key, esize, index, count, dst);
+    for (k = 0; k < count; k++)
+        dst[k * esize + esize - 1] = tag;
+}
+
+/* Everything that generates one tensor's elements. */
+struct stream {
+    uint64_t key;
+    size_t esize;
+    uint64_t per_expert; /* elements per dim-0 index; 0: untagged */
+    uint32_t tag0;       /* tag of expert 0 */
+};
+
+static void stream_init(struct stream *s, const struct wst_tensor_desc *t,
+                        uint64_t seed, uint64_t version)
+{
+    uint32_t layer = 0, d;
+    int proj = expert_proj(t->name, &layer);
+
+    s->key = data_key(t->name, seed, version);
+    s->esize = wst_dtype_size(t->dtype);
+    s->per_expert = 0;
+    s->tag0 = 0;
+    /* one-byte elements have no byte to spare for the tag */
+    if (proj < 0 || t->ndim < 2 || s->esize < 2)
+        return;
+    s->per_expert = 1;
+    for (d = 1; d < t->ndim; d++)
+        s->per_expert *= t->shape[d];
+    s->tag0 = tag_base(layer, proj);
+}
+
+/* Elements [index, index + count) of stream 's', tagged per expert. */
+static void stream_gen(const struct stream *s, uint64_t index, uint64_t count,
+                       unsigned char *dst)
+{
+    uint64_t e, n;
+
+    if (s->per_expert == 0) {
+        gen_run(s->key, s->esize, index, count, dst);
+        return;
+    }
+    while (count > 0) {
+        e = index / s->per_expert;
+        n = (e + 1) * s->per_expert - index;
+        if (n > count)
+            n = count;
+        gen_run_tagged(s->key, s->esize, index, n, (unsigned char)(e + s->tag0),
+                       dst);
+        index += n;
+        count -= n;
+        dst += n * s->esize;
+    }
+}
+
 /* Row walk over an N-D box: idx holds the current outer index (dims
  * 0..ndim-2); returns 0 when past the last row. */
 static int next_row(const struct wst_box *b, uint64_t *idx)
@@ -128,24 +246,23 @@ void wst_model_fill_shard(const struct wst_have *h, uint64_t seed,
                           uint64_t version, void *buf)
 {
     const struct wst_box *b = &h->box;
-    size_t esize = wst_dtype_size(h->tensor.dtype);
-    uint64_t key = data_key(h->tensor.name, seed, version);
     uint64_t idx[WST_MAX_DIMS], row;
     unsigned char *dst = buf;
     uint32_t last = b->ndim - 1;
+    struct stream s;
 
     if (box_elems(b) == 0)
         return;
+    stream_init(&s, &h->tensor, seed, version);
     if (h->flat) {
-        gen_run(key, esize, b->start[0], b->stop[0] - b->start[0], dst);
+        stream_gen(&s, b->start[0], b->stop[0] - b->start[0], dst);
         return;
     }
     row = b->stop[last] - b->start[last];
     memcpy(idx, b->start, sizeof(idx));
     do {
-        gen_run(key, esize, flat_index(&h->tensor, idx, b->start[last]), row,
-                dst);
-        dst += row * esize;
+        stream_gen(&s, flat_index(&h->tensor, idx, b->start[last]), row, dst);
+        dst += row * s.esize;
     } while (next_row(b, idx));
 }
 
@@ -166,20 +283,21 @@ static wst_status_t verify_want(const struct wst_layout *l,
 {
     const struct wst_box *b = &w->box;
     size_t esize = wst_dtype_size(w->tensor.dtype);
-    uint64_t key = data_key(w->tensor.name, seed, version);
     uint32_t last = b->ndim - 1;
+    struct stream s;
     uint64_t idx[WST_MAX_DIMS], row_bytes, pitch, g;
     const unsigned char *src;
     size_t k;
     char e_hex[17], g_hex[17];
 
+    stream_init(&s, &w->tensor, seed, version);
     row_bytes = (b->stop[last] - b->start[last]) * esize;
     pitch = w->row_pitch != 0 ? w->row_pitch : row_bytes;
     src = shm + l->regions[w->region].offset + w->offset;
     memcpy(idx, b->start, sizeof(idx));
     do {
         g = flat_index(&w->tensor, idx, b->start[last]);
-        gen_run(key, esize, g, row_bytes / esize, expect);
+        stream_gen(&s, g, row_bytes / esize, expect);
         if (memcmp(expect, src, row_bytes) != 0) {
             for (k = 0; memcmp(expect + k, src + k, esize) == 0; k += esize)
                 ;
@@ -198,6 +316,339 @@ static wst_status_t verify_want(const struct wst_layout *l,
     return WST_OK;
 }
 
+/* ---- verifying MoE live buffers ---------------------------------------- */
+
+enum loader_kind { LOADER_CHECKPOINT, LOADER_TRTLLM };
+
+#define KBLOCK 64 /* trtllm-bf16: elements per K block */
+
+/* One experts entry being checked: live[0] is w13, live[1] w2. */
+struct xcheck {
+    const struct wst_layout *l;
+    const struct wst_layout_experts *x;
+    uint64_t seed, version;
+    enum loader_kind kind;
+    const unsigned char *live[2];
+    uint64_t h, i, n_local, start; /* H, I, L, first global expert */
+    size_t es;
+    struct stream s[N_PROJ];
+    unsigned char *row; /* one source row: max(H, I) elements */
+};
+
+static const char *const live_names[2] = {"w13", "w2"};
+
+/* The stream of projection 'proj' of layer 'layer' ([E, I, H] or, for down,
+ * [E, H, I]), as the model's grouped expert tensor generates it. */
+static void expert_stream(struct stream *s, uint32_t layer, int proj,
+                          const struct wst_layout_experts *x, uint64_t seed,
+                          uint64_t version)
+{
+    struct wst_tensor_desc t;
+
+    memset(&t, 0, sizeof(t));
+    snprintf(t.name, sizeof(t.name), "model.layers.%u.mlp.experts.%s.weight",
+             layer, proj_names[proj]);
+    t.dtype = x->dtype;
+    t.ndim = 3;
+    t.shape[0] = x->n_experts;
+    t.shape[1] = proj == 2 ? x->hidden : x->inter;
+    t.shape[2] = proj == 2 ? x->inter : x->hidden;
+    stream_init(s, &t, seed, version);
+}
+
+/* Says in 'out' where the element 'got' seems to come from: an expert of
+ * any layer of the layout whose element at the same (row, col) equals it
+ * (its tag narrows the search to a few candidates), else what its tag alone
+ * can mean within this layer (the same tag fits one expert per
+ * projection). */
+static void x_whence(const struct xcheck *c, uint64_t r, uint64_t col,
+                     const unsigned char *got, char *out, size_t outlen)
+{
+    unsigned tag = got[c->es - 1];
+    unsigned char v[8];
+    uint64_t e, rows, cols;
+    struct stream s;
+    size_t k;
+    int p, len, n = 0;
+
+    for (k = 0; k < c->l->n_experts; k++) {
+        const struct wst_layout_experts *y = &c->l->experts[k];
+
+        if (y->dtype != c->x->dtype)
+            continue;
+        for (p = 0; p < N_PROJ; p++) {
+            rows = p == 2 ? y->hidden : y->inter;
+            cols = p == 2 ? y->inter : y->hidden;
+            if (r >= rows || col >= cols)
+                continue;
+            expert_stream(&s, y->layer, p, y, c->seed, c->version);
+            for (e = (tag - tag_base(y->layer, p)) & 0xff; e < y->n_experts;
+                 e += 256) {
+                stream_gen(&s, (e * rows + r) * cols + col, 1, v);
+                if (memcmp(v, got, c->es) == 0) {
+                    snprintf(out, outlen,
+                             "expert %llu %s of layer %u (its value at this "
+                             "position)",
+                             (unsigned long long)e, proj_names[p], y->layer);
+                    return;
+                }
+            }
+        }
+    }
+    /* no value matches: list what the tag can mean within this layer */
+    len = 0;
+    out[0] = '\0';
+    for (p = 0; p < N_PROJ; p++) {
+        e = (tag - tag_base(c->x->layer, p)) & 0xff;
+        if (e < c->x->n_experts && len >= 0 && (size_t)len < outlen)
+            len += snprintf(out + len, outlen - (size_t)len, "%sexpert %llu %s",
+                            n++ ? " or " : "", (unsigned long long)e,
+                            proj_names[p]);
+    }
+    if (len >= 0 && (size_t)len < outlen)
+        snprintf(out + len, outlen - (size_t)len,
+                 "%s of layer %u by its tag 0x%02x alone", n ? "" : "no expert",
+                 c->x->layer, tag);
+}
+
+/* Reports the first differing element of 'n' expected elements against
+ * live[buf] + off: local expert 'local', source row 'r' of projection
+ * 'proj' from column 'c0'. */
+static wst_status_t x_mismatch(const struct xcheck *c, int buf, uint64_t off,
+                               const unsigned char *expect, uint64_t n,
+                               uint64_t local, int proj, uint64_t r,
+                               uint64_t c0, char *err, size_t errlen)
+{
+    const unsigned char *got = c->live[buf] + off;
+    const struct wst_layout_experts *x = c->x;
+    uint32_t region = buf == 0 ? x->w13_region : x->w2_region;
+    uint64_t k;
+    char e_hex[17], g_hex[17], whence[160];
+
+    for (k = 0; k + 1 < n; k++)
+        if (memcmp(expect + k * c->es, got + k * c->es, c->es) != 0)
+            break;
+    hex_bytes(expect + k * c->es, c->es, e_hex);
+    hex_bytes(got + k * c->es, c->es, g_hex);
+    x_whence(c, r, c0 + k, got + k * c->es, whence, sizeof(whence));
+    set_err(err, errlen,
+            "experts of layer %u (loader %s): live %s (region \"%s\") byte "
+            "%llu, local expert %llu (global %llu) %s row %llu col %llu: "
+            "expected 0x%s got 0x%s; got looks like %s",
+            x->layer, x->loader, live_names[buf], c->l->regions[region].name,
+            (unsigned long long)(off + k * c->es), (unsigned long long)local,
+            (unsigned long long)(c->start + local), proj_names[proj],
+            (unsigned long long)r, (unsigned long long)(c0 + k), e_hex, g_hex,
+            whence);
+    return WST_ERR_INTEGRITY;
+}
+
+/* "checkpoint": w13[e] = [gate_g; up_g] ([2I, H]), w2[e] = down_g ([H, I]). */
+static wst_status_t x_checkpoint(struct xcheck *c, uint64_t e, char *err,
+                                 size_t errlen)
+{
+    uint64_t g = c->start + e, h = c->h, i = c->i, r, off;
+    size_t es = c->es;
+    int p;
+
+    for (p = 0; p < 2; p++) {
+        for (r = 0; r < i; r++) {
+            stream_gen(&c->s[p], (g * i + r) * h, h, c->row);
+            off = ((e * 2 + (uint64_t)p) * i + r) * h * es;
+            if (memcmp(c->row, c->live[0] + off, h * es) != 0)
+                return x_mismatch(c, 0, off, c->row, h, e, p, r, 0, err,
+                                  errlen);
+        }
+    }
+    for (r = 0; r < h; r++) {
+        stream_gen(&c->s[2], (g * h + r) * i, i, c->row);
+        off = (e * h + r) * i * es;
+        if (memcmp(c->row, c->live[1] + off, i * es) != 0)
+            return x_mismatch(c, 1, off, c->row, i, e, 2, r, 0, err, errlen);
+    }
+    return WST_OK;
+}
+
+/* REFIT_LAYOUTS.md section 3: output row n of a shuffled, interleaved
+ * matrix holds source row sigma(n). */
+static uint64_t trtllm_sigma(uint64_t n)
+{
+    return 32 * (n / 32) + 4 * (n % 8) + (n % 32) / 8;
+}
+
+/* "trtllm-bf16": W13 [L, H/64, 2I, 64] with row n = (sigma(n) odd ? gate :
+ * up)[sigma(n) >> 1], W2 [L, I/64, H, 64] with row n = down[sigma(n)]. Each
+ * source row is generated once and compared block by block where it must
+ * have landed. */
+static wst_status_t x_trtllm(struct xcheck *c, uint64_t e, char *err,
+                             size_t errlen)
+{
+    uint64_t g = c->start + e, h = c->h, i = c->i, m = 2 * i;
+    uint64_t n, q, r, kb, nkb, off;
+    size_t blk = KBLOCK * c->es;
+    int p;
+
+    nkb = h / KBLOCK;
+    for (n = 0; n < m; n++) {
+        q = trtllm_sigma(n);
+        p = (q & 1) ? 0 : 1; /* interleaved [up; gate]: odd rows are gate */
+        r = q >> 1;
+        stream_gen(&c->s[p], (g * i + r) * h, h, c->row);
+        for (kb = 0; kb < nkb; kb++) {
+            off = ((e * nkb + kb) * m + n) * blk;
+            if (memcmp(c->row + kb * blk, c->live[0] + off, blk) != 0)
+                return x_mismatch(c, 0, off, c->row + kb * blk, KBLOCK, e, p, r,
+                                  kb * KBLOCK, err, errlen);
+        }
+    }
+    nkb = i / KBLOCK;
+    for (n = 0; n < h; n++) {
+        q = trtllm_sigma(n);
+        stream_gen(&c->s[2], (g * h + q) * i, i, c->row);
+        for (kb = 0; kb < nkb; kb++) {
+            off = ((e * nkb + kb) * h + n) * blk;
+            if (memcmp(c->row + kb * blk, c->live[1] + off, blk) != 0)
+                return x_mismatch(c, 1, off, c->row + kb * blk, KBLOCK, e, 2, q,
+                                  kb * KBLOCK, err, errlen);
+        }
+    }
+    return WST_OK;
+}
+
+/* Nonzero when the receiver never writes entry 'x' because it refuses it
+ * at plan time: sharded inside the experts, E not divisible by ep, or an
+ * expert map that is not linear placement. */
+static int x_refused(const struct wst_layout_experts *x)
+{
+    uint64_t n_local, k;
+
+    if (x->inter_tp_size > 1 || x->n_experts % x->ep_size != 0)
+        return 1;
+    if (x->expert_ids == NULL)
+        return 0;
+    n_local = x->n_experts / x->ep_size;
+    if (x->n_expert_ids != n_local)
+        return 1;
+    for (k = 0; k < n_local; k++)
+        if (x->expert_ids[k] != x->ep_rank * n_local + k)
+            return 1;
+    return 0;
+}
+
+/* live[buf] = shm + region offset + 'offset', 'bytes' long, if it fits. */
+static int x_live(struct xcheck *c, int buf, const unsigned char *shm,
+                  uint32_t region, uint64_t offset, uint64_t bytes)
+{
+    const struct wst_layout_region *rg;
+
+    if (region >= c->l->n_regions)
+        return 0;
+    rg = &c->l->regions[region];
+    if (offset > rg->bytes || bytes > rg->bytes - offset)
+        return 0;
+    c->live[buf] = shm + rg->offset + offset;
+    return 1;
+}
+
+/* Validates entry 'k' and fills *c for it. */
+static wst_status_t x_setup(struct xcheck *c, const struct wst_layout *l,
+                            size_t k, const unsigned char *shm, char *err,
+                            size_t errlen)
+{
+    const struct wst_layout_experts *x = &l->experts[k];
+    uint64_t w13 = 0;
+    int p;
+
+    c->l = l;
+    c->x = x;
+    c->es = wst_dtype_size(x->dtype);
+    c->h = x->hidden;
+    c->i = x->inter;
+    c->n_local = x->n_experts / x->ep_size;
+    c->start = x->ep_rank * c->n_local;
+    if (strcmp(x->loader, "checkpoint") == 0) {
+        c->kind = LOADER_CHECKPOINT;
+    } else if (strcmp(x->loader, "trtllm-bf16") == 0) {
+        c->kind = LOADER_TRTLLM;
+    } else {
+        set_err(err, errlen,
+                "verify: experts[%zu] (layer %u): loader \"%.63s\" unknown "
+                "to the verifier",
+                k, x->layer, x->loader);
+        return WST_ERR_INVALID;
+    }
+    if (c->kind == LOADER_TRTLLM &&
+        (x->dtype != WST_DTYPE_BF16 || c->h % KBLOCK != 0 ||
+         c->i % KBLOCK != 0)) {
+        set_err(err, errlen,
+                "verify: experts[%zu] (layer %u): trtllm-bf16 needs bf16 and "
+                "H, I multiples of %d (H=%u I=%u)",
+                k, x->layer, KBLOCK, x->hidden, x->inter);
+        return WST_ERR_INVALID;
+    }
+    /* w13 = L*2I*H elements is the larger buffer, w2 half of it; a layout
+     * from a file may hold anything, so the product must not wrap */
+    if (__builtin_mul_overflow(c->n_local, 2 * c->i, &w13) ||
+        __builtin_mul_overflow(w13, c->h, &w13) ||
+        __builtin_mul_overflow(w13, (uint64_t)c->es, &w13) ||
+        !x_live(c, 0, shm, x->w13_region, x->w13_offset, w13) ||
+        !x_live(c, 1, shm, x->w2_region, x->w2_offset, w13 / 2)) {
+        set_err(err, errlen,
+                "verify: experts[%zu] (layer %u): w13 or w2 runs past its "
+                "region",
+                k, x->layer);
+        return WST_ERR_INVALID;
+    }
+    for (p = 0; p < N_PROJ; p++)
+        expert_stream(&c->s[p], x->layer, p, x, c->seed, c->version);
+    return WST_OK;
+}
+
+/* Checks every experts entry the receiver would write. */
+static wst_status_t verify_experts(const struct wst_layout *l,
+                                   const unsigned char *shm, uint64_t seed,
+                                   uint64_t version, uint64_t *checked,
+                                   char *err, size_t errlen)
+{
+    struct xcheck c;
+    wst_status_t status = WST_OK;
+    uint64_t e;
+    size_t k;
+
+    for (k = 0; k < l->n_experts && status == WST_OK; k++) {
+        const struct wst_layout_experts *x = &l->experts[k];
+
+        if (wst_dtype_size(x->dtype) == 0 || x->n_experts == 0 ||
+            x->ep_size == 0 || x->ep_rank >= x->ep_size || x->hidden == 0 ||
+            x->inter == 0) {
+            set_err(err, errlen, "verify: experts[%zu] malformed", k);
+            return WST_ERR_INVALID;
+        }
+        if (x_refused(x))
+            continue;
+        memset(&c, 0, sizeof(c));
+        c.seed = seed;
+        c.version = version;
+        status = x_setup(&c, l, k, shm, err, errlen);
+        if (status != WST_OK)
+            break;
+        c.row = malloc((c.h > c.i ? c.h : c.i) * c.es);
+        if (c.row == NULL) {
+            set_err(err, errlen, "verify: out of memory");
+            return WST_ERR_NO_MEMORY;
+        }
+        for (e = 0; e < c.n_local && status == WST_OK; e++) {
+            status = c.kind == LOADER_CHECKPOINT
+                         ? x_checkpoint(&c, e, err, errlen)
+                         : x_trtllm(&c, e, err, errlen);
+            if (status == WST_OK)
+                *checked += 3 * c.i * c.h * c.es;
+        }
+        free(c.row);
+    }
+    return status;
+}
+
 wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
                               uint64_t seed, uint64_t version,
                               uint64_t *bytes_checked_p, char *err,
@@ -208,7 +659,8 @@ wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
     size_t i;
     wst_status_t status = WST_OK;
 
-    if (l == NULL || (shm_base == NULL && l->n_wants > 0)) {
+    if (l == NULL ||
+        (shm_base == NULL && (l->n_wants > 0 || l->n_experts > 0))) {
         set_err(err, errlen, "verify: NULL argument");
         return WST_ERR_INVALID;
     }
@@ -237,6 +689,9 @@ wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
                              &checked, err, errlen);
     }
     free(expect);
+    if (status == WST_OK)
+        status =
+            verify_experts(l, shm_base, seed, version, &checked, err, errlen);
     if (bytes_checked_p != NULL)
         *bytes_checked_p = checked;
     return status;
@@ -247,16 +702,23 @@ wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
 struct preset {
     const char *name;
     uint32_t hidden, inter, n_layers, vocab, heads, kv_heads, head_dim;
-    uint32_t n_experts;
+    uint32_t n_experts, moe_inter;
 };
 
 static const struct preset presets[] = {
-    {"tiny", 1024, 2048, 4, 4096, 8, 4, 128, 0},
-    {"qwen3-30b-a3b", 2048, 0, 48, 151936, 32, 4, 128, 128},
+    {"tiny", 1024, 2048, 4, 4096, 8, 4, 128, 0, 0},
+    {"tiny-moe", 1024, 0, 4, 4096, 8, 4, 128, 16, 256},
+    {"qwen3-30b-a3b", 2048, 0, 48, 151936, 32, 4, 128, 128, 768},
 };
 
+/* Most tensors a layer can have: 8 attention and norm tensors, 3 dense MLP
+ * tensors, the router and 3 grouped expert tensors. */
+#define TENSORS_PER_LAYER 15
+#define GLOBAL_TENSORS 3 /* embed_tokens, norm, lm_head */
+
+/* Appends a bf16 tensor of 'ndim' (1..3) dims; unused dims are ignored. */
 static void add_tensor(struct wst_model *m, const char *name, uint32_t ndim,
-                       uint64_t d0, uint64_t d1)
+                       uint64_t d0, uint64_t d1, uint64_t d2)
 {
     struct wst_tensor_desc *t = &m->tensors[m->n_tensors++];
 
@@ -265,7 +727,8 @@ static void add_tensor(struct wst_model *m, const char *name, uint32_t ndim,
     t->dtype = WST_DTYPE_BF16;
     t->ndim = ndim;
     t->shape[0] = d0;
-    t->shape[1] = d1;
+    t->shape[1] = ndim > 1 ? d1 : 0;
+    t->shape[2] = ndim > 2 ? d2 : 0;
 }
 
 static void add_layer(struct wst_model *m, uint32_t l)
@@ -275,21 +738,29 @@ static void add_layer(struct wst_model *m, uint32_t l)
     uint64_t kv = (uint64_t)m->kv_heads * m->head_dim;
 
 #define LNAME(suffix) (snprintf(n, sizeof(n), "model.layers.%u." suffix, l), n)
-    add_tensor(m, LNAME("input_layernorm.weight"), 1, h, 0);
-    add_tensor(m, LNAME("post_attention_layernorm.weight"), 1, h, 0);
-    add_tensor(m, LNAME("self_attn.q_proj.weight"), 2, q, h);
-    add_tensor(m, LNAME("self_attn.k_proj.weight"), 2, kv, h);
-    add_tensor(m, LNAME("self_attn.v_proj.weight"), 2, kv, h);
-    add_tensor(m, LNAME("self_attn.o_proj.weight"), 2, h, q);
-    add_tensor(m, LNAME("self_attn.q_norm.weight"), 1, m->head_dim, 0);
-    add_tensor(m, LNAME("self_attn.k_norm.weight"), 1, m->head_dim, 0);
+    add_tensor(m, LNAME("input_layernorm.weight"), 1, h, 0, 0);
+    add_tensor(m, LNAME("post_attention_layernorm.weight"), 1, h, 0, 0);
+    add_tensor(m, LNAME("self_attn.q_proj.weight"), 2, q, h, 0);
+    add_tensor(m, LNAME("self_attn.k_proj.weight"), 2, kv, h, 0);
+    add_tensor(m, LNAME("self_attn.v_proj.weight"), 2, kv, h, 0);
+    add_tensor(m, LNAME("self_attn.o_proj.weight"), 2, h, q, 0);
+    add_tensor(m, LNAME("self_attn.q_norm.weight"), 1, m->head_dim, 0, 0);
+    add_tensor(m, LNAME("self_attn.k_norm.weight"), 1, m->head_dim, 0, 0);
     if (m->inter != 0) {
-        add_tensor(m, LNAME("mlp.gate_proj.weight"), 2, m->inter, h);
-        add_tensor(m, LNAME("mlp.up_proj.weight"), 2, m->inter, h);
-        add_tensor(m, LNAME("mlp.down_proj.weight"), 2, h, m->inter);
+        add_tensor(m, LNAME("mlp.gate_proj.weight"), 2, m->inter, h, 0);
+        add_tensor(m, LNAME("mlp.up_proj.weight"), 2, m->inter, h, 0);
+        add_tensor(m, LNAME("mlp.down_proj.weight"), 2, h, m->inter, 0);
     }
     if (m->n_experts != 0)
-        add_tensor(m, LNAME("mlp.gate.weight"), 2, m->n_experts, h);
+        add_tensor(m, LNAME("mlp.gate.weight"), 2, m->n_experts, h, 0);
+    if (m->n_experts != 0 && m->moe_inter != 0) {
+        add_tensor(m, LNAME("mlp.experts.gate_proj.weight"), 3, m->n_experts,
+                   m->moe_inter, h);
+        add_tensor(m, LNAME("mlp.experts.up_proj.weight"), 3, m->n_experts,
+                   m->moe_inter, h);
+        add_tensor(m, LNAME("mlp.experts.down_proj.weight"), 3, m->n_experts, h,
+                   m->moe_inter);
+    }
 #undef LNAME
 }
 
@@ -344,7 +815,8 @@ static wst_status_t dense_preset(const char *name, uint32_t n_layers,
         snprintf(tn, sizeof(tn), "model.layers.%llu.dense.w%llu.weight",
                  (unsigned long long)(i / DENSE_PER_LAYER),
                  (unsigned long long)(i % DENSE_PER_LAYER));
-        add_tensor(&tmp, tn, 2, rows / n + (i < rows % n ? 1 : 0), DENSE_COLS);
+        add_tensor(&tmp, tn, 2, rows / n + (i < rows % n ? 1 : 0), DENSE_COLS,
+                   0);
     }
     *m = tmp;
     return WST_OK;
@@ -365,8 +837,8 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
             p = &presets[i];
     if (p == NULL || m == NULL) {
         set_err(err, errlen,
-                "unknown model preset \"%s\" (tiny, qwen3-30b-a3b, "
-                "dense:<MiB>)",
+                "unknown model preset \"%s\" (tiny, tiny-moe, "
+                "qwen3-30b-a3b, dense:<MiB>)",
                 name != NULL ? name : "(null)");
         return WST_ERR_INVALID;
     }
@@ -380,22 +852,24 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
     tmp.kv_heads = p->kv_heads;
     tmp.head_dim = p->head_dim;
     tmp.n_experts = p->n_experts;
+    tmp.moe_inter = p->moe_inter;
     if (tmp.n_layers > 100000) {
         set_err(err, errlen, "model %s: %u layers is too many", p->name,
                 tmp.n_layers);
         return WST_ERR_INVALID;
     }
     tmp.tensors =
-        malloc(((size_t)tmp.n_layers * 12 + 3) * sizeof(*tmp.tensors));
+        malloc(((size_t)tmp.n_layers * TENSORS_PER_LAYER + GLOBAL_TENSORS) *
+               sizeof(*tmp.tensors));
     if (tmp.tensors == NULL) {
         set_err(err, errlen, "model %s: out of memory", p->name);
         return WST_ERR_NO_MEMORY;
     }
-    add_tensor(&tmp, "model.embed_tokens.weight", 2, tmp.vocab, tmp.hidden);
+    add_tensor(&tmp, "model.embed_tokens.weight", 2, tmp.vocab, tmp.hidden, 0);
     for (l = 0; l < tmp.n_layers; l++)
         add_layer(&tmp, l);
-    add_tensor(&tmp, "model.norm.weight", 1, tmp.hidden, 0);
-    add_tensor(&tmp, "lm_head.weight", 2, tmp.vocab, tmp.hidden);
+    add_tensor(&tmp, "model.norm.weight", 1, tmp.hidden, 0, 0);
+    add_tensor(&tmp, "lm_head.weight", 2, tmp.vocab, tmp.hidden, 0);
     *m = tmp;
     return WST_OK;
 }
@@ -469,7 +943,8 @@ wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
 struct builder {
     const struct wst_model *m;
     struct wst_layout *l;
-    uint64_t end; /* bytes used in the shm */
+    const struct wst_moe_options *opt; /* never NULL */
+    uint64_t end;                      /* bytes used in the shm */
     size_t esize;
 };
 
@@ -529,8 +1004,60 @@ static void add_whole(struct builder *b, const char *name)
     add_want(b, name, r, 0, 0, t->shape[0], 0, cols);
 }
 
-static void add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
-                             uint32_t tp)
+/* One MoE layer's routed experts: regions w13 and w2 and the experts entry
+ * pointing at them (wst_model_engine_layout_moe says what each option
+ * does). No wants: the receiver stages the grouped tensors itself. */
+static wst_status_t add_experts(struct builder *b, uint32_t layer, uint32_t r,
+                                uint32_t tp)
+{
+    const struct wst_model *m = b->m;
+    const struct wst_moe_options *o = b->opt;
+    struct wst_layout_experts *x = &b->l->experts[b->l->n_experts];
+    uint64_t e = m->n_experts, h = m->hidden, n_local, inter;
+    char n[WST_NAME_MAX];
+    uint32_t k;
+
+    memset(x, 0, sizeof(*x));
+    x->layer = layer;
+    snprintf(x->loader, sizeof(x->loader), "%s",
+             o->loader != NULL ? o->loader : "checkpoint");
+    x->dtype = WST_DTYPE_BF16;
+    x->n_experts = m->n_experts;
+    x->hidden = m->hidden;
+    x->inter = m->moe_inter;
+    if (o->shard_inter) {
+        x->ep_rank = 0;
+        x->ep_size = 1;
+        x->inter_tp_rank = r;
+        x->inter_tp_size = tp;
+        n_local = e;
+        inter = (m->moe_inter + tp - 1) / tp;
+    } else {
+        x->ep_rank = r;
+        x->ep_size = tp;
+        /* ceil: E % tp != 0 is the receiver's refusal to make, not ours */
+        n_local = (e + tp - 1) / tp;
+        inter = m->moe_inter;
+    }
+    if (o->round_robin) {
+        x->n_expert_ids = e > r ? (uint32_t)((e - r + tp - 1) / tp) : 0;
+        x->expert_ids = malloc((x->n_expert_ids ? x->n_expert_ids : 1) *
+                               sizeof(*x->expert_ids));
+        if (x->expert_ids == NULL)
+            return WST_ERR_NO_MEMORY;
+        for (k = 0; k < x->n_expert_ids; k++)
+            x->expert_ids[k] = r + k * tp;
+    }
+    snprintf(n, sizeof(n), "model.layers.%u.mlp.experts.w13_weight", layer);
+    x->w13_region = add_region(b, n, n_local * 2 * inter, h);
+    snprintf(n, sizeof(n), "model.layers.%u.mlp.experts.w2_weight", layer);
+    x->w2_region = add_region(b, n, n_local * h, inter);
+    b->l->n_experts++;
+    return WST_OK;
+}
+
+static wst_status_t add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
+                                     uint32_t tp)
 {
     const struct wst_model *m = b->m;
     uint64_t h = m->hidden, hd = m->head_dim, es = b->esize;
@@ -574,6 +1101,9 @@ static void add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
     if (m->n_experts != 0)
         add_whole(b, NAME("mlp.gate.weight"));
 #undef NAME
+    if (m->n_experts != 0 && m->moe_inter != 0)
+        return add_experts(b, l, r, tp);
+    return WST_OK;
 }
 
 /* Embedding-like tensor: rows padded to a multiple of VOCAB_PAD * tp, split
@@ -607,7 +1137,7 @@ static wst_status_t tp_check(const struct wst_model *m, uint32_t tp, char *err,
     } else if (m->hidden % tp != 0) {
         what = "hidden size";
         val = m->hidden;
-    } else if (m->inter % tp != 0) {
+    } else if (m->inter != 0 && m->inter % tp != 0) {
         what = "intermediate size";
         val = m->inter;
     }
@@ -639,6 +1169,7 @@ static wst_status_t dense_layout(const struct wst_model *m, uint32_t tp_rank,
     }
     b.m = m;
     b.l = &l;
+    b.opt = NULL;
     b.end = 0;
     b.esize = wst_dtype_size(WST_DTYPE_BF16);
     for (i = 0; i < m->n_tensors; i++) {
@@ -655,48 +1186,122 @@ static wst_status_t dense_layout(const struct wst_model *m, uint32_t tp_rank,
     return WST_OK;
 }
 
+/* Frees what the builder put in l->experts, then the rest of 'l'; emptying
+ * the experts array first keeps this right whether wst_layout_release frees
+ * experts or not. */
+static void layout_drop(struct wst_layout *l)
+{
+    size_t i;
+
+    for (i = 0; i < l->n_experts; i++)
+        free(l->experts[i].expert_ids);
+    free(l->experts);
+    l->experts = NULL;
+    l->n_experts = 0;
+    wst_layout_release(l);
+}
+
+static wst_status_t moe_options_check(const struct wst_moe_options *o,
+                                      char *err, size_t errlen)
+{
+    if (o->loader != NULL && strcmp(o->loader, "checkpoint") != 0 &&
+        strcmp(o->loader, "trtllm-bf16") != 0) {
+        set_err(err, errlen,
+                "engine layout: unknown expert loader \"%s\" (checkpoint, "
+                "trtllm-bf16)",
+                o->loader);
+        return WST_ERR_INVALID;
+    }
+    if (o->round_robin && o->shard_inter) {
+        set_err(err, errlen,
+                "engine layout: round_robin and shard_inter exclude each "
+                "other");
+        return WST_ERR_INVALID;
+    }
+    return WST_OK;
+}
+
+/* Most regions and wants a layer can have: 9 regions (2 norms, qkv, o, 2
+ * head norms, gate_up, down, router) plus 2 for experts; 12 wants. */
+#define LAYOUT_PER_LAYER 12
+#define LAYOUT_GLOBAL 3 /* embed_tokens, norm, lm_head */
+
 /* The transformer presets' layout (REFIT_LAYOUTS.md section 2). */
 static wst_status_t engine_layout(const struct wst_model *m, uint32_t tp_rank,
-                                  uint32_t tp, struct wst_layout *out,
-                                  char *err, size_t errlen)
+                                  uint32_t tp,
+                                  const struct wst_moe_options *opt,
+                                  struct wst_layout *out, char *err,
+                                  size_t errlen)
 {
     struct wst_layout l;
     struct builder b;
     size_t cap;
     uint32_t i;
-    wst_status_t status;
+    wst_status_t status = WST_OK;
 
-    if (m == NULL || out == NULL || tp == 0 || tp_rank >= tp ||
-        m->kv_heads == 0) {
-        set_err(err, errlen, "engine layout: bad arguments (rank %u of tp %u)",
-                tp_rank, tp);
-        return WST_ERR_INVALID;
-    }
     status = tp_check(m, tp, err, errlen);
     if (status != WST_OK)
         return status;
-    cap = (size_t)m->n_layers * 12 + 3;
+    cap = (size_t)m->n_layers * LAYOUT_PER_LAYER + LAYOUT_GLOBAL;
     memset(&l, 0, sizeof(l));
     l.rank = tp_rank;
     l.regions = calloc(cap, sizeof(*l.regions));
     l.wants = calloc(cap, sizeof(*l.wants));
-    if (l.regions == NULL || l.wants == NULL) {
-        wst_layout_release(&l);
-        set_err(err, errlen, "engine layout: out of memory");
-        return WST_ERR_NO_MEMORY;
-    }
+    if (m->n_experts != 0 && m->moe_inter != 0 && m->n_layers != 0)
+        l.experts = calloc(m->n_layers, sizeof(*l.experts));
+    if (l.regions == NULL || l.wants == NULL ||
+        (l.experts == NULL && m->n_experts != 0 && m->moe_inter != 0 &&
+         m->n_layers != 0))
+        goto err_drop_layout;
     b.m = m;
     b.l = &l;
+    b.opt = opt;
     b.end = 0;
     b.esize = wst_dtype_size(WST_DTYPE_BF16);
     add_vocab(&b, "model.embed_tokens.weight", tp_rank, tp);
-    for (i = 0; i < m->n_layers; i++)
-        add_layer_layout(&b, i, tp_rank, tp);
+    for (i = 0; i < m->n_layers && status == WST_OK; i++)
+        status = add_layer_layout(&b, i, tp_rank, tp);
+    if (status != WST_OK)
+        goto err_drop_layout;
     add_whole(&b, "model.norm.weight");
     add_vocab(&b, "lm_head.weight", tp_rank, tp);
     l.shm_bytes = (b.end + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
     *out = l;
     return WST_OK;
+
+err_drop_layout:
+    layout_drop(&l);
+    set_err(err, errlen, "engine layout: out of memory");
+    return WST_ERR_NO_MEMORY;
+}
+
+wst_status_t wst_model_engine_layout_moe(const struct wst_model *m,
+                                         uint32_t tp_rank, uint32_t tp,
+                                         const struct wst_moe_options *opt,
+                                         struct wst_layout *out, char *err,
+                                         size_t errlen)
+{
+    static const struct wst_moe_options defaults;
+    wst_status_t status;
+
+    if (m == NULL || out == NULL || tp == 0 || tp_rank >= tp) {
+        set_err(err, errlen, "engine layout: bad arguments (rank %u of tp %u)",
+                tp_rank, tp);
+        return WST_ERR_INVALID;
+    }
+    if (m->dense_cols != 0)
+        return dense_layout(m, tp_rank, tp, out, err, errlen);
+    if (m->kv_heads == 0) {
+        set_err(err, errlen, "engine layout: model %s has no kv heads",
+                m->preset);
+        return WST_ERR_INVALID;
+    }
+    if (opt == NULL)
+        opt = &defaults;
+    status = moe_options_check(opt, err, errlen);
+    if (status != WST_OK)
+        return status;
+    return engine_layout(m, tp_rank, tp, opt, out, err, errlen);
 }
 
 wst_status_t wst_model_engine_layout(const struct wst_model *m,
@@ -704,8 +1309,5 @@ wst_status_t wst_model_engine_layout(const struct wst_model *m,
                                      struct wst_layout *out, char *err,
                                      size_t errlen)
 {
-    if (m != NULL && out != NULL && tp != 0 && tp_rank < tp &&
-        m->dense_cols != 0)
-        return dense_layout(m, tp_rank, tp, out, err, errlen);
-    return engine_layout(m, tp_rank, tp, out, err, errlen);
+    return wst_model_engine_layout_moe(m, tp_rank, tp, NULL, out, err, errlen);
 }

@@ -5,7 +5,9 @@
  * Data is a pure function of (seed, tensor name, version, global flat element
  * index), so any process can fill any shard and any receiver can check any
  * byte without talking to anyone. Layouts follow REFIT_LAYOUTS.md sections 1,
- * 2 and 5; the verifier reads only the layout, never the planner.
+ * 2 and 5; the verifier reads only the layout, never the planner, and
+ * computes what each MoE loader must have written on its own, never through
+ * kernels/.
  */
 #ifndef WST_MODEL_H
 #define WST_MODEL_H
@@ -27,14 +29,20 @@ struct wst_model {
     uint32_t kv_heads;
     uint32_t head_dim;
     uint32_t n_experts;  /* router rows (mlp.gate.weight); 0 = no router */
+    uint32_t moe_inter;  /* I per routed expert; 0 = no routed experts */
     uint32_t dense_cols; /* "dense:<MiB>" only: columns of its [rows, cols]
                           * tensors; 0 for the transformer presets */
     size_t n_tensors;
     struct wst_tensor_desc *tensors; /* owned, malloc'd */
 };
 
-/* Builds preset 'name' ("tiny", "qwen3-30b-a3b" or "dense:<MiB>") with
- * 'n_layers' layers (0 = the preset's default; 4 for dense). "dense:<MiB>"
+/* Builds preset 'name' ("tiny", "tiny-moe", "qwen3-30b-a3b" or
+ * "dense:<MiB>") with 'n_layers' layers (0 = the preset's default; 4 for
+ * dense). Presets with moe_inter != 0 ("tiny-moe": H=1024, I=256, E=16, no
+ * dense MLP; "qwen3-30b-a3b": I=768, E=128) add, after each layer's router,
+ * three grouped bf16 expert tensors "model.layers.<l>.mlp.experts.<proj>.
+ * weight", proj gate_proj and up_proj [E, I, H], then down_proj [E, H, I];
+ * dim 0 is the global expert id. "dense:<MiB>"
  * is a sized synthetic model for benchmarks: two bf16 [rows, 4096] tensors
  * per layer ("model.layers.<l>.dense.w<0|1>.weight") totalling exactly MiB
  * mebibytes (rows spread as evenly as possible, the first tensors taking the
@@ -51,20 +59,53 @@ void wst_model_release(struct wst_model *m);
 /* Total checkpoint bytes of all tensors. */
 uint64_t wst_model_bytes(const struct wst_model *m);
 
+/* How the engine holds routed experts (wst_model_engine_layout_moe). A
+ * zeroed struct, or NULL, is the default: loader "checkpoint", linear expert
+ * parallelism over the TP ranks. */
+struct wst_moe_options {
+    const char *loader; /* "checkpoint" (NULL = this) or "trtllm-bf16" */
+    int round_robin;    /* expert_ids: rank r holds r, r+ep, r+2ep, ... (the
+                         * receiver refuses it) */
+    int shard_inter;    /* experts TP-sharded on the intermediate dim instead
+                         * of EP (the receiver refuses it) */
+};
+
 /* Engine layout of TP rank 'tp_rank' of 'tp' (REFIT_LAYOUTS.md section 2):
  * one region per live parameter, back to back at 64-byte aligned offsets in
  * one shm of out->shm_bytes. out->shm is left "" for the caller to name.
- * On success *out owns its arrays (wst_layout_release); on failure it is
- * untouched: WST_ERR_UNSUPPORTED_LAYOUT when tp does not divide the heads
- * (or the kv rule), hidden or inter; WST_ERR_INVALID for tp_rank >= tp. */
+ *
+ * Each MoE layer (moe_inter != 0) gets two more regions after its router,
+ * "model.layers.<l>.mlp.experts.w13_weight" (L*2I*H bf16) and "...w2_weight"
+ * (L*H*I), and one out->experts entry pointing at them (offsets 0) with
+ * ep_rank = tp_rank, ep_size = tp, L = ceil(E/tp) (the receiver refuses
+ * E % tp != 0 itself, at plan time); the expert tensors get no wants, the
+ * receiver stages them itself. opt->round_robin adds a malloc'd expert_ids
+ * [r, r+tp, ...] (ids < E); opt->shard_inter makes ep 0 of 1, inter_tp
+ * tp_rank of tp, regions for E experts of ceil(I/tp). 'opt' (may be NULL) is
+ * borrowed for the call. Dense presets ("dense:<MiB>") ignore it.
+ *
+ * On success *out owns its arrays, experts' expert_ids included
+ * (wst_layout_release); on failure it is untouched: WST_ERR_UNSUPPORTED_LAYOUT
+ * when tp does not divide the heads (or the kv rule), hidden or a nonzero
+ * dense inter; WST_ERR_INVALID for tp_rank >= tp, an unknown loader or both
+ * round_robin and shard_inter; WST_ERR_NO_MEMORY. */
+wst_status_t wst_model_engine_layout_moe(const struct wst_model *m,
+                                         uint32_t tp_rank, uint32_t tp,
+                                         const struct wst_moe_options *opt,
+                                         struct wst_layout *out, char *err,
+                                         size_t errlen);
+
+/* wst_model_engine_layout_moe with the default options (opt NULL). */
 wst_status_t wst_model_engine_layout(const struct wst_model *m,
                                      uint32_t tp_rank, uint32_t tp,
                                      struct wst_layout *out, char *err,
                                      size_t errlen);
 
 /* FSDP shards of rank 'rank' of 'world': one entry per tensor, in tensor
- * order. N-D tensors split on dim 0 in ceil(len/world) chunks; 1-D tensors
- * as flat shards, ceil-chunked over the elements. Trailing ranks may get
+ * order. N-D tensors split on dim 0 in ceil(len/world) chunks, every other
+ * dim whole (for grouped expert tensors that is trainer EP: a range of
+ * global experts); 1-D tensors as flat shards, ceil-chunked over the
+ * elements. Trailing ranks may get
  * empty boxes (still listed). On success *haves_p is a malloc'd array of
  * *n_p entries the caller frees; WST_ERR_INVALID for rank >= world. */
 wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
@@ -74,16 +115,26 @@ wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
 /* Bytes of the shard buffer for 'h': box elements times the element size. */
 uint64_t wst_model_shard_bytes(const struct wst_have *h);
 
-/* Fills 'buf' (wst_model_shard_bytes(h) bytes: dense row-major box, or the
- * flat range) with the data of (seed, h->tensor.name, version). */
+/* Fills 'buf' (wst_model_shard_bytes(h) bytes: dense row-major box of any
+ * rank, or the flat range) with the data of (seed, h->tensor.name, version).
+ * Grouped expert tensors carry the expert tag (model.c) in each element's
+ * high byte. */
 void wst_model_fill_shard(const struct wst_have *h, uint64_t seed,
                           uint64_t version, void *buf);
 
 /* Checks every element of every want of 'l' at shm_base + region offset +
- * want offset (row-major, honouring row_pitch) against the generator.
- * 'shm_base' is borrowed: the mapping holding all regions. On the first
- * mismatch returns WST_ERR_INTEGRITY with the tensor, element index and
- * expected/got bytes in 'err'. *bytes_checked_p (may be NULL) gets the bytes
+ * want offset (row-major, honouring row_pitch) against the generator, then
+ * every 'experts' entry's live w13 and w2 against what its loader
+ * ("checkpoint" or "trtllm-bf16") must have made of the generator's grouped
+ * expert tensors for global experts [ep_rank*L, (ep_rank+1)*L), L =
+ * E/ep_size. Entries the receiver refuses (a non-linear expert_ids,
+ * inter_tp size > 1, ep_size not dividing E) are never written and are
+ * skipped. 'shm_base' is borrowed: the mapping holding all regions. On the
+ * first mismatch returns WST_ERR_INTEGRITY with, in 'err', the tensor,
+ * element index and expected/got bytes; for experts also the live buffer,
+ * the local and global expert and what the got value's tag says it came
+ * from. WST_ERR_INVALID for a malformed entry, an unknown loader or a shape
+ * its layout cannot hold. *bytes_checked_p (may be NULL) gets the bytes
  * compared. */
 wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
                               uint64_t seed, uint64_t version,

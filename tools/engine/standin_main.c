@@ -2,8 +2,13 @@
  * speaks the agent's engine socket protocol (README.md, "Engine socket
  * protocol") for tests and demos.
  *
- * It connects to the agent's socket (retrying up to 10 s), maps the live
- * shared memory read-only and checks the fail-closed promise: between BEGIN
+ * With --create it owns the live buffers, as an engine does: it creates the
+ * POSIX shm object (which must not exist), poisons it with 0xA5 bytes and
+ * unlinks it when it exits; the agent maps it from its layout file.
+ * Otherwise it maps an existing object read-only.
+ *
+ * It connects to the agent's socket (retrying up to 10 s) and checks the
+ * fail-closed promise: between BEGIN
  * and its READY (sent after --ready-delay-ms) nobody may write the live
  * bytes, so it hashes the whole mapping at BEGIN and again just before
  * READY. It finalizes every layer, and writes its state to --state-file
@@ -38,6 +43,7 @@ struct standin_settings {
     uint64_t ready_delay_ms;
     char *state_file;
     int refuse;
+    int create;
 };
 
 static const struct wst_config_entry standin_config[] = {
@@ -55,6 +61,9 @@ static const struct wst_config_entry standin_config[] = {
      offsetof(struct standin_settings, state_file), NULL},
     {"refuse", WST_CONFIG_BOOL, "no", "answer every BEGIN with REFUSE",
      offsetof(struct standin_settings, refuse), NULL},
+    {"create", WST_CONFIG_BOOL, "no",
+     "create the shm (poisoned), own it, unlink it at exit",
+     offsetof(struct standin_settings, create), NULL},
     WST_CONFIG_END,
 };
 
@@ -65,6 +74,7 @@ struct standin {
     char rbuf[LINE_MAX_BYTES];
     size_t rlen;
     const char *state; /* "serving", "paused", "unusable" */
+    char reason[LINE_MAX_BYTES]; /* the agent's, when unusable */
     unsigned long long committed, begins, layers, refused;
 };
 
@@ -120,13 +130,60 @@ static const void *map_live(const char *name, uint64_t bytes)
     return p;
 }
 
+/* The engine's own buffers: created here, poisoned so that a byte no refit
+ * wrote cannot pass for data. */
+static const void *create_live(const char *name, uint64_t bytes)
+{
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    void *p;
+
+    if (fd < 0) {
+        fprintf(stderr, "standin: shm_open %s: %s\n", name, strerror(errno));
+        return NULL;
+    }
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        fprintf(stderr, "standin: ftruncate %s: %s\n", name, strerror(errno));
+        close(fd);
+        shm_unlink(name);
+        return NULL;
+    }
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "standin: mmap %s: %s\n", name, strerror(errno));
+        shm_unlink(name);
+        return NULL;
+    }
+    memset(p, 0xA5, bytes);
+    return p;
+}
+
+/* The agent's text goes into a JSON string: escape what JSON needs. */
+static void json_escape(const char *in, char *out, size_t len)
+{
+    size_t j = 0;
+
+    for (; *in && j + 7 < len; in++) {
+        if (*in == '"' || *in == '\\')
+            out[j++] = '\\';
+        if ((unsigned char)*in < 0x20) {
+            j += (size_t)snprintf(out + j, len - j, "\\u%04x",
+                                  (unsigned char)*in);
+            continue;
+        }
+        out[j++] = *in;
+    }
+    out[j] = '\0';
+}
+
 static void write_state(const struct standin *e)
 {
-    char tmp[4096];
+    char tmp[4096], reason[2 * LINE_MAX_BYTES];
     FILE *f;
 
     if (e->set.state_file[0] == '\0')
         return;
+    json_escape(e->reason, reason, sizeof(reason));
     snprintf(tmp, sizeof(tmp), "%s.tmp", e->set.state_file);
     f = fopen(tmp, "w");
     if (f == NULL) {
@@ -135,8 +192,9 @@ static void write_state(const struct standin *e)
     }
     fprintf(f,
             "{\"state\": \"%s\", \"committed_version\": %llu, "
-            "\"begins\": %llu, \"layers\": %llu, \"refused\": %llu}\n",
-            e->state, e->committed, e->begins, e->layers, e->refused);
+            "\"begins\": %llu, \"layers\": %llu, \"refused\": %llu, "
+            "\"reason\": \"%s\"}\n",
+            e->state, e->committed, e->begins, e->layers, e->refused, reason);
     if (fclose(f) != 0 || rename(tmp, e->set.state_file) != 0)
         fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
                 strerror(errno));
@@ -230,8 +288,10 @@ static int on_line(struct standin *e, const char *line)
     } else if (sscanf(line, "COMMITTED %llu %c", &v, &extra) == 1) {
         e->state = "serving";
         e->committed = v;
+        e->reason[0] = '\0';
     } else if (strncmp(line, "UNUSABLE ", 9) == 0) {
         e->state = "unusable";
+        snprintf(e->reason, sizeof(e->reason), "%s", line + 9);
     } else {
         fprintf(stderr, "standin: protocol error: unexpected line '%s'\n",
                 line);
@@ -252,8 +312,8 @@ int main(int argc, char **argv)
     e.state = "serving";
     wst_config_cli(standin_config, &e.set, argc, argv, "wstream-engine-standin",
                    "wstream-engine-standin --socket PATH --shm NAME "
-                   "--shm-bytes N [--ready-delay-ms D] [--state-file F] "
-                   "[--refuse]",
+                   "--shm-bytes N [--create] [--ready-delay-ms D] "
+                   "[--state-file F] [--refuse]",
                    &code);
     if (code < 0 && (e.set.socket[0] == '\0' || e.set.shm[0] == '\0' ||
                      e.set.shm_bytes == 0)) {
@@ -264,9 +324,11 @@ int main(int argc, char **argv)
     if (code >= 0)
         goto out_release;
     code = 1;
-    e.live = map_live(e.set.shm, e.set.shm_bytes);
+    e.live = e.set.create ? create_live(e.set.shm, e.set.shm_bytes)
+                          : map_live(e.set.shm, e.set.shm_bytes);
     if (e.live == NULL)
         goto out_release;
+    write_state(&e); /* the live memory exists: the agent may map it */
     e.fd = connect_retry(e.set.socket);
     if (e.fd < 0)
         goto out_unmap;
@@ -289,6 +351,8 @@ int main(int argc, char **argv)
     close(e.fd);
 out_unmap:
     munmap((void *)e.live, e.set.shm_bytes);
+    if (e.set.create)
+        shm_unlink(e.set.shm);
 out_release:
     wst_config_release(standin_config, &e.set);
     return code;
