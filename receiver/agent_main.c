@@ -485,7 +485,21 @@ int main(int argc, char **argv)
     wst_logger_init(&a.log, a.name, (enum wst_log_level)a.set.log_level);
     st = agent_start(&a);
     if (st == WST_OK) {
-        sigwait(&sigs, &sig);
+        /* Hooks write the status file at commits and failures; a plan
+         * refusal has no hook, so look for state changes meanwhile. */
+        struct wst_receiver_state seen, now;
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
+        wst_receiver_get_state(a.receiver, &seen);
+        while ((sig = sigtimedwait(&sigs, NULL, &tick)) < 0) {
+            wst_receiver_get_state(a.receiver, &now);
+            if (now.usable != seen.usable ||
+                now.committed_version != seen.committed_version ||
+                now.refit_in_progress != seen.refit_in_progress ||
+                strcmp(now.reason, seen.reason) != 0) {
+                write_status(&a);
+                seen = now;
+            }
+        }
         WST_INFO(&a.log, "signal %d: shutting down", sig);
     } else {
         WST_ERROR(&a.log, "start-up failed: %s", wst_status_string(st));

@@ -90,6 +90,10 @@ struct peer {
     int plan_sent;
     uint64_t plan_hash; /* hash of this sender's slice of the plan */
 
+    /* A refit of this version failed before this sender began it: its
+     * BEGIN, still on the way, must not start a new one. */
+    uint64_t failed_version;
+
     /* current refit */
     uint64_t version; /* BEGIN received for this version */
     enum wst_mover_kind mover;
@@ -450,12 +454,19 @@ static void job_resume(void *arg)
 
 /* ---- refit state machine (progress thread) ---- */
 
+/* Every planned sender hears of the failure: those in the refit, and
+ * those whose BEGIN is still to come (it will be answered with an error,
+ * not taken for a new refit; a retry comes on a new connection). */
 static void error_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
     const struct job *j = arg;
 
-    if (p->version == r->version)
-        send_error(r, p, j->status, j->reason);
+    if (p->version != r->version) {
+        if (!p->plan_sent)
+            return;
+        p->failed_version = r->version;
+    }
+    send_error(r, p, j->status, j->reason);
 }
 
 static void pub_refused(struct wst_receiver *r, void *arg)
@@ -1146,6 +1157,11 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
 
     if (b->ack || !p->plan_sent || b->plan_hash != p->plan_hash)
         snprintf(why, sizeof(why), "begin without the current plan");
+    else if (r->refit == REFIT_IDLE && b->version == p->failed_version)
+        snprintf(why, sizeof(why),
+                 "version %llu failed before this sender began it; retry "
+                 "on a new connection",
+                 (unsigned long long)b->version);
     else if (r->refit != REFIT_IDLE && b->version != r->version)
         snprintf(why, sizeof(why), "busy with version %llu",
                  (unsigned long long)r->version);

@@ -294,7 +294,8 @@ static void test_engine_socket_refused(void **state)
                  err);
     assert_true(it_agent_log_has(&c->a, "refused by --refuse"));
     expect_state(c, "\"state\": \"serving\", \"committed_version\": 0, "
-                    "\"begins\": 1, \"layers\": 0, \"refused\": 1}");
+                    "\"begins\": 1, \"layers\": 0, \"refused\": 1, "
+                    "\"reason\": \"\"}");
     assert_agent_untouched(&c->a);
 }
 

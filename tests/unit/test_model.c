@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "model.h"
@@ -99,20 +100,6 @@ static int is_grouped_expert(const struct wst_tensor_desc *t)
     return strstr(t->name, ".mlp.experts.") != NULL;
 }
 
-/* Frees the experts array here as well, so that the test is leak-free
- * whether or not the wst_layout_release it links frees it yet. */
-static void layout_free(struct wst_layout *l)
-{
-    size_t i;
-
-    for (i = 0; i < l->n_experts; i++)
-        free(l->experts[i].expert_ids);
-    free(l->experts);
-    l->experts = NULL;
-    l->n_experts = 0;
-    wst_layout_release(l);
-}
-
 static const struct wst_layout_experts *experts_of(const struct wst_layout *l,
                                                    uint32_t layer)
 {
@@ -123,6 +110,52 @@ static const struct wst_layout_experts *experts_of(const struct wst_layout *l,
             return &l->experts[i];
     fail_msg("no experts entry for layer %u", layer);
     return NULL;
+}
+
+/* Field by field: the structs hold a pointer and padding. */
+static void assert_experts_equal(const struct wst_layout_experts *a,
+                                 const struct wst_layout_experts *b)
+{
+    uint32_t k;
+
+    assert_int_equal(a->layer, b->layer);
+    assert_string_equal(a->loader, b->loader);
+    assert_int_equal(a->dtype, b->dtype);
+    assert_int_equal(a->n_experts, b->n_experts);
+    assert_int_equal(a->ep_rank, b->ep_rank);
+    assert_int_equal(a->ep_size, b->ep_size);
+    assert_int_equal(a->hidden, b->hidden);
+    assert_int_equal(a->inter, b->inter);
+    assert_int_equal(a->n_expert_ids, b->n_expert_ids);
+    for (k = 0; k < a->n_expert_ids; k++)
+        assert_int_equal(a->expert_ids[k], b->expert_ids[k]);
+    assert_int_equal(a->inter_tp_rank, b->inter_tp_rank);
+    assert_int_equal(a->inter_tp_size, b->inter_tp_size);
+    assert_int_equal(a->w13_region, b->w13_region);
+    assert_int_equal(a->w13_offset, b->w13_offset);
+    assert_int_equal(a->w2_region, b->w2_region);
+    assert_int_equal(a->w2_offset, b->w2_offset);
+}
+
+/* The layout file carries what the model produced, experts included. */
+static void check_file_roundtrip(struct wst_layout *l)
+{
+    struct wst_layout back;
+    char path[128], err[512] = "";
+    size_t i;
+
+    snprintf(path, sizeof(path), "/tmp/test_model_moe.%ld.json",
+             (long)getpid());
+    snprintf(l->shm, sizeof(l->shm), "/wstream-test-moe");
+    assert_int_equal(wst_layout_save(path, l, err, sizeof(err)), WST_OK);
+    assert_int_equal(wst_layout_load(path, &back, err, sizeof(err)), WST_OK);
+    remove(path);
+    assert_int_equal(back.n_regions, l->n_regions);
+    assert_int_equal(back.n_experts, l->n_experts);
+    for (i = 0; i < l->n_experts; i++)
+        assert_experts_equal(&back.experts[i], &l->experts[i]);
+    wst_layout_release(&back);
+    l->shm[0] = '\0';
 }
 
 /* Whole-tensor fill of 't' (malloc'd; the caller frees it). */
@@ -442,24 +475,13 @@ static void check_engine_coverage(const char *preset, uint32_t layers,
         assert_int_equal(back.n_wants, l.n_wants);
         assert_int_equal(back.shm_bytes, l.shm_bytes);
         assert_memory_equal(back.wants, l.wants, l.n_wants * sizeof(*l.wants));
-        /* experts round-trip once the file format carries them */
-        if (back.n_experts != 0) {
-            assert_int_equal(back.n_experts, l.n_experts);
-            for (i = 0; i < l.n_experts; i++) {
-                assert_int_equal(back.experts[i].layer, l.experts[i].layer);
-                assert_int_equal(back.experts[i].ep_rank, l.experts[i].ep_rank);
-                assert_int_equal(back.experts[i].w13_region,
-                                 l.experts[i].w13_region);
-                assert_int_equal(back.experts[i].w2_region,
-                                 l.experts[i].w2_region);
-                assert_string_equal(back.experts[i].loader,
-                                    l.experts[i].loader);
-            }
-        }
-        layout_free(&back);
+        assert_int_equal(back.n_experts, l.n_experts);
+        for (i = 0; i < l.n_experts; i++)
+            assert_experts_equal(&back.experts[i], &l.experts[i]);
+        wst_layout_release(&back);
         free(written);
         free(descs);
-        layout_free(&l);
+        wst_layout_release(&l);
     }
     for (e = 0; e < (uint64_t)m.n_layers * m.n_experts && m.moe_inter != 0; e++)
         if (ecounts[e] != 1)
@@ -1003,14 +1025,14 @@ static void test_model_engine_moe_layout(void **state)
                 assert_false(is_grouped_expert(&l.wants[i].tensor));
             for (i = 0; i < l.n_regions; i++)
                 assert_null(strstr(l.regions[i].name, "gate_up_proj"));
-            layout_free(&l);
+            wst_layout_release(&l);
         }
     }
     /* the default entry point is the checkpoint loader */
     assert_int_equal(wst_model_engine_layout(&m, 0, 2, &l, err, sizeof(err)),
                      WST_OK);
     assert_string_equal(experts_of(&l, 0)->loader, "checkpoint");
-    layout_free(&l);
+    wst_layout_release(&l);
     wst_model_release(&m);
 }
 
@@ -1041,7 +1063,8 @@ static void test_model_engine_moe_refused_shapes(void **state)
     for (k = 0; k < 4; k++)
         assert_int_equal(x->expert_ids[k], 1 + 4 * k);
     assert_int_equal(l.regions[x->w13_region].bytes, 4ull * 512 * 1024 * 2);
-    layout_free(&l);
+    check_file_roundtrip(&l);
+    wst_layout_release(&l);
 
     memset(&opt, 0, sizeof(opt));
     opt.shard_inter = 1;
@@ -1058,7 +1081,8 @@ static void test_model_engine_moe_refused_shapes(void **state)
     /* all 16 experts, each of I/4 = 64 rows of gate and up */
     assert_int_equal(l.regions[x->w13_region].bytes, 16ull * 128 * 1024 * 2);
     assert_int_equal(l.regions[x->w2_region].bytes, 16ull * 1024 * 64 * 2);
-    layout_free(&l);
+    check_file_roundtrip(&l);
+    wst_layout_release(&l);
 
     /* E = 10 over tp 4: the entry says so, regions hold ceil(10/4) = 3 */
     m.n_experts = 10;
@@ -1070,7 +1094,7 @@ static void test_model_engine_moe_refused_shapes(void **state)
     assert_int_equal(x->ep_size, 4);
     assert_int_equal(l.regions[x->w13_region].bytes, 3ull * 512 * 1024 * 2);
     assert_int_equal(l.regions[x->w2_region].bytes, 3ull * 1024 * 256 * 2);
-    layout_free(&l);
+    wst_layout_release(&l);
     /* round-robin ids stay below E: rank 3 holds 3 and 7 */
     memset(&opt, 0, sizeof(opt));
     opt.round_robin = 1;
@@ -1080,7 +1104,7 @@ static void test_model_engine_moe_refused_shapes(void **state)
     x = experts_of(&l, 0);
     assert_int_equal(x->n_expert_ids, 2);
     assert_int_equal(x->expert_ids[1], 7);
-    layout_free(&l);
+    wst_layout_release(&l);
     m.n_experts = 16;
 
     /* bad options change nothing */
@@ -1102,7 +1126,7 @@ static void test_model_engine_moe_refused_shapes(void **state)
      * still are */
     assert_int_equal(wst_model_engine_layout(&m, 0, 8, &l, err, sizeof(err)),
                      WST_OK);
-    layout_free(&l);
+    wst_layout_release(&l);
     assert_int_equal(wst_model_engine_layout(&m, 0, 3, &l, err, sizeof(err)),
                      WST_ERR_UNSUPPORTED_LAYOUT);
     wst_model_release(&m);
@@ -1418,7 +1442,7 @@ static void test_model_verify_experts_checkpoint(void **state)
     expect_err(err, "local expert 5 (global 5) down_proj row 0 col 0");
     expect_err(err, "expert 5 down_proj of layer 1 (its value");
     free(shm);
-    layout_free(&l);
+    wst_layout_release(&l);
     wst_model_release(&m);
 }
 
@@ -1468,7 +1492,7 @@ static void test_model_verify_experts_trtllm(void **state)
                      WST_ERR_INTEGRITY);
     expect_err(err, "local expert 0 (global 8)");
     free(shm);
-    layout_free(&l);
+    wst_layout_release(&l);
     wst_model_release(&m);
 }
 
@@ -1502,7 +1526,7 @@ static void test_model_verify_experts_skips_and_refuses(void **state)
             WST_OK);
         assert_int_equal(checked, wanted_bytes(&l));
         free(shm);
-        layout_free(&l);
+        wst_layout_release(&l);
     }
 
     assert_int_equal(wst_model_engine_layout(&m, 0, 2, &l, err, sizeof(err)),
@@ -1530,7 +1554,7 @@ static void test_model_verify_experts_skips_and_refuses(void **state)
                      WST_ERR_INVALID);
     expect_err(err, "runs past its region");
     free(shm);
-    layout_free(&l);
+    wst_layout_release(&l);
     wst_model_release(&m);
 }
 
@@ -1608,7 +1632,7 @@ static void test_model_verify_experts_speed(void **state)
                       (double)checked / s / 1e6);
         assert_true((double)checked / s > 100e6);
         free(shm);
-        layout_free(&l);
+        wst_layout_release(&l);
     }
     wst_model_release(&m);
 }

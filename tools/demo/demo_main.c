@@ -220,15 +220,20 @@ static int check_fail_closed(struct demo *d)
                (wst_cluster_agent_status(&d->cluster, k, &st) != 0 ||
                 st.usable))
             usleep(20000);
-        wst_cluster_engine_state(&d->cluster, k, state, sizeof(state), reason,
-                                 sizeof(reason));
+        /* The engine hears it from the agent's engine thread, just after
+         * the status file says so. */
+        while (d->set.engine && wst_now_ns() < deadline &&
+               (wst_cluster_engine_state(&d->cluster, k, state, sizeof(state),
+                                         reason, sizeof(reason)) != 0 ||
+                strcmp(state, "unusable") != 0))
+            usleep(20000);
         printf("agent %u: %s, committed version %llu: %s\n", k,
                st.usable ? "USABLE (fail-closed broken)" : "unusable",
                (unsigned long long)st.committed_version, st.reason);
         if (d->set.engine)
             printf("agent %u's engine: %s%s%s\n", k, state,
                    reason[0] ? ": " : "", reason);
-        ok &= !st.usable;
+        ok &= !st.usable && (!d->set.engine || strcmp(state, "unusable") == 0);
     }
     return ok ? 0 : -1;
 }

@@ -1186,21 +1186,6 @@ static wst_status_t dense_layout(const struct wst_model *m, uint32_t tp_rank,
     return WST_OK;
 }
 
-/* Frees what the builder put in l->experts, then the rest of 'l'; emptying
- * the experts array first keeps this right whether wst_layout_release frees
- * experts or not. */
-static void layout_drop(struct wst_layout *l)
-{
-    size_t i;
-
-    for (i = 0; i < l->n_experts; i++)
-        free(l->experts[i].expert_ids);
-    free(l->experts);
-    l->experts = NULL;
-    l->n_experts = 0;
-    wst_layout_release(l);
-}
-
 static wst_status_t moe_options_check(const struct wst_moe_options *o,
                                       char *err, size_t errlen)
 {
@@ -1237,7 +1222,8 @@ static wst_status_t engine_layout(const struct wst_model *m, uint32_t tp_rank,
     struct builder b;
     size_t cap;
     uint32_t i;
-    wst_status_t status = WST_OK;
+    int moe = m->n_experts != 0 && m->moe_inter != 0 && m->n_layers != 0;
+    wst_status_t status;
 
     status = tp_check(m, tp, err, errlen);
     if (status != WST_OK)
@@ -1247,11 +1233,9 @@ static wst_status_t engine_layout(const struct wst_model *m, uint32_t tp_rank,
     l.rank = tp_rank;
     l.regions = calloc(cap, sizeof(*l.regions));
     l.wants = calloc(cap, sizeof(*l.wants));
-    if (m->n_experts != 0 && m->moe_inter != 0 && m->n_layers != 0)
+    if (moe)
         l.experts = calloc(m->n_layers, sizeof(*l.experts));
-    if (l.regions == NULL || l.wants == NULL ||
-        (l.experts == NULL && m->n_experts != 0 && m->moe_inter != 0 &&
-         m->n_layers != 0))
+    if (l.regions == NULL || l.wants == NULL || (moe && l.experts == NULL))
         goto err_drop_layout;
     b.m = m;
     b.l = &l;
@@ -1270,7 +1254,7 @@ static wst_status_t engine_layout(const struct wst_model *m, uint32_t tp_rank,
     return WST_OK;
 
 err_drop_layout:
-    layout_drop(&l);
+    wst_layout_release(&l); /* frees the experts' expert_ids too */
     set_err(err, errlen, "engine layout: out of memory");
     return WST_ERR_NO_MEMORY;
 }

@@ -105,9 +105,9 @@ wst_status_t wst_model_engine_layout(const struct wst_model *m,
  * order. N-D tensors split on dim 0 in ceil(len/world) chunks, every other
  * dim whole (for grouped expert tensors that is trainer EP: a range of
  * global experts); 1-D tensors as flat shards, ceil-chunked over the
- * elements. Trailing ranks may get
- * empty boxes (still listed). On success *haves_p is a malloc'd array of
- * *n_p entries the caller frees; WST_ERR_INVALID for rank >= world. */
+ * elements. Trailing ranks may get empty boxes (still listed). On success
+ * *haves_p is a malloc'd array of *n_p entries the caller frees;
+ * WST_ERR_INVALID for rank >= world. */
 wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
                                       uint32_t world, struct wst_have **haves_p,
                                       size_t *n_p);
