@@ -330,7 +330,8 @@ static int engine_spawn(struct wst_cluster *c, struct wst_cluster_agent *a)
                 strerror(errno));
         _exit(127);
     }
-    uint64_t deadline = wst_deadline_ns(10.0);
+    /* Poisoning gigabytes of fresh shm takes a while here. */
+    uint64_t deadline = wst_deadline_ns(120.0);
     while (wst_now_ns() < deadline) {
         /* The state file appears once the shm is created and poisoned. */
         if (access(a->engine_state, R_OK) == 0) {
