@@ -478,6 +478,8 @@ static void heartbeat_tick(wst_worker_t *w, uint64_t now)
     }
 }
 
+#define BURST_NS (10ull * 1000000ull) /* one progress burst at most */
+
 static void progress_loop(wst_worker_t *w)
 {
     uint64_t tick_ns = (uint64_t)w->tick_ms * 1000000ull;
@@ -485,12 +487,18 @@ static void progress_loop(wst_worker_t *w)
 
     while (!w->stop) {
         int busy = run_posts(w);
-        /* Bounded: under a steady stream progress never returns 0, and
-         * the tick below (heartbeats, deadlines) must still run. A busy
-         * agent that stopped sending heartbeats was declared dead by its
-         * senders (seen under ASan). */
-        for (int i = 0; i < 256 && ucp_worker_progress(w->worker) != 0; i++)
+        /* Bounded in calls and in time: under a steady stream progress
+         * never returns 0, and the tick below (heartbeats, deadlines) must
+         * still run. A busy agent that stopped sending heartbeats was
+         * declared dead by its senders (seen under ASan); on a VM where
+         * the kernel copied socket data at ~0.4 GB/s, 256 calls took
+         * seconds and a 6 GB refit failed on a 5 s peer timeout. */
+        uint64_t burst_end = wst_now_ns() + BURST_NS;
+        for (int i = 0; i < 256 && ucp_worker_progress(w->worker) != 0; i++) {
             busy = 1;
+            if (wst_now_ns() >= burst_end)
+                break;
+        }
         if (w->to_close != NULL) {
             close_pending(w);
             busy = 1;

@@ -260,7 +260,12 @@ wst_status_t wst_moe_prepare(struct wst_moe *m)
     uint32_t used = m->n_layers < m->slots ? (uint32_t)m->n_layers : m->slots;
     m->staging_bytes = m->slot_bytes * used;
     m->staging = aligned_alloc(STAGING_ALIGN, m->staging_bytes);
-    return m->staging != NULL ? WST_OK : WST_ERR_NO_MEMORY;
+    if (m->staging == NULL)
+        return WST_ERR_NO_MEMORY;
+    /* Fault every page in now: first touch during the first refit is not
+     * refit work (like registration, it belongs to start-up). */
+    memset(m->staging, 0, m->staging_bytes);
+    return WST_OK;
 }
 
 const struct wst_moe_layer *wst_moe_find(const struct wst_moe *m,
