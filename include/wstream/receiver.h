@@ -9,6 +9,7 @@
  *     wst_receiver_create(&params, &r);
  *     wst_receiver_add_region(r, &region, &id);   // each live buffer
  *     wst_receiver_add_want(r, &want);            // each tensor box
+ *     wst_receiver_add_expert_layer(r, &experts); // each MoE layer
  *     wst_receiver_start(r, &port);               // listen
  *     ... senders push versions; hooks fire ...
  *     wst_receiver_destroy(r);
@@ -48,9 +49,10 @@ struct wst_receiver_hooks {
      * senders and wst_receiver_get_state report it. */
     wst_status_t (*begin)(void *arg, uint64_t version, char *reason,
                           size_t reason_len);
-    /* Every byte of layer L is in place and verified: refresh derived
-     * state. An error fails the refit (the receiver becomes unusable);
-     * 'reason' as for begin. */
+    /* Every byte of layer L is in place and verified (and its experts
+     * replayed through the loader): refresh derived state. Layers may be
+     * finalized out of order. An error fails the refit (the receiver
+     * becomes unusable); 'reason' as for begin. */
     wst_status_t (*layer_finalized)(void *arg, uint32_t layer, uint64_t version,
                                     char *reason, size_t reason_len);
     /* Every layer is final: resume serving 'version'. */
