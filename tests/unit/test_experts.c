@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,8 +92,7 @@ static wst_status_t refusal_of(const struct wst_expert_layer *e, char *reason,
                      WST_OK);
     assert_int_equal(wst_moe_prepare(&m), WST_OK);
     wst_status_t st = m.refusal;
-    strncpy(reason, m.reason, len - 1);
-    reason[len - 1] = '\0';
+    snprintf(reason, len, "%s", m.reason);
     if (st != WST_OK)
         assert_null(m.staging); /* nothing allocated for a refused table */
     wst_moe_release(&m);
