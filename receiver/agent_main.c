@@ -169,7 +169,8 @@ static void write_status(struct agent *a)
         json_object_array_add(layers, l);
     }
     json_object_object_add(o, "layers", layers);
-    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
+    const char *text =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
     if (write_file_atomic(a->set.status_file, text) != 0)
         WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
                  strerror(errno));

@@ -311,8 +311,7 @@ void wst_moe_staging_wants(const struct wst_moe *m,
 
 wst_status_t wst_moe_replay(const struct wst_moe *m,
                             const struct wst_moe_layer *ml,
-                            void *const *region_data, char *err,
-                            size_t errlen)
+                            void *const *region_data, char *err, size_t errlen)
 {
     const struct wst_expert_shape *s = &ml->shape;
     uint64_t es = wst_dtype_size(ml->dtype);
@@ -329,9 +328,9 @@ wst_status_t wst_moe_replay(const struct wst_moe *m,
          * (checked when planning) makes i again. */
         uint64_t global = ml->expert_start + i;
         uint32_t local = (uint32_t)(global - ml->expert_start);
-        wst_status_t st = ml->loader->load_expert(
-            ml->loader, s, local, gate + i * per, up + i * per, down + i * per,
-            w13, w2);
+        wst_status_t st =
+            ml->loader->load_expert(ml->loader, s, local, gate + i * per,
+                                    up + i * per, down + i * per, w13, w2);
         if (st != WST_OK) {
             set_err(err, errlen,
                     "layer %u: loader %s failed on global expert %llu (local "

@@ -103,8 +103,7 @@ void wst_moe_staging_wants(const struct wst_moe *m,
  * a loader error, its status and a message naming the layer and expert. */
 wst_status_t wst_moe_replay(const struct wst_moe *m,
                             const struct wst_moe_layer *ml,
-                            void *const *region_data, char *err,
-                            size_t errlen);
+                            void *const *region_data, char *err, size_t errlen);
 
 /* Frees the table and the staging pool. */
 void wst_moe_release(struct wst_moe *m);

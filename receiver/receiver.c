@@ -136,7 +136,7 @@ struct wst_receiver {
     struct wst_plan *plan;
     uint64_t plan_key;
     int have_plan_key;
-    size_t *layer_index; /* [n_senders * (n_layers + 1)] item bounds */
+    size_t *layer_index;   /* [n_senders * (n_layers + 1)] item bounds */
     uint8_t *staged_cells; /* [n_senders * n_layers]: has staged items */
     const struct wst_moe_layer **layer_moe; /* [n_layers]; NULL: dense */
 
@@ -147,10 +147,10 @@ struct wst_receiver {
     uint64_t last_progress_ns;
     uint32_t *layer_verified; /* [n_layers] senders verified */
     uint32_t layers_final;
-    uint64_t ack_ns;      /* begin acknowledged: the timeline's zero */
-    uint32_t credit_next; /* MoE ordinals [0, credit_next) have credit */
+    uint64_t ack_ns;       /* begin acknowledged: the timeline's zero */
+    uint32_t credit_next;  /* MoE ordinals [0, credit_next) have credit */
     uint8_t *moe_repacked; /* [moe.n_layers] in this refit */
-    int polling; /* holds the worker busy while a refit runs */
+    int polling;           /* holds the worker busy while a refit runs */
 
     /* what API threads read: under lock */
     pthread_mutex_t lock;
@@ -393,8 +393,8 @@ static void job_repack(void *arg)
     } else {
         for (size_t i = 0; i < r->n_regions; i++)
             data[i] = r->regions[i].data;
-        j->status = wst_moe_replay(&r->moe, ml, data, j->reason,
-                                   sizeof(j->reason));
+        j->status =
+            wst_moe_replay(&r->moe, ml, data, j->reason, sizeof(j->reason));
         free(data);
     }
     j->seconds = wst_now_s() - t0;
@@ -538,8 +538,7 @@ static void refit_fail(struct wst_receiver *r, wst_status_t status,
         free(j);
 }
 
-static void send_credit(struct wst_receiver *r, struct peer *p,
-                        uint32_t layer)
+static void send_credit(struct wst_receiver *r, struct peer *p, uint32_t layer)
 {
     struct wst_msg m = {.type = WST_MSG_CREDIT};
 
@@ -562,9 +561,9 @@ static void grant_credits(struct wst_receiver *r)
 {
     uint32_t slots = r->moe.slots;
 
-    while (r->credit_next < r->moe.n_layers &&
-           (r->credit_next < slots ||
-            r->moe_repacked[r->credit_next - slots])) {
+    while (
+        r->credit_next < r->moe.n_layers &&
+        (r->credit_next < slots || r->moe_repacked[r->credit_next - slots])) {
         uint32_t layer = r->moe.layers[r->credit_next++].layer;
         WST_DEBUG(&r->log, "version %llu: credit for layer %u",
                   (unsigned long long)r->version, layer);
@@ -1632,8 +1631,8 @@ wst_status_t wst_receiver_add_expert_layer(wst_receiver_t *r,
 
     if (r->started || e == NULL)
         return WST_ERR_INVALID;
-    wst_status_t st =
-        wst_moe_add(&r->moe, e, r->region_descs, r->n_regions, err, sizeof(err));
+    wst_status_t st = wst_moe_add(&r->moe, e, r->region_descs, r->n_regions,
+                                  err, sizeof(err));
     if (st != WST_OK)
         WST_ERROR(&r->log, "%s", err);
     return st;
@@ -1664,8 +1663,7 @@ static wst_status_t prepare_experts(struct wst_receiver *r)
     st = wst_receiver_add_region(r, &staging, &r->staging_region);
     for (size_t i = 0; st == WST_OK && i < r->moe.n_layers; i++) {
         struct wst_want w[3];
-        wst_moe_staging_wants(&r->moe, &r->moe.layers[i], r->staging_region,
-                              w);
+        wst_moe_staging_wants(&r->moe, &r->moe.layers[i], r->staging_region, w);
         for (int p = 0; p < 3 && st == WST_OK; p++)
             st = add_want(r, &w[p]);
     }

@@ -581,8 +581,8 @@ static int post_chunk(struct link *l)
         return 0; /* on_credit pumps again */
     while (l->started <= it->layer) {
         if (s->progress_fn != NULL)
-            s->progress_fn(s->progress_arg, (size_t)(l - s->links),
-                           l->started, l->version);
+            s->progress_fn(s->progress_arg, (size_t)(l - s->links), l->started,
+                           l->version);
         l->started++;
     }
     if (len > CHUNK_BYTES)

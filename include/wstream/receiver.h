@@ -148,14 +148,14 @@ struct wst_want_entry {
  * sharded inside (inter_tp_size > 1: the intermediate dimension split over
  * tensor-parallel ranks); a shape the loader's check() refuses. */
 struct wst_expert_layer {
-    uint32_t layer;       /* model.layers.{layer} */
-    const char *loader;   /* registered loader name; copied */
-    int dtype;            /* enum wst_dtype */
-    uint32_t n_experts;   /* E, routed experts of the model */
-    uint32_t ep_rank;     /* < ep_size */
-    uint32_t ep_size;     /* >= 1 */
-    uint32_t hidden;      /* H */
-    uint32_t inter;       /* I, per expert, unsharded */
+    uint32_t layer;     /* model.layers.{layer} */
+    const char *loader; /* registered loader name; copied */
+    int dtype;          /* enum wst_dtype */
+    uint32_t n_experts; /* E, routed experts of the model */
+    uint32_t ep_rank;   /* < ep_size */
+    uint32_t ep_size;   /* >= 1 */
+    uint32_t hidden;    /* H */
+    uint32_t inter;     /* I, per expert, unsharded */
     /* The engine's map from local expert index to global id (copied), for
      * checking; NULL: linear placement. n_expert_ids must then be 0. */
     const uint32_t *expert_ids;
@@ -173,8 +173,8 @@ struct wst_expert_layer {
 /* One layer's timeline in the last refit, seconds from the begin hook's
  * acknowledgement; 0 where that step did not happen. */
 struct wst_layer_times {
-    double received; /* every sender's bytes in and verified */
-    double repacked; /* experts replayed into live memory (MoE layers) */
+    double received;  /* every sender's bytes in and verified */
+    double repacked;  /* experts replayed into live memory (MoE layers) */
     double finalized; /* the engine's finalize hook returned */
     double repack_seconds;
     double finalize_seconds;

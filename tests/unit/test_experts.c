@@ -71,8 +71,7 @@ static void test_experts_add_checks(void **state)
     assert_non_null(strstr(err, "outside its region"));
     assert_int_equal(m.n_layers, 0);
     e = layer_decl(3, 0, 2);
-    assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)),
-                     WST_OK);
+    assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)), WST_OK);
     assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)),
                      WST_ERR_INVALID);
     assert_non_null(strstr(err, "declared twice"));
@@ -88,8 +87,7 @@ static wst_status_t refusal_of(const struct wst_expert_layer *e, char *reason,
     char err[256];
 
     wst_moe_init(&m, 2);
-    assert_int_equal(wst_moe_add(&m, e, regions, 2, err, sizeof(err)),
-                     WST_OK);
+    assert_int_equal(wst_moe_add(&m, e, regions, 2, err, sizeof(err)), WST_OK);
     assert_int_equal(wst_moe_prepare(&m), WST_OK);
     wst_status_t st = m.refusal;
     snprintf(reason, len, "%s", m.reason);
@@ -123,8 +121,7 @@ static void test_experts_refusals(void **state)
     e = layer_decl(5, 0, 1);
     e.inter_tp_rank = 1;
     e.inter_tp_size = 2;
-    assert_int_equal(refusal_of(&e, why, sizeof(why)),
-                     WST_ERR_EXPERT_SHARDING);
+    assert_int_equal(refusal_of(&e, why, sizeof(why)), WST_ERR_EXPERT_SHARDING);
     assert_non_null(strstr(why, t));
     assert_non_null(strstr(why, "dimension 1"));
     e = layer_decl(5, 0, 3); /* 8 experts over 3 */
@@ -209,8 +206,7 @@ static void test_experts_replay_global_ids(void **state)
     (void)state;
     wst_moe_init(&m, 1);
     struct wst_expert_layer e = layer_decl(2, 1, 2); /* globals 4..7 */
-    assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)),
-                     WST_OK);
+    assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)), WST_OK);
     assert_int_equal(wst_moe_prepare(&m), WST_OK);
     const struct wst_moe_layer *ml = wst_moe_find(&m, 2);
     /* Stage: element value = (global id << 12) | (proj << 10) | index. */
@@ -231,7 +227,8 @@ static void test_experts_replay_global_ids(void **state)
         uint32_t g = 4 + i;
         for (uint64_t x = 0; x < per; x++) {
             /* w13[i] = [gate_g; up_g], w2[i] = down_g */
-            uint16_t gate = w13[i * 2 * per + x], up = w13[i * 2 * per + per + x];
+            uint16_t gate = w13[i * 2 * per + x],
+                     up = w13[i * 2 * per + per + x];
             uint16_t down = w2[i * per + x];
             if (gate != (uint16_t)((g << 12) | (0 << 10) | (x & 0x3ff)) ||
                 up != (uint16_t)((g << 12) | (1 << 10) | (x & 0x3ff)) ||

@@ -108,8 +108,9 @@ static void sender_progress(void *arg, size_t receiver, uint32_t layer,
     (void)receiver;
     if (p->kill_version != 0 && x->rank == p->kill_sender &&
         layer == p->kill_layer && version == p->kill_version) {
-        fprintf(stderr, "sender %u: fault injected: SIGKILL while streaming "
-                        "layer %u of version %llu\n",
+        fprintf(stderr,
+                "sender %u: fault injected: SIGKILL while streaming "
+                "layer %u of version %llu\n",
                 x->rank, layer, (unsigned long long)version);
         raise(SIGKILL);
     }

@@ -136,8 +136,7 @@ int wst_cluster_agent_timeline(struct wst_cluster *c, uint32_t k,
 /* Agent k's engine's state ("serving", "paused", "unusable") and, when
  * unusable, the reason the agent gave it; -1 without an engine. */
 int wst_cluster_engine_state(struct wst_cluster *c, uint32_t k, char *state,
-                             size_t state_len, char *reason,
-                             size_t reason_len);
+                             size_t state_len, char *reason, size_t reason_len);
 
 /* Sends 'sig' to agent k or sender r (SIGKILL, SIGSTOP, SIGCONT, ...). */
 void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig);

@@ -58,10 +58,8 @@ struct demo_settings {
     int engine;
 };
 
-static const char *const loader_choices[] = {"trtllm-bf16", "checkpoint",
-                                             NULL};
-static const char *const placement_choices[] = {"linear", "round-robin",
-                                                NULL};
+static const char *const loader_choices[] = {"trtllm-bf16", "checkpoint", NULL};
+static const char *const placement_choices[] = {"linear", "round-robin", NULL};
 static const char *const shard_choices[] = {"expert", "intermediate", NULL};
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
@@ -76,9 +74,11 @@ static const struct wst_config_entry demo_config[] = {
      offsetof(struct demo_settings, preset), NULL},
     {"layers", WST_CONFIG_UINT, "0", "layer count (0: the preset's)",
      offsetof(struct demo_settings, layers), NULL},
-    {"senders", WST_CONFIG_UINT, "3", "sender processes (trainer ranks: FSDP shards, experts split over them)",
+    {"senders", WST_CONFIG_UINT, "3",
+     "sender processes (trainer ranks: FSDP shards, experts split over them)",
      offsetof(struct demo_settings, senders), NULL},
-    {"receivers", WST_CONFIG_UINT, "2", "agent processes (engine TP ranks, experts split over them: EP)",
+    {"receivers", WST_CONFIG_UINT, "2",
+     "agent processes (engine TP ranks, experts split over them: EP)",
      offsetof(struct demo_settings, receivers), NULL},
     {"refits", WST_CONFIG_UINT, "3", "versions to push and verify",
      offsetof(struct demo_settings, refits), NULL},
@@ -216,9 +216,9 @@ static int check_fail_closed(struct demo *d)
         struct wst_agent_status st = {0};
         char state[32] = "-", reason[600] = "";
         uint64_t deadline = wst_deadline_ns(d->set.timeout);
-        while (wst_now_ns() < deadline &&
-               (wst_cluster_agent_status(&d->cluster, k, &st) != 0 ||
-                st.usable))
+        while (
+            wst_now_ns() < deadline &&
+            (wst_cluster_agent_status(&d->cluster, k, &st) != 0 || st.usable))
             usleep(20000);
         /* The engine hears it from the agent's engine thread, just after
          * the status file says so. */
@@ -289,8 +289,8 @@ static int run(struct demo *d)
     if (verified && d->set.dump[0] != '\0') {
         char err[512];
         if (wst_dump_write(d->set.dump, &d->model, &d->cluster.agents[0].layout,
-                           d->cluster.agents[0].shm, d->set.seed,
-                           d->set.refits, err, sizeof(err)) != WST_OK) {
+                           d->cluster.agents[0].shm, d->set.seed, d->set.refits,
+                           err, sizeof(err)) != WST_OK) {
             fprintf(stderr, "wstream-demo: --dump: %s\n", err);
             verified = 0;
         } else {
@@ -339,8 +339,9 @@ static int check_settings(struct demo *d)
         unsigned long layer = strtoul(arg, &end, 10);
         if (strncmp(d->set.fault, "kill-sender:", 12) != 0 || *arg < '0' ||
             *arg > '9' || *end != '\0' || layer > 100000) {
-            fprintf(stderr, "wstream-demo: --fault %s: expected "
-                            "kill-sender:LAYER\n",
+            fprintf(stderr,
+                    "wstream-demo: --fault %s: expected "
+                    "kill-sender:LAYER\n",
                     d->set.fault);
             return -1;
         }
@@ -367,7 +368,8 @@ static int prepare(struct demo *d, const char *agent_bin)
     snprintf(engine_bin, sizeof(engine_bin), "%s", agent_bin);
     char *slash = strrchr(engine_bin, '/');
     snprintf(slash != NULL ? slash + 1 : engine_bin,
-             sizeof(engine_bin) - (size_t)(slash != NULL ? slash + 1 - engine_bin : 0),
+             sizeof(engine_bin) -
+                 (size_t)(slash != NULL ? slash + 1 - engine_bin : 0),
              "wstream-engine-standin");
     if (wst_cluster_workdir("wstream-demo", d->set.workdir, d->workdir,
                             sizeof(d->workdir), &d->own_workdir) != 0)

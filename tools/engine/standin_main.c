@@ -73,7 +73,7 @@ struct standin {
     int fd;
     char rbuf[LINE_MAX_BYTES];
     size_t rlen;
-    const char *state; /* "serving", "paused", "unusable" */
+    const char *state;           /* "serving", "paused", "unusable" */
     char reason[LINE_MAX_BYTES]; /* the agent's, when unusable */
     unsigned long long committed, begins, layers, refused;
 };
