@@ -16,26 +16,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "errbuf.h"
+
 #define WST_CONFIG_ENV_MAX 128
-
-static void config_error(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void config_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void *config_field(void *settings, const struct wst_config_entry *e)
 {
@@ -210,14 +197,14 @@ static wst_status_t config_apply(const struct wst_config_entry *e,
     char *s;
 
     if (value == NULL) {
-        config_error(err, errlen, "%s: missing value", key);
+        wst_errf(err, errlen, "%s: missing value", key);
         return WST_ERR_CONFIG;
     }
     switch (e->type) {
     case WST_CONFIG_STRING:
         s = strdup(value);
         if (s == NULL) {
-            config_error(err, errlen, "%s: out of memory", key);
+            wst_errf(err, errlen, "%s: out of memory", key);
             return WST_ERR_NO_MEMORY;
         }
         free(*(char **)field);
@@ -225,27 +212,27 @@ static wst_status_t config_apply(const struct wst_config_entry *e,
         return WST_OK;
     case WST_CONFIG_UINT:
         if (!config_parse_uint(value, &u, &overflow)) {
-            config_error(err, errlen, "%s: bad value '%s': %s", key, value,
-                         overflow ? "out of range for a 64-bit unsigned integer"
-                                  : "expected an unsigned integer");
+            wst_errf(err, errlen, "%s: bad value '%s': %s", key, value,
+                     overflow ? "out of range for a 64-bit unsigned integer"
+                              : "expected an unsigned integer");
             return WST_ERR_CONFIG;
         }
         *(uint64_t *)field = u;
         return WST_OK;
     case WST_CONFIG_DOUBLE:
         if (!config_parse_double(value, &d)) {
-            config_error(err, errlen, "%s: bad value '%s': expected a number",
-                         key, value);
+            wst_errf(err, errlen, "%s: bad value '%s': expected a number", key,
+                     value);
             return WST_ERR_CONFIG;
         }
         *(double *)field = d;
         return WST_OK;
     case WST_CONFIG_BOOL:
         if (!config_parse_bool(value, &b)) {
-            config_error(err, errlen,
-                         "%s: bad value '%s': expected yes/no, y/n, "
-                         "true/false, on/off or 1/0",
-                         key, value);
+            wst_errf(err, errlen,
+                     "%s: bad value '%s': expected yes/no, y/n, "
+                     "true/false, on/off or 1/0",
+                     key, value);
             return WST_ERR_CONFIG;
         }
         *(int *)field = b;
@@ -253,14 +240,14 @@ static wst_status_t config_apply(const struct wst_config_entry *e,
     case WST_CONFIG_ENUM:
         if (!config_parse_enum(e, value, &b)) {
             config_choices(e, choices, sizeof(choices), ", ");
-            config_error(err, errlen, "%s: bad value '%s': expected one of %s",
-                         key, value, choices);
+            wst_errf(err, errlen, "%s: bad value '%s': expected one of %s", key,
+                     value, choices);
             return WST_ERR_CONFIG;
         }
         *(int *)field = b;
         return WST_OK;
     }
-    config_error(err, errlen, "%s: bad entry type %d", key, (int)e->type);
+    wst_errf(err, errlen, "%s: bad entry type %d", key, (int)e->type);
     return WST_ERR_INVALID;
 }
 
@@ -309,7 +296,7 @@ wst_status_t wst_config_defaults(const struct wst_config_entry *table,
 
     for (e = table; e->name != NULL; e++) {
         if (!config_env_name(e->name, env, sizeof(env))) {
-            config_error(err, errlen, "%s: name too long", e->name);
+            wst_errf(err, errlen, "%s: name too long", e->name);
             return WST_ERR_CONFIG;
         }
         value = getenv(env);
@@ -331,7 +318,7 @@ wst_status_t wst_config_set(const struct wst_config_entry *table,
 
     snprintf(key, sizeof(key), "--%s", name);
     if (e == NULL) {
-        config_error(err, errlen, "%s: unknown option", key);
+        wst_errf(err, errlen, "%s: unknown option", key);
         return WST_ERR_CONFIG;
     }
     return config_apply(e, settings, key, value, err, errlen);
@@ -360,7 +347,7 @@ wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
         if (arg[0] != '-' || arg[1] == '\0')
             break;
         if (arg[1] != '-') {
-            config_error(err, errlen, "%s: unknown option", arg);
+            wst_errf(err, errlen, "%s: unknown option", arg);
             return WST_ERR_CONFIG;
         }
         /* Handled by the caller (wst_config_has_flag), after parsing. */
@@ -372,7 +359,7 @@ wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
         snprintf(key, sizeof(key), "--%.*s",
                  (int)(eq ? (size_t)(eq - name) : strlen(name)), name);
         if (e == NULL) {
-            config_error(err, errlen, "%s: unknown option", key);
+            wst_errf(err, errlen, "%s: unknown option", key);
             return WST_ERR_CONFIG;
         }
         if (eq != NULL) {
@@ -382,7 +369,7 @@ wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            config_error(err, errlen, "%s: missing value", key);
+            wst_errf(err, errlen, "%s: missing value", key);
             return WST_ERR_CONFIG;
         }
         status = config_apply(e, settings, key, value, err, errlen);

@@ -17,31 +17,16 @@
 #include "codec.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
+#include "errbuf.h"
 #include "wstream.pb-c.h"
 
 /* Room for "[" + 8 values of up to 20 digits + 7 commas + "]" + NUL. */
 #define DIMS_STR_MAX 200
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Formats up to WST_MAX_DIMS values as "[a,b,c]" for error messages. */
 static const char *fmt_dims(char *buf, const uint64_t *v, size_t n)
@@ -67,8 +52,8 @@ static wst_status_t check_blob(const ProtobufCBinaryData *b, const char *what,
                                char *err, size_t errlen)
 {
     if (b->len > WST_MAX_BLOB) {
-        set_err(err, errlen, "%s: %zu bytes, limit %d", what, b->len,
-                WST_MAX_BLOB);
+        wst_errf(err, errlen, "%s: %zu bytes, limit %d", what, b->len,
+                 WST_MAX_BLOB);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -82,8 +67,8 @@ static wst_status_t check_text(const char *s, size_t limit, const char *what,
     size_t n = strnlen(s != NULL ? s : "", limit);
 
     if (n >= limit) {
-        set_err(err, errlen, "%s: %zu bytes or more, limit %zu", what, n,
-                limit - 1);
+        wst_errf(err, errlen, "%s: %zu bytes or more, limit %zu", what, n,
+                 limit - 1);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -109,7 +94,7 @@ static wst_status_t check_hello(const Wst__Hello *m, char *err, size_t errlen)
     wst_status_t status;
 
     if (!role_is_known(m->role)) {
-        set_err(err, errlen, "hello: unknown role %" PRIu32, m->role);
+        wst_errf(err, errlen, "hello: unknown role %" PRIu32, m->role);
         return WST_ERR_PROTOCOL;
     }
     status = check_blob(&m->auth, "hello auth", err, errlen);
@@ -142,32 +127,32 @@ static wst_status_t check_have_raw(const Wst__HaveEntry *e, size_t i, char *err,
     size_t n = strnlen(e->name != NULL ? e->name : "", WST_NAME_MAX);
 
     if (n == 0 || n >= WST_NAME_MAX) {
-        set_err(err, errlen,
-                "have entry %zu: name of %zu%s bytes, expected "
-                "1..%d",
-                i, n, n >= WST_NAME_MAX ? " or more" : "", WST_NAME_MAX - 1);
+        wst_errf(err, errlen,
+                 "have entry %zu: name of %zu%s bytes, expected "
+                 "1..%d",
+                 i, n, n >= WST_NAME_MAX ? " or more" : "", WST_NAME_MAX - 1);
         return WST_ERR_PROTOCOL;
     }
     if (!wst_dtype_is_valid((int)e->dtype)) {
-        set_err(err, errlen, "have entry %zu '%s': unknown dtype %" PRIu32, i,
-                e->name, e->dtype);
+        wst_errf(err, errlen, "have entry %zu '%s': unknown dtype %" PRIu32, i,
+                 e->name, e->dtype);
         return WST_ERR_PROTOCOL;
     }
     if (!mem_is_known(e->mem_type)) {
-        set_err(err, errlen, "have entry %zu '%s': unknown mem_type %" PRIu32,
-                i, e->name, e->mem_type);
+        wst_errf(err, errlen, "have entry %zu '%s': unknown mem_type %" PRIu32,
+                 i, e->name, e->mem_type);
         return WST_ERR_PROTOCOL;
     }
     if (e->n_shape < 1 || e->n_shape > WST_MAX_DIMS) {
-        set_err(err, errlen, "have entry %zu '%s': %zu dims, expected 1..%d", i,
-                e->name, e->n_shape, WST_MAX_DIMS);
+        wst_errf(err, errlen, "have entry %zu '%s': %zu dims, expected 1..%d",
+                 i, e->name, e->n_shape, WST_MAX_DIMS);
         return WST_ERR_PROTOCOL;
     }
     if (e->n_box_start != box_dims || e->n_box_stop != box_dims) {
-        set_err(err, errlen,
-                "have entry %zu '%s': box with %zu start and %zu "
-                "stop values, expected %zu",
-                i, e->name, e->n_box_start, e->n_box_stop, box_dims);
+        wst_errf(err, errlen,
+                 "have entry %zu '%s': box with %zu start and %zu "
+                 "stop values, expected %zu",
+                 i, e->name, e->n_box_start, e->n_box_stop, box_dims);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -188,11 +173,11 @@ static wst_status_t check_have_entry(const Wst__HaveEntry *e, size_t i,
     fill_have(e, &h);
     status = wst_tensor_desc_check(&h.tensor, NULL, NULL);
     if (status != WST_OK) {
-        set_err(err, errlen,
-                "have entry %zu '%s': invalid tensor: %s shape "
-                "%s (%s)",
-                i, e->name, wst_dtype_name(h.tensor.dtype),
-                fmt_dims(d0, e->shape, e->n_shape), wst_status_string(status));
+        wst_errf(err, errlen,
+                 "have entry %zu '%s': invalid tensor: %s shape "
+                 "%s (%s)",
+                 i, e->name, wst_dtype_name(h.tensor.dtype),
+                 fmt_dims(d0, e->shape, e->n_shape), wst_status_string(status));
         return WST_ERR_PROTOCOL;
     }
     status = wst_box_check(&h.tensor, &h.box, h.flat);
@@ -200,13 +185,13 @@ static wst_status_t check_have_entry(const Wst__HaveEntry *e, size_t i,
         status = wst_have_check(&h);
     }
     if (status != WST_OK) {
-        set_err(err, errlen,
-                "have entry %zu '%s': %sbox start %s stop %s "
-                "invalid for shape %s (%s)",
-                i, e->name, h.flat ? "flat " : "",
-                fmt_dims(d0, e->box_start, e->n_box_start),
-                fmt_dims(d1, e->box_stop, e->n_box_stop),
-                fmt_dims(d2, e->shape, e->n_shape), wst_status_string(status));
+        wst_errf(err, errlen,
+                 "have entry %zu '%s': %sbox start %s stop %s "
+                 "invalid for shape %s (%s)",
+                 i, e->name, h.flat ? "flat " : "",
+                 fmt_dims(d0, e->box_start, e->n_box_start),
+                 fmt_dims(d1, e->box_stop, e->n_box_stop),
+                 fmt_dims(d2, e->shape, e->n_shape), wst_status_string(status));
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -219,8 +204,8 @@ static wst_status_t check_have(const Wst__HaveManifest *m, char *err,
     size_t i;
 
     if (m->n_entries > WST_MAX_HAVES) {
-        set_err(err, errlen, "have manifest: %zu entries, limit %u",
-                m->n_entries, WST_MAX_HAVES);
+        wst_errf(err, errlen, "have manifest: %zu entries, limit %u",
+                 m->n_entries, WST_MAX_HAVES);
         return WST_ERR_PROTOCOL;
     }
     for (i = 0; i < m->n_entries; i++) {
@@ -243,16 +228,16 @@ static wst_status_t check_region(const Wst__Region *r, size_t i, char *err,
                                  size_t errlen)
 {
     if (r->rkey.len > WST_MAX_BLOB) {
-        set_err(err, errlen, "plan region %zu: rkey of %zu bytes, limit %d", i,
-                r->rkey.len, WST_MAX_BLOB);
+        wst_errf(err, errlen, "plan region %zu: rkey of %zu bytes, limit %d", i,
+                 r->rkey.len, WST_MAX_BLOB);
         return WST_ERR_PROTOCOL;
     }
     /* No real mapping wraps around the address space. */
     if (r->address + r->length < r->address) {
-        set_err(err, errlen,
-                "plan region %zu: base 0x%" PRIx64 " + length "
-                "%" PRIu64 " overflows",
-                i, r->address, r->length);
+        wst_errf(err, errlen,
+                 "plan region %zu: base 0x%" PRIx64 " + length "
+                 "%" PRIu64 " overflows",
+                 i, r->address, r->length);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -265,30 +250,30 @@ static wst_status_t check_plan_item(const Wst__Plan *m, size_t i, char *err,
     uint64_t dst_end = it->dst_offset + it->length;
 
     if (it->length == 0) {
-        set_err(err, errlen, "plan item %zu: length 0", i);
+        wst_errf(err, errlen, "plan item %zu: length 0", i);
     } else if (it->src_offset + it->length < it->src_offset) {
-        set_err(err, errlen,
-                "plan item %zu: src_offset %" PRIu64 " + length "
-                "%" PRIu64 " overflows",
-                i, it->src_offset, it->length);
+        wst_errf(err, errlen,
+                 "plan item %zu: src_offset %" PRIu64 " + length "
+                 "%" PRIu64 " overflows",
+                 i, it->src_offset, it->length);
     } else if (dst_end < it->dst_offset) {
-        set_err(err, errlen,
-                "plan item %zu: dst_offset %" PRIu64 " + length "
-                "%" PRIu64 " overflows",
-                i, it->dst_offset, it->length);
+        wst_errf(err, errlen,
+                 "plan item %zu: dst_offset %" PRIu64 " + length "
+                 "%" PRIu64 " overflows",
+                 i, it->dst_offset, it->length);
     } else if (it->region >= m->n_regions) {
-        set_err(err, errlen, "plan item %zu: region %" PRIu32 " of %zu", i,
-                it->region, m->n_regions);
+        wst_errf(err, errlen, "plan item %zu: region %" PRIu32 " of %zu", i,
+                 it->region, m->n_regions);
     } else if (dst_end > m->regions[it->region]->length) {
-        set_err(err, errlen,
-                "plan item %zu: dst_offset %" PRIu64 " + length "
-                "%" PRIu64 " past the end of region %" PRIu32 " (%" PRIu64
-                " bytes)",
-                i, it->dst_offset, it->length, it->region,
-                m->regions[it->region]->length);
+        wst_errf(err, errlen,
+                 "plan item %zu: dst_offset %" PRIu64 " + length "
+                 "%" PRIu64 " past the end of region %" PRIu32 " (%" PRIu64
+                 " bytes)",
+                 i, it->dst_offset, it->length, it->region,
+                 m->regions[it->region]->length);
     } else if (it->layer >= m->n_layers) {
-        set_err(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
-                it->layer, m->n_layers);
+        wst_errf(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
+                 it->layer, m->n_layers);
     } else {
         return WST_OK;
     }
@@ -299,18 +284,18 @@ static wst_status_t check_plan_header(const Wst__Plan *m, char *err,
                                       size_t errlen)
 {
     if (m->n_layers < 1) {
-        set_err(err, errlen, "plan: n_layers 0");
+        wst_errf(err, errlen, "plan: n_layers 0");
     } else if (m->sender >= m->n_senders) {
-        set_err(err, errlen, "plan: sender %" PRIu32 " of n_senders %" PRIu32,
-                m->sender, m->n_senders);
+        wst_errf(err, errlen, "plan: sender %" PRIu32 " of n_senders %" PRIu32,
+                 m->sender, m->n_senders);
     } else if (!mover_is_known(m->mover)) {
-        set_err(err, errlen, "plan: unknown mover %" PRIu32, m->mover);
+        wst_errf(err, errlen, "plan: unknown mover %" PRIu32, m->mover);
     } else if (m->n_items > WST_MAX_PLAN_ITEMS) {
-        set_err(err, errlen, "plan: %zu items, limit %u", m->n_items,
-                WST_MAX_PLAN_ITEMS);
+        wst_errf(err, errlen, "plan: %zu items, limit %u", m->n_items,
+                 WST_MAX_PLAN_ITEMS);
     } else if (m->n_regions > WST_MAX_REGIONS) {
-        set_err(err, errlen, "plan: %zu regions, limit %u", m->n_regions,
-                WST_MAX_REGIONS);
+        wst_errf(err, errlen, "plan: %zu regions, limit %u", m->n_regions,
+                 WST_MAX_REGIONS);
     } else {
         return WST_OK;
     }
@@ -336,7 +321,7 @@ static wst_status_t check_version(uint64_t version, const char *what, char *err,
                                   size_t errlen)
 {
     if (version < 1) {
-        set_err(err, errlen, "%s: version 0", what);
+        wst_errf(err, errlen, "%s: version 0", what);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -345,8 +330,8 @@ static wst_status_t check_version(uint64_t version, const char *what, char *err,
 static wst_status_t check_error(const Wst__Error *m, char *err, size_t errlen)
 {
     if (m->status >= 0 || !wst_status_is_known(m->status)) {
-        set_err(err, errlen, "error: status %" PRId32 " is not a known error",
-                m->status);
+        wst_errf(err, errlen, "error: status %" PRId32 " is not a known error",
+                 m->status);
         return WST_ERR_PROTOCOL;
     }
     return check_text(m->message, WST_ERROR_MSG_MAX, "error message", err,
@@ -364,7 +349,7 @@ static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
         return st;
     if (b->ack ? b->mover != 0
                : (b->mover != WST_MOVER_PUT && b->mover != WST_MOVER_AM)) {
-        set_err(err, errlen, "begin: bad mover %u", b->mover);
+        wst_errf(err, errlen, "begin: bad mover %u", b->mover);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -374,8 +359,8 @@ static wst_status_t check_control(const Wst__Control *pb, char *err,
                                   size_t errlen)
 {
     if (pb->msg_case != WST__CONTROL__MSG__NOT_SET && pb->hello == NULL) {
-        set_err(err, errlen, "control: message %d set but empty",
-                (int)pb->msg_case);
+        wst_errf(err, errlen, "control: message %d set but empty",
+                 (int)pb->msg_case);
         return WST_ERR_PROTOCOL;
     }
     switch (pb->msg_case) {
@@ -401,7 +386,7 @@ static wst_status_t check_control(const Wst__Control *pb, char *err,
     case WST__CONTROL__MSG_CREDIT:
         return check_version(pb->credit->version, "credit", err, errlen);
     default:
-        set_err(err, errlen, "control: no message set");
+        wst_errf(err, errlen, "control: no message set");
         return WST_ERR_PROTOCOL;
     }
 }
@@ -584,21 +569,21 @@ wst_status_t wst_msg_decode(const void *buf, size_t len, size_t max_len,
     Wst__Control *pb = NULL;
     wst_status_t status;
 
-    set_err(err, errlen, "%s", "");
+    wst_errf(err, errlen, "%s", "");
     if (msg == NULL || (buf == NULL && len > 0)) {
-        set_err(err, errlen, "decode: no message or buffer");
+        wst_errf(err, errlen, "decode: no message or buffer");
         return WST_ERR_INVALID;
     }
     memset(msg, 0, sizeof(*msg));
     /* Before protobuf-c allocates anything for it. */
     if (len > max_len) {
-        set_err(err, errlen, "control message of %zu bytes, limit %zu", len,
-                max_len);
+        wst_errf(err, errlen, "control message of %zu bytes, limit %zu", len,
+                 max_len);
         return WST_ERR_TOO_LARGE;
     }
     pb = wst__control__unpack(NULL, len, buf);
     if (pb == NULL) {
-        set_err(err, errlen, "control message of %zu bytes: unparsable", len);
+        wst_errf(err, errlen, "control message of %zu bytes: unparsable", len);
         return WST_ERR_PROTOCOL;
     }
     status = check_control(pb, err, errlen);
@@ -607,8 +592,8 @@ wst_status_t wst_msg_decode(const void *buf, size_t len, size_t max_len,
     }
     status = convert_control(pb, msg);
     if (status != WST_OK) {
-        set_err(err, errlen, "decode %s: out of memory",
-                wst_msg_type_name(msg->type));
+        wst_errf(err, errlen, "decode %s: out of memory",
+                 wst_msg_type_name(msg->type));
         wst_msg_release(msg);
     }
 out_free_unpacked:
@@ -1023,38 +1008,38 @@ static wst_status_t check_item_local(const struct wst_plan_msg *plan, size_t i,
     uint64_t shard;
 
     if (it->sender != plan->sender) {
-        set_err(err, errlen,
-                "plan item %zu: sender %" PRIu32 ", plan is for "
-                "sender %" PRIu32,
-                i, it->sender, plan->sender);
+        wst_errf(err, errlen,
+                 "plan item %zu: sender %" PRIu32 ", plan is for "
+                 "sender %" PRIu32,
+                 i, it->sender, plan->sender);
         return WST_ERR_PROTOCOL;
     }
     if (it->have >= n_haves) {
-        set_err(err, errlen, "plan item %zu: have %" PRIu32 " of %zu", i,
-                it->have, n_haves);
+        wst_errf(err, errlen, "plan item %zu: have %" PRIu32 " of %zu", i,
+                 it->have, n_haves);
         return WST_ERR_PROTOCOL;
     }
     shard = have_shard_bytes(&haves[it->have]);
     if (src_end < it->src_offset || src_end > shard) {
-        set_err(err, errlen,
-                "plan item %zu: src_offset %" PRIu64 " + length "
-                "%" PRIu64 " past the end of have %" PRIu32 " '%s' (%" PRIu64
-                " bytes)",
-                i, it->src_offset, it->length, it->have,
-                haves[it->have].tensor.name, shard);
+        wst_errf(err, errlen,
+                 "plan item %zu: src_offset %" PRIu64 " + length "
+                 "%" PRIu64 " past the end of have %" PRIu32 " '%s' (%" PRIu64
+                 " bytes)",
+                 i, it->src_offset, it->length, it->have,
+                 haves[it->have].tensor.name, shard);
         return WST_ERR_PROTOCOL;
     }
     if (it->region >= plan->n_regions || dst_end < it->dst_offset ||
         dst_end > plan->regions[it->region].length) {
-        set_err(err, errlen,
-                "plan item %zu: dst_offset %" PRIu64 " + length "
-                "%" PRIu64 " outside region %" PRIu32 " of %zu",
-                i, it->dst_offset, it->length, it->region, plan->n_regions);
+        wst_errf(err, errlen,
+                 "plan item %zu: dst_offset %" PRIu64 " + length "
+                 "%" PRIu64 " outside region %" PRIu32 " of %zu",
+                 i, it->dst_offset, it->length, it->region, plan->n_regions);
         return WST_ERR_PROTOCOL;
     }
     if (it->layer >= plan->n_layers) {
-        set_err(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
-                it->layer, plan->n_layers);
+        wst_errf(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
+                 it->layer, plan->n_layers);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
@@ -1071,7 +1056,7 @@ wst_status_t wst_plan_msg_check(const struct wst_plan_msg *plan,
     if (plan == NULL || (plan->n_items > 0 && plan->items == NULL) ||
         (plan->n_regions > 0 && plan->regions == NULL) ||
         (n_haves > 0 && haves == NULL)) {
-        set_err(err, errlen, "plan check: missing plan, items or haves");
+        wst_errf(err, errlen, "plan check: missing plan, items or haves");
         return WST_ERR_INVALID;
     }
     for (i = 0; i < plan->n_items; i++) {
@@ -1083,10 +1068,10 @@ wst_status_t wst_plan_msg_check(const struct wst_plan_msg *plan,
     hash = wst_plan_hash_items(plan->n_senders, plan->n_layers, plan->items,
                                plan->n_items);
     if (hash != plan->plan_hash) {
-        set_err(err, errlen,
-                "plan: hash 0x%016" PRIx64 " of %zu items, "
-                "message says 0x%016" PRIx64,
-                hash, plan->n_items, plan->plan_hash);
+        wst_errf(err, errlen,
+                 "plan: hash 0x%016" PRIx64 " of %zu items, "
+                 "message says 0x%016" PRIx64,
+                 hash, plan->n_items, plan->plan_hash);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;

@@ -1,28 +1,14 @@
 /* experts.c - the receiver's MoE layers: checks, staging, replay. */
 #include "experts.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
+#include "errbuf.h"
 
 #define STAGING_ALIGN 4096u
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void wst_moe_init(struct wst_moe *m, uint32_t slots)
 {
@@ -66,33 +52,33 @@ wst_status_t wst_moe_add(struct wst_moe *m, const struct wst_expert_layer *e,
     struct wst_moe_layer *grown;
 
     if (e == NULL || e->loader == NULL) {
-        set_err(err, errlen, "expert layer: no loader named");
+        wst_errf(err, errlen, "expert layer: no loader named");
         return WST_ERR_INVALID;
     }
     ml.loader = wst_loader_registry_find(&m->loaders, e->loader);
     if (ml.loader == NULL) {
-        set_err(err, errlen,
-                "layer %u experts: no repack loader named \"%s\" is "
-                "registered",
-                e->layer, e->loader);
+        wst_errf(err, errlen,
+                 "layer %u experts: no repack loader named \"%s\" is "
+                 "registered",
+                 e->layer, e->loader);
         return WST_ERR_INVALID;
     }
     if (wst_dtype_size((enum wst_dtype)e->dtype) == 0 || e->n_experts == 0 ||
         e->ep_size == 0 || e->ep_rank >= e->ep_size || e->hidden == 0 ||
         e->inter == 0 || (e->expert_ids == NULL) != (e->n_expert_ids == 0) ||
         (e->inter_tp_size > 1 && e->inter_tp_rank >= e->inter_tp_size)) {
-        set_err(err, errlen,
-                "layer %u experts: invalid declaration (dtype %d, E=%u, ep "
-                "rank %u of %u, H=%u, I=%u, %u expert ids, inter tp rank %u "
-                "of %u)",
-                e->layer, e->dtype, e->n_experts, e->ep_rank, e->ep_size,
-                e->hidden, e->inter, e->n_expert_ids, e->inter_tp_rank,
-                e->inter_tp_size);
+        wst_errf(err, errlen,
+                 "layer %u experts: invalid declaration (dtype %d, E=%u, ep "
+                 "rank %u of %u, H=%u, I=%u, %u expert ids, inter tp rank %u "
+                 "of %u)",
+                 e->layer, e->dtype, e->n_experts, e->ep_rank, e->ep_size,
+                 e->hidden, e->inter, e->n_expert_ids, e->inter_tp_rank,
+                 e->inter_tp_size);
         return WST_ERR_INVALID;
     }
     for (size_t i = 0; i < m->n_layers; i++)
         if (m->layers[i].layer == e->layer) {
-            set_err(err, errlen, "layer %u experts declared twice", e->layer);
+            wst_errf(err, errlen, "layer %u experts declared twice", e->layer);
             return WST_ERR_INVALID;
         }
     ml.layer = e->layer;
@@ -116,12 +102,12 @@ wst_status_t wst_moe_add(struct wst_moe *m, const struct wst_expert_layer *e,
     }
     if (!span_ok(regions, n_regions, ml.w13_region, ml.w13_offset, w13) ||
         !span_ok(regions, n_regions, ml.w2_region, ml.w2_offset, w2)) {
-        set_err(err, errlen,
-                "layer %u experts: live w13 (region %u at %llu, %llu bytes) "
-                "or w2 (region %u at %llu, %llu bytes) is outside its region",
-                e->layer, ml.w13_region, (unsigned long long)ml.w13_offset,
-                (unsigned long long)w13, ml.w2_region,
-                (unsigned long long)ml.w2_offset, (unsigned long long)w2);
+        wst_errf(err, errlen,
+                 "layer %u experts: live w13 (region %u at %llu, %llu bytes) "
+                 "or w2 (region %u at %llu, %llu bytes) is outside its region",
+                 e->layer, ml.w13_region, (unsigned long long)ml.w13_offset,
+                 (unsigned long long)w13, ml.w2_region,
+                 (unsigned long long)ml.w2_offset, (unsigned long long)w2);
         return WST_ERR_INVALID;
     }
     if (e->expert_ids != NULL) {
@@ -177,21 +163,21 @@ static wst_status_t refuse_layer(const struct wst_moe_layer *ml, char *err,
     snprintf(t, sizeof(t), "model.layers.%u.mlp.experts.gate_proj.weight",
              ml->layer);
     if (ml->inter_tp_size > 1) {
-        set_err(err, errlen,
-                "tensor %s (and up_proj; down_proj on dim 2): the engine "
-                "shards dimension 1, the intermediate dimension (I=%u over "
-                "%u ranks), inside each expert; experts may only be split "
-                "on dimension 0, the expert id, so there is no one named "
-                "load per expert",
-                t, ml->inter, ml->inter_tp_size);
+        wst_errf(err, errlen,
+                 "tensor %s (and up_proj; down_proj on dim 2): the engine "
+                 "shards dimension 1, the intermediate dimension (I=%u over "
+                 "%u ranks), inside each expert; experts may only be split "
+                 "on dimension 0, the expert id, so there is no one named "
+                 "load per expert",
+                 t, ml->inter, ml->inter_tp_size);
         return WST_ERR_EXPERT_SHARDING;
     }
     if (ml->n_experts % ml->ep_size != 0) {
-        set_err(err, errlen,
-                "tensor %s: %u experts do not split evenly over ep_size %u; "
-                "ceil-sized and linear splits would disagree on which rank "
-                "owns which expert",
-                t, ml->n_experts, ml->ep_size);
+        wst_errf(err, errlen,
+                 "tensor %s: %u experts do not split evenly over ep_size %u; "
+                 "ceil-sized and linear splits would disagree on which rank "
+                 "owns which expert",
+                 t, ml->n_experts, ml->ep_size);
         return WST_ERR_EXPERT_DIVISIBILITY;
     }
     if (ml->expert_ids != NULL) {
@@ -204,15 +190,15 @@ static wst_status_t refuse_layer(const struct wst_moe_layer *ml, char *err,
         if (!linear) {
             char ids[96];
             list_ids(ml, ids, sizeof(ids));
-            set_err(err, errlen,
-                    "tensor %s: %s expert placement (ep rank %u of %u holds "
-                    "global experts %s); only linear placement is "
-                    "supported: rank %u must hold experts [%llu, %llu), "
-                    "local expert i being global id %llu + i",
-                    t, rr ? "round-robin" : "non-linear", ml->ep_rank,
-                    ml->ep_size, ids, ml->ep_rank, (unsigned long long)start,
-                    (unsigned long long)(start + per),
-                    (unsigned long long)start);
+            wst_errf(err, errlen,
+                     "tensor %s: %s expert placement (ep rank %u of %u holds "
+                     "global experts %s); only linear placement is "
+                     "supported: rank %u must hold experts [%llu, %llu), "
+                     "local expert i being global id %llu + i",
+                     t, rr ? "round-robin" : "non-linear", ml->ep_rank,
+                     ml->ep_size, ids, ml->ep_rank, (unsigned long long)start,
+                     (unsigned long long)(start + per),
+                     (unsigned long long)start);
             return WST_ERR_NON_LINEAR_PLACEMENT;
         }
     }
@@ -222,8 +208,8 @@ static wst_status_t refuse_layer(const struct wst_moe_layer *ml, char *err,
     if (st == WST_OK && strcmp(ml->loader->name, "trtllm-bf16") == 0)
         st = wst_repack_check_experts(ml->n_experts, why, sizeof(why));
     if (st != WST_OK) {
-        set_err(err, errlen, "tensor %s: the %s layout cannot hold it: %s", t,
-                ml->loader->name, why);
+        wst_errf(err, errlen, "tensor %s: the %s layout cannot hold it: %s", t,
+                 ml->loader->name, why);
         return WST_ERR_REPACK_SHAPE;
     }
     return WST_OK;
@@ -332,11 +318,11 @@ wst_status_t wst_moe_replay(const struct wst_moe *m,
             ml->loader->load_expert(ml->loader, s, local, gate + i * per,
                                     up + i * per, down + i * per, w13, w2);
         if (st != WST_OK) {
-            set_err(err, errlen,
-                    "layer %u: loader %s failed on global expert %llu (local "
-                    "%u): %s",
-                    ml->layer, ml->loader->name, (unsigned long long)global,
-                    local, wst_status_string(st));
+            wst_errf(err, errlen,
+                     "layer %u: loader %s failed on global expert %llu (local "
+                     "%u): %s",
+                     ml->layer, ml->loader->name, (unsigned long long)global,
+                     local, wst_status_string(st));
             return st;
         }
     }

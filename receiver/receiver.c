@@ -634,6 +634,19 @@ static void begin_done(void *arg)
     for_each_peer(r, ack_peer, NULL);
 }
 
+/* A job back from the engine or repack thread: nonzero when its refit is
+ * still the current one and the job succeeded. Otherwise the job is freed
+ * here, after failing the refit if it was current. */
+static int job_current(struct wst_receiver *r, struct job *j)
+{
+    if (j->generation == r->generation && j->status == WST_OK)
+        return 1;
+    if (j->generation == r->generation)
+        refit_fail(r, j->status, "%s", j->reason);
+    free(j);
+    return 0;
+}
+
 static void queue_verify(struct wst_receiver *r, struct peer *p, uint32_t layer)
 {
     struct job *j = job_new(r);
@@ -656,18 +669,8 @@ static void verify_done(void *arg)
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (j->generation != r->generation) {
-        free(j);
+    if (!job_current(r, j))
         return;
-    }
-    if (j->status != WST_OK) {
-        wst_status_t st = j->status;
-        char reason[WST_ERROR_MSG_MAX];
-        snprintf(reason, sizeof(reason), "%s", j->reason);
-        free(j);
-        refit_fail(r, st, "%s", reason);
-        return;
-    }
     struct peer *p = r->by_rank[j->rank];
     uint32_t layer = j->layer;
     if (p != NULL)
@@ -698,18 +701,8 @@ static void repack_done(void *arg)
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (j->generation != r->generation) {
-        free(j);
+    if (!job_current(r, j))
         return;
-    }
-    if (j->status != WST_OK) {
-        wst_status_t st = j->status;
-        char reason[WST_ERROR_MSG_MAX];
-        snprintf(reason, sizeof(reason), "%s", j->reason);
-        free(j);
-        refit_fail(r, st, "%s", reason);
-        return;
-    }
     const struct wst_moe_layer *ml = r->layer_moe[j->layer];
     pthread_mutex_lock(&r->lock);
     r->times[j->layer].repacked = since_ack(r);
@@ -755,18 +748,8 @@ static void finalize_done(void *arg)
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (j->generation != r->generation) {
-        free(j);
+    if (!job_current(r, j))
         return;
-    }
-    if (j->status != WST_OK) {
-        wst_status_t st = j->status;
-        char reason[WST_ERROR_MSG_MAX];
-        snprintf(reason, sizeof(reason), "%s", j->reason);
-        free(j);
-        refit_fail(r, st, "%s", reason);
-        return;
-    }
     pthread_mutex_lock(&r->lock);
     r->times[j->layer].finalized = since_ack(r);
     r->times[j->layer].finalize_seconds = j->seconds;
@@ -791,10 +774,8 @@ static void commit_done(void *arg)
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (j->generation != r->generation) {
-        free(j);
+    if (!job_current(r, j))
         return;
-    }
     free(j);
     for_each_peer(r, commit_to_peer, NULL);
     refit_end(r);

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,21 +19,10 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "errbuf.h"
 
 #define CONNECT_ATTEMPTS 100
 #define CONNECT_PAUSE_US 100000
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* A TCP port free on this namespace's loopback now (in another namespace
  * it is as good as any). 0 if none could be had. */
@@ -186,7 +174,7 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     pid_t server;
 
     if (port == 0) {
-        set_err(err, errlen, "no free TCP port for ucx_perftest");
+        wst_errf(err, errlen, "no free TCP port for ucx_perftest");
         goto out_close_log;
     }
     snprintf(port_s, sizeof(port_s), "%u", port);
@@ -203,7 +191,7 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     }
     server = spawn(argv, p->tls, log != NULL ? fileno(log) : STDERR_FILENO);
     if (server < 0) {
-        set_err(err, errlen, "fork: %s", strerror(errno));
+        wst_errf(err, errlen, "fork: %s", strerror(errno));
         goto out_close_log;
     }
     crc = run_client(p, port, server, out, sizeof(out), log);
@@ -212,14 +200,14 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     else
         wait_exit(server, 0.5); /* a server left waiting is killed */
     if (crc != 0)
-        set_err(err, errlen, "%s: client exited with %d (see %s)", p->test, crc,
-                p->log_path ? p->log_path : "stderr");
+        wst_errf(err, errlen, "%s: client exited with %d (see %s)", p->test,
+                 crc, p->log_path ? p->log_path : "stderr");
     else if (src != 0)
-        set_err(err, errlen, "%s: server exited with %d (see %s)", p->test, src,
-                p->log_path ? p->log_path : "stderr");
+        wst_errf(err, errlen, "%s: server exited with %d (see %s)", p->test,
+                 src, p->log_path ? p->log_path : "stderr");
     else if (parse_final(out, mib_s_p) != 0)
-        set_err(err, errlen, "%s: no \"Final:\" bandwidth in the output",
-                p->test);
+        wst_errf(err, errlen, "%s: no \"Final:\" bandwidth in the output",
+                 p->test);
     else
         ret = 0;
 out_close_log:

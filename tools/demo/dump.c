@@ -11,13 +11,13 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "dtype.h"
+#include "errbuf.h"
 #include "repack.h"
 
 #define SLAB_BYTES ((uint64_t)64 << 20) /* source generation buffer */
@@ -33,20 +33,6 @@ struct wst_dump_set {
     uint64_t written;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- sets ----------------------------------------------------------------*/
 
 /* mkdir -p: every prefix of 'path' that is missing is created. */
@@ -57,7 +43,7 @@ static wst_status_t make_dirs(const char *path, char *err, size_t errlen)
     size_t n = strlen(path), i;
 
     if (n == 0 || n >= sizeof(buf)) {
-        set_err(err, errlen, "dump: bad directory \"%s\"", path);
+        wst_errf(err, errlen, "dump: bad directory \"%s\"", path);
         return WST_ERR_INVALID;
     }
     memcpy(buf, path, n + 1);
@@ -67,8 +53,8 @@ static wst_status_t make_dirs(const char *path, char *err, size_t errlen)
         buf[i] = '\0';
         if (mkdir(buf, 0777) != 0 &&
             (errno != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))) {
-            set_err(err, errlen, "dump: cannot create directory %s: %s", buf,
-                    strerror(errno != EEXIST ? errno : ENOTDIR));
+            wst_errf(err, errlen, "dump: cannot create directory %s: %s", buf,
+                     strerror(errno != EEXIST ? errno : ENOTDIR));
             return WST_ERR_IO;
         }
         buf[i] = path[i];
@@ -85,17 +71,17 @@ wst_status_t wst_dump_set_create(const char *dir, const char *which,
     int n;
 
     if (dir == NULL || which == NULL || set_p == NULL) {
-        set_err(err, errlen, "dump: NULL argument");
+        wst_errf(err, errlen, "dump: NULL argument");
         return WST_ERR_INVALID;
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        set_err(err, errlen, "dump: out of memory");
+        wst_errf(err, errlen, "dump: out of memory");
         return WST_ERR_NO_MEMORY;
     }
     n = snprintf(s->dir, sizeof(s->dir), "%s/%s", dir, which);
     if (n < 0 || (size_t)n >= sizeof(s->dir)) {
-        set_err(err, errlen, "dump: path too long: %s/%s", dir, which);
+        wst_errf(err, errlen, "dump: path too long: %s/%s", dir, which);
         status = WST_ERR_INVALID;
         goto err_free;
     }
@@ -104,7 +90,7 @@ wst_status_t wst_dump_set_create(const char *dir, const char *which,
         goto err_free;
     s->tensors = json_object_new_array();
     if (s->tensors == NULL) {
-        set_err(err, errlen, "dump: out of memory");
+        wst_errf(err, errlen, "dump: out of memory");
         status = WST_ERR_NO_MEMORY;
         goto err_free;
     }
@@ -208,30 +194,30 @@ wst_status_t wst_dump_set_begin(wst_dump_set_t *s,
 
     if (s == NULL || t == NULL || t->name == NULL || t->layout == NULL ||
         (t->n_sources > 0 && t->sources == NULL) || s->fp != NULL) {
-        set_err(err, errlen, "dump: bad tensor, or one already open");
+        wst_errf(err, errlen, "dump: bad tensor, or one already open");
         return WST_ERR_INVALID;
     }
     s->bytes = tensor_bytes(t);
     if (s->bytes == 0) {
-        set_err(err, errlen, "dump %s: tensor %s: bad dtype or shape", s->dir,
-                t->name);
+        wst_errf(err, errlen, "dump %s: tensor %s: bad dtype or shape", s->dir,
+                 t->name);
         return WST_ERR_INVALID;
     }
     snprintf(file, sizeof(file), "%04zu.bin", s->count);
     n = snprintf(s->path, sizeof(s->path), "%s/%s", s->dir, file);
     if (n < 0 || (size_t)n >= sizeof(s->path)) {
-        set_err(err, errlen, "dump %s: path too long", s->dir);
+        wst_errf(err, errlen, "dump %s: path too long", s->dir);
         return WST_ERR_INVALID;
     }
     s->entry = entry_json(t, file);
     if (s->entry == NULL) {
-        set_err(err, errlen, "dump: out of memory");
+        wst_errf(err, errlen, "dump: out of memory");
         return WST_ERR_NO_MEMORY;
     }
     s->fp = fopen(s->path, "wb");
     if (s->fp == NULL) {
-        set_err(err, errlen, "dump: cannot create %s: %s", s->path,
-                strerror(errno));
+        wst_errf(err, errlen, "dump: cannot create %s: %s", s->path,
+                 strerror(errno));
         json_object_put(s->entry);
         s->entry = NULL;
         return WST_ERR_IO;
@@ -246,14 +232,15 @@ wst_status_t wst_dump_set_write(wst_dump_set_t *s, const void *data,
 {
     if (s == NULL || s->fp == NULL || (data == NULL && bytes > 0) ||
         bytes > s->bytes - s->written) {
-        set_err(err, errlen,
-                "dump: write of %zu bytes past the tensor's end "
-                "or with none open",
-                bytes);
+        wst_errf(err, errlen,
+                 "dump: write of %zu bytes past the tensor's end "
+                 "or with none open",
+                 bytes);
         return WST_ERR_INVALID;
     }
     if (bytes > 0 && fwrite(data, 1, bytes, s->fp) != bytes) {
-        set_err(err, errlen, "dump: write to %s: %s", s->path, strerror(errno));
+        wst_errf(err, errlen, "dump: write to %s: %s", s->path,
+                 strerror(errno));
         return WST_ERR_IO;
     }
     s->written += bytes;
@@ -266,20 +253,20 @@ wst_status_t wst_dump_set_end(wst_dump_set_t *s, char *err, size_t errlen)
     int rc;
 
     if (s == NULL || s->fp == NULL) {
-        set_err(err, errlen, "dump: no tensor open");
+        wst_errf(err, errlen, "dump: no tensor open");
         return WST_ERR_INVALID;
     }
     rc = fclose(s->fp);
     s->fp = NULL;
     if (rc != 0) {
-        set_err(err, errlen, "dump: close %s: %s", s->path, strerror(errno));
+        wst_errf(err, errlen, "dump: close %s: %s", s->path, strerror(errno));
         status = WST_ERR_IO;
     } else if (s->written != s->bytes) {
-        set_err(err, errlen, "dump: %s has %llu of its %llu bytes", s->path,
-                (unsigned long long)s->written, (unsigned long long)s->bytes);
+        wst_errf(err, errlen, "dump: %s has %llu of its %llu bytes", s->path,
+                 (unsigned long long)s->written, (unsigned long long)s->bytes);
         status = WST_ERR_INVALID;
     } else if (json_object_array_add(s->tensors, s->entry) != 0) {
-        set_err(err, errlen, "dump: out of memory");
+        wst_errf(err, errlen, "dump: out of memory");
         status = WST_ERR_NO_MEMORY;
     } else {
         s->entry = NULL; /* the array owns it now */
@@ -296,7 +283,7 @@ wst_status_t wst_dump_set_commit(wst_dump_set_t *s, char *err, size_t errlen)
     wst_status_t status = WST_OK;
 
     if (s == NULL || s->fp != NULL) {
-        set_err(err, errlen, "dump: commit with a tensor still open");
+        wst_errf(err, errlen, "dump: commit with a tensor still open");
         return WST_ERR_INVALID;
     }
     snprintf(path, sizeof(path), "%s/index.json", s->dir);
@@ -305,19 +292,19 @@ wst_status_t wst_dump_set_commit(wst_dump_set_t *s, char *err, size_t errlen)
     if (root == NULL ||
         add_key(root, "format", json_object_new_int(WST_DUMP_FORMAT)) ||
         add_key(root, "tensors", json_object_get(s->tensors))) {
-        set_err(err, errlen, "dump: out of memory");
+        wst_errf(err, errlen, "dump: out of memory");
         status = WST_ERR_NO_MEMORY;
         goto out_put;
     }
     if (json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_SPACED) != 0) {
-        set_err(err, errlen, "dump: cannot write %s: %s", tmp,
-                json_util_get_last_err());
+        wst_errf(err, errlen, "dump: cannot write %s: %s", tmp,
+                 json_util_get_last_err());
         status = WST_ERR_IO;
         goto out_put;
     }
     if (rename(tmp, path) != 0) {
-        set_err(err, errlen, "dump: rename %s to %s: %s", tmp, path,
-                strerror(errno));
+        wst_errf(err, errlen, "dump: rename %s to %s: %s", tmp, path,
+                 strerror(errno));
         remove(tmp);
         status = WST_ERR_IO;
     }
@@ -407,8 +394,8 @@ static wst_status_t dump_wants(wst_dump_set_t *s, const struct wst_layout *l,
         if (w->region >= l->n_regions || w->box.ndim < 1 ||
             w->box.ndim > WST_MAX_DIMS ||
             wst_box_check(&w->tensor, &w->box, 0) != WST_OK) {
-            set_err(err, errlen, "dump: wants[%zu] (%s) is malformed", i,
-                    w->tensor.name);
+            wst_errf(err, errlen, "dump: wants[%zu] (%s) is malformed", i,
+                     w->tensor.name);
             return WST_ERR_INVALID;
         }
         if (wst_box_elems(&w->box) == 0)
@@ -416,9 +403,9 @@ static wst_status_t dump_wants(wst_dump_set_t *s, const struct wst_layout *l,
         reg = &l->regions[w->region];
         if (w->offset > reg->bytes ||
             wst_want_span(w) > reg->bytes - w->offset) {
-            set_err(err, errlen,
-                    "dump: wants[%zu] (%s) runs past region \"%s\"", i,
-                    w->tensor.name, reg->name);
+            wst_errf(err, errlen,
+                     "dump: wants[%zu] (%s) runs past region \"%s\"", i,
+                     w->tensor.name, reg->name);
             return WST_ERR_INVALID;
         }
         /* Quadratic, but a dump is a debugging aid over at most a few
@@ -537,10 +524,10 @@ static wst_status_t dump_experts(wst_dump_set_t *s, const struct wst_layout *l,
             continue;
         ld = wst_loader_registry_find(&reg, x->loader);
         if (ld == NULL) {
-            set_err(err, errlen,
-                    "dump: layer %u: loader \"%s\" has a layout the checker "
-                    "does not know",
-                    x->layer, x->loader);
+            wst_errf(err, errlen,
+                     "dump: layer %u: loader \"%s\" has a layout the checker "
+                     "does not know",
+                     x->layer, x->loader);
             return WST_ERR_UNSUPPORTED_LAYOUT;
         }
         shape.n_local = x->n_experts / x->ep_size;
@@ -556,9 +543,9 @@ static wst_status_t dump_experts(wst_dump_set_t *s, const struct wst_layout *l,
         w2 = expert_buf(l, base, x->w2_region, x->w2_offset,
                         ld->w2_bytes(&shape));
         if (w13 == NULL || w2 == NULL) {
-            set_err(err, errlen,
-                    "dump: layer %u: experts w13 or w2 runs past its region",
-                    x->layer);
+            wst_errf(err, errlen,
+                     "dump: layer %u: experts w13 or w2 runs past its region",
+                     x->layer);
             return WST_ERR_INVALID;
         }
         if (s == NULL)
@@ -628,8 +615,8 @@ static wst_status_t dump_sources(wst_dump_set_t *s, const struct wst_model *m,
 
     for (i = 0; i < m->n_tensors; i++) {
         if (wst_tensor_desc_check(&m->tensors[i], NULL, NULL) != WST_OK) {
-            set_err(err, errlen, "dump: model tensor %zu (%s) is malformed", i,
-                    m->tensors[i].name);
+            wst_errf(err, errlen, "dump: model tensor %zu (%s) is malformed", i,
+                     m->tensors[i].name);
             return WST_ERR_INVALID;
         }
         row = wst_dtype_size(m->tensors[i].dtype);
@@ -639,7 +626,7 @@ static wst_status_t dump_sources(wst_dump_set_t *s, const struct wst_model *m,
             cap = row;
     }
     if (cap > SIZE_MAX || (buf = malloc((size_t)cap)) == NULL) {
-        set_err(err, errlen, "dump: out of memory");
+        wst_errf(err, errlen, "dump: out of memory");
         return WST_ERR_NO_MEMORY;
     }
     for (i = 0; i < m->n_tensors && status == WST_OK; i++)
@@ -661,7 +648,7 @@ wst_status_t wst_dump_write(const char *dir, const struct wst_model *m,
 
     if (dir == NULL || m == NULL || l == NULL ||
         (live_base == NULL && (l->n_wants > 0 || l->n_experts > 0))) {
-        set_err(err, errlen, "dump: NULL argument");
+        wst_errf(err, errlen, "dump: NULL argument");
         return WST_ERR_INVALID;
     }
     status = dump_experts(NULL, l, live_base, err, errlen);

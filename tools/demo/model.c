@@ -27,8 +27,8 @@
 #include "model.h"
 
 #include "dtype.h"
+#include "errbuf.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,20 +36,6 @@
 #define GOLDEN 0x9e3779b97f4a7c15ull
 #define REGION_ALIGN 64
 #define VOCAB_PAD 64 /* engine pads the vocabulary to 64 rows per TP rank */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- data --------------------------------------------------------------- */
 
@@ -303,11 +289,11 @@ static wst_status_t verify_want(const struct wst_layout *l,
                 ;
             hex_bytes(expect + k, esize, e_hex);
             hex_bytes(src + k, esize, g_hex);
-            set_err(err, errlen,
-                    "tensor %s element %llu (region \"%s\"): expected 0x%s "
-                    "got 0x%s",
-                    w->tensor.name, (unsigned long long)(g + k / esize),
-                    l->regions[w->region].name, e_hex, g_hex);
+            wst_errf(err, errlen,
+                     "tensor %s element %llu (region \"%s\"): expected 0x%s "
+                     "got 0x%s",
+                     w->tensor.name, (unsigned long long)(g + k / esize),
+                     l->regions[w->region].name, e_hex, g_hex);
             return WST_ERR_INTEGRITY;
         }
         *checked += row_bytes;
@@ -431,15 +417,15 @@ static wst_status_t x_mismatch(const struct xcheck *c, int buf, uint64_t off,
     hex_bytes(expect + k * c->es, c->es, e_hex);
     hex_bytes(got + k * c->es, c->es, g_hex);
     x_whence(c, r, c0 + k, got + k * c->es, whence, sizeof(whence));
-    set_err(err, errlen,
-            "experts of layer %u (loader %s): live %s (region \"%s\") byte "
-            "%llu, local expert %llu (global %llu) %s row %llu col %llu: "
-            "expected 0x%s got 0x%s; got looks like %s",
-            x->layer, x->loader, live_names[buf], c->l->regions[region].name,
-            (unsigned long long)(off + k * c->es), (unsigned long long)local,
-            (unsigned long long)(c->start + local), proj_names[proj],
-            (unsigned long long)r, (unsigned long long)(c0 + k), e_hex, g_hex,
-            whence);
+    wst_errf(err, errlen,
+             "experts of layer %u (loader %s): live %s (region \"%s\") byte "
+             "%llu, local expert %llu (global %llu) %s row %llu col %llu: "
+             "expected 0x%s got 0x%s; got looks like %s",
+             x->layer, x->loader, live_names[buf], c->l->regions[region].name,
+             (unsigned long long)(off + k * c->es), (unsigned long long)local,
+             (unsigned long long)(c->start + local), proj_names[proj],
+             (unsigned long long)r, (unsigned long long)(c0 + k), e_hex, g_hex,
+             whence);
     return WST_ERR_INTEGRITY;
 }
 
@@ -571,19 +557,19 @@ static wst_status_t x_setup(struct xcheck *c, const struct wst_layout *l,
     } else if (strcmp(x->loader, "trtllm-bf16") == 0) {
         c->kind = LOADER_TRTLLM;
     } else {
-        set_err(err, errlen,
-                "verify: experts[%zu] (layer %u): loader \"%.63s\" unknown "
-                "to the verifier",
-                k, x->layer, x->loader);
+        wst_errf(err, errlen,
+                 "verify: experts[%zu] (layer %u): loader \"%.63s\" unknown "
+                 "to the verifier",
+                 k, x->layer, x->loader);
         return WST_ERR_INVALID;
     }
     if (c->kind == LOADER_TRTLLM &&
         (x->dtype != WST_DTYPE_BF16 || c->h % KBLOCK != 0 ||
          c->i % KBLOCK != 0)) {
-        set_err(err, errlen,
-                "verify: experts[%zu] (layer %u): trtllm-bf16 needs bf16 and "
-                "H, I multiples of %d (H=%u I=%u)",
-                k, x->layer, KBLOCK, x->hidden, x->inter);
+        wst_errf(err, errlen,
+                 "verify: experts[%zu] (layer %u): trtllm-bf16 needs bf16 and "
+                 "H, I multiples of %d (H=%u I=%u)",
+                 k, x->layer, KBLOCK, x->hidden, x->inter);
         return WST_ERR_INVALID;
     }
     /* w13 = L*2I*H elements is the larger buffer, w2 half of it; a layout
@@ -593,10 +579,10 @@ static wst_status_t x_setup(struct xcheck *c, const struct wst_layout *l,
         __builtin_mul_overflow(w13, (uint64_t)c->es, &w13) ||
         !x_live(c, 0, shm, x->w13_region, x->w13_offset, w13) ||
         !x_live(c, 1, shm, x->w2_region, x->w2_offset, w13 / 2)) {
-        set_err(err, errlen,
-                "verify: experts[%zu] (layer %u): w13 or w2 runs past its "
-                "region",
-                k, x->layer);
+        wst_errf(err, errlen,
+                 "verify: experts[%zu] (layer %u): w13 or w2 runs past its "
+                 "region",
+                 k, x->layer);
         return WST_ERR_INVALID;
     }
     for (p = 0; p < N_PROJ; p++)
@@ -621,7 +607,7 @@ static wst_status_t verify_experts(const struct wst_layout *l,
         if (wst_dtype_size(x->dtype) == 0 || x->n_experts == 0 ||
             x->ep_size == 0 || x->ep_rank >= x->ep_size || x->hidden == 0 ||
             x->inter == 0) {
-            set_err(err, errlen, "verify: experts[%zu] malformed", k);
+            wst_errf(err, errlen, "verify: experts[%zu] malformed", k);
             return WST_ERR_INVALID;
         }
         if (x_refused(x))
@@ -634,7 +620,7 @@ static wst_status_t verify_experts(const struct wst_layout *l,
             break;
         c.row = malloc((c.h > c.i ? c.h : c.i) * c.es);
         if (c.row == NULL) {
-            set_err(err, errlen, "verify: out of memory");
+            wst_errf(err, errlen, "verify: out of memory");
             return WST_ERR_NO_MEMORY;
         }
         for (e = 0; e < c.n_local && status == WST_OK; e++) {
@@ -661,7 +647,7 @@ wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
 
     if (l == NULL ||
         (shm_base == NULL && (l->n_wants > 0 || l->n_experts > 0))) {
-        set_err(err, errlen, "verify: NULL argument");
+        wst_errf(err, errlen, "verify: NULL argument");
         return WST_ERR_INVALID;
     }
     for (i = 0; i < l->n_wants; i++) {
@@ -669,7 +655,7 @@ wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
 
         if (b->ndim < 1 || b->ndim > WST_MAX_DIMS ||
             l->wants[i].region >= l->n_regions) {
-            set_err(err, errlen, "verify: wants[%zu] malformed", i);
+            wst_errf(err, errlen, "verify: wants[%zu] malformed", i);
             return WST_ERR_INVALID;
         }
         row = (b->stop[b->ndim - 1] - b->start[b->ndim - 1]) *
@@ -679,7 +665,7 @@ wst_status_t wst_model_verify(const struct wst_layout *l, const void *shm_base,
     }
     expect = malloc(max_row);
     if (expect == NULL) {
-        set_err(err, errlen, "verify: out of memory");
+        wst_errf(err, errlen, "verify: out of memory");
         return WST_ERR_NO_MEMORY;
     }
     for (i = 0; i < l->n_wants && status == WST_OK; i++) {
@@ -784,19 +770,19 @@ static wst_status_t dense_preset(const char *name, uint32_t n_layers,
         n_layers = 4;
     if (*arg < '0' || *arg > '9' || *end != '\0' || mib == 0 ||
         mib > DENSE_MAX_MIB || n_layers > 100000) {
-        set_err(err, errlen,
-                "model preset \"%s\": want dense:<MiB> with 1..%llu MiB and "
-                "at most 100000 layers",
-                name, DENSE_MAX_MIB);
+        wst_errf(err, errlen,
+                 "model preset \"%s\": want dense:<MiB> with 1..%llu MiB and "
+                 "at most 100000 layers",
+                 name, DENSE_MAX_MIB);
         return WST_ERR_INVALID;
     }
     rows = (uint64_t)mib * (1ull << 20) / row_bytes;
     n = (uint64_t)n_layers * DENSE_PER_LAYER;
     if (rows < n) {
-        set_err(err, errlen,
-                "model preset \"%s\": %llu MiB is too small for %u "
-                "layers",
-                name, mib, n_layers);
+        wst_errf(err, errlen,
+                 "model preset \"%s\": %llu MiB is too small for %u "
+                 "layers",
+                 name, mib, n_layers);
         return WST_ERR_INVALID;
     }
     memset(&tmp, 0, sizeof(tmp));
@@ -806,7 +792,7 @@ static wst_status_t dense_preset(const char *name, uint32_t n_layers,
     tmp.dense_cols = DENSE_COLS;
     tmp.tensors = malloc(n * sizeof(*tmp.tensors));
     if (tmp.tensors == NULL) {
-        set_err(err, errlen, "model %s: out of memory", name);
+        wst_errf(err, errlen, "model %s: out of memory", name);
         return WST_ERR_NO_MEMORY;
     }
     for (i = 0; i < n; i++) {
@@ -836,10 +822,10 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
         if (strcmp(presets[i].name, name) == 0)
             p = &presets[i];
     if (p == NULL || m == NULL) {
-        set_err(err, errlen,
-                "unknown model preset \"%s\" (tiny, tiny-moe, "
-                "qwen3-30b-a3b, dense:<MiB>)",
-                name != NULL ? name : "(null)");
+        wst_errf(err, errlen,
+                 "unknown model preset \"%s\" (tiny, tiny-moe, "
+                 "qwen3-30b-a3b, dense:<MiB>)",
+                 name != NULL ? name : "(null)");
         return WST_ERR_INVALID;
     }
     memset(&tmp, 0, sizeof(tmp));
@@ -854,15 +840,15 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
     tmp.n_experts = p->n_experts;
     tmp.moe_inter = p->moe_inter;
     if (tmp.n_layers > 100000) {
-        set_err(err, errlen, "model %s: %u layers is too many", p->name,
-                tmp.n_layers);
+        wst_errf(err, errlen, "model %s: %u layers is too many", p->name,
+                 tmp.n_layers);
         return WST_ERR_INVALID;
     }
     tmp.tensors =
         malloc(((size_t)tmp.n_layers * TENSORS_PER_LAYER + GLOBAL_TENSORS) *
                sizeof(*tmp.tensors));
     if (tmp.tensors == NULL) {
-        set_err(err, errlen, "model %s: out of memory", p->name);
+        wst_errf(err, errlen, "model %s: out of memory", p->name);
         return WST_ERR_NO_MEMORY;
     }
     add_tensor(&tmp, "model.embed_tokens.weight", 2, tmp.vocab, tmp.hidden, 0);
@@ -1143,8 +1129,8 @@ static wst_status_t tp_check(const struct wst_model *m, uint32_t tp, char *err,
     }
     if (what == NULL)
         return WST_OK;
-    set_err(err, errlen, "model %s: tp=%u does not divide %s %u", m->preset, tp,
-            what, val);
+    wst_errf(err, errlen, "model %s: tp=%u does not divide %s %u", m->preset,
+             tp, what, val);
     return WST_ERR_UNSUPPORTED_LAYOUT;
 }
 
@@ -1164,7 +1150,7 @@ static wst_status_t dense_layout(const struct wst_model *m, uint32_t tp_rank,
     l.wants = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*l.wants));
     if (l.regions == NULL || l.wants == NULL) {
         wst_layout_release(&l);
-        set_err(err, errlen, "engine layout: out of memory");
+        wst_errf(err, errlen, "engine layout: out of memory");
         return WST_ERR_NO_MEMORY;
     }
     b.m = m;
@@ -1191,16 +1177,16 @@ static wst_status_t moe_options_check(const struct wst_moe_options *o,
 {
     if (o->loader != NULL && strcmp(o->loader, "checkpoint") != 0 &&
         strcmp(o->loader, "trtllm-bf16") != 0) {
-        set_err(err, errlen,
-                "engine layout: unknown expert loader \"%s\" (checkpoint, "
-                "trtllm-bf16)",
-                o->loader);
+        wst_errf(err, errlen,
+                 "engine layout: unknown expert loader \"%s\" (checkpoint, "
+                 "trtllm-bf16)",
+                 o->loader);
         return WST_ERR_INVALID;
     }
     if (o->round_robin && o->shard_inter) {
-        set_err(err, errlen,
-                "engine layout: round_robin and shard_inter exclude each "
-                "other");
+        wst_errf(err, errlen,
+                 "engine layout: round_robin and shard_inter exclude each "
+                 "other");
         return WST_ERR_INVALID;
     }
     return WST_OK;
@@ -1255,7 +1241,7 @@ static wst_status_t engine_layout(const struct wst_model *m, uint32_t tp_rank,
 
 err_drop_layout:
     wst_layout_release(&l); /* frees the experts' expert_ids too */
-    set_err(err, errlen, "engine layout: out of memory");
+    wst_errf(err, errlen, "engine layout: out of memory");
     return WST_ERR_NO_MEMORY;
 }
 
@@ -1269,15 +1255,15 @@ wst_status_t wst_model_engine_layout_moe(const struct wst_model *m,
     wst_status_t status;
 
     if (m == NULL || out == NULL || tp == 0 || tp_rank >= tp) {
-        set_err(err, errlen, "engine layout: bad arguments (rank %u of tp %u)",
-                tp_rank, tp);
+        wst_errf(err, errlen, "engine layout: bad arguments (rank %u of tp %u)",
+                 tp_rank, tp);
         return WST_ERR_INVALID;
     }
     if (m->dense_cols != 0)
         return dense_layout(m, tp_rank, tp, out, err, errlen);
     if (m->kv_heads == 0) {
-        set_err(err, errlen, "engine layout: model %s has no kv heads",
-                m->preset);
+        wst_errf(err, errlen, "engine layout: model %s has no kv heads",
+                 m->preset);
         return WST_ERR_INVALID;
     }
     if (opt == NULL)
