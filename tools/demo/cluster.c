@@ -574,19 +574,25 @@ int wst_cluster_result(struct wst_cluster *c, uint32_t r, double timeout_s,
     return 0;
 }
 
-int wst_cluster_verify(struct wst_cluster *c, uint64_t version)
+int wst_cluster_verify_agent(struct wst_cluster *c, uint32_t k,
+                             uint64_t version)
 {
+    struct wst_cluster_agent *a = &c->agents[k];
     char err[512];
 
-    for (uint32_t k = 0; k < c->p.n_receivers; k++) {
-        struct wst_cluster_agent *a = &c->agents[k];
-        if (wst_model_verify(&a->layout, a->shm, c->p.seed, version, NULL, err,
-                             sizeof(err)) != WST_OK) {
-            fprintf(stderr, "cluster: agent %u, version %llu: %s\n", k,
-                    (unsigned long long)version, err);
+    if (wst_model_verify(&a->layout, a->shm, c->p.seed, version, NULL, err,
+                         sizeof(err)) == WST_OK)
+        return 0;
+    fprintf(stderr, "cluster: agent %u, version %llu: %s\n", k,
+            (unsigned long long)version, err);
+    return -1;
+}
+
+int wst_cluster_verify(struct wst_cluster *c, uint64_t version)
+{
+    for (uint32_t k = 0; k < c->p.n_receivers; k++)
+        if (wst_cluster_verify_agent(c, k, version) != 0)
             return -1;
-        }
-    }
     return 0;
 }
 
@@ -693,6 +699,17 @@ static void reap(pid_t *pid)
     *pid = 0;
 }
 
+/* Gives a process that was told to exit 'seconds' to do so, then kills it. */
+static void reap_within(pid_t *pid, double seconds)
+{
+    uint64_t deadline = wst_deadline_ns(seconds);
+
+    while (*pid > 0 && waitpid(*pid, NULL, WNOHANG) == 0 &&
+           wst_now_ns() < deadline)
+        usleep(10000);
+    reap(pid);
+}
+
 int wst_cluster_restart_agent(struct wst_cluster *c, uint32_t k)
 {
     reap(&c->agents[k].pid);
@@ -716,9 +733,10 @@ void wst_cluster_stop(struct wst_cluster *c)
         if (s->pid <= 0)
             continue;
         kill(s->pid, SIGCONT);
-        close(s->cmd_fd); /* EOF: the sender exits cleanly */
+        close(s->cmd_fd); /* EOF: the sender exits cleanly... */
         close(s->res_fd);
-        waitpid(s->pid, NULL, 0);
+        /* ...unless a push is still waiting, for a rank that died. */
+        reap_within(&s->pid, 2.0);
     }
     for (uint32_t k = 0; c->agents != NULL && k < c->p.n_receivers; k++) {
         struct wst_cluster_agent *a = &c->agents[k];
@@ -727,14 +745,8 @@ void wst_cluster_stop(struct wst_cluster *c)
             kill(a->pid, SIGTERM);
             waitpid(a->pid, NULL, 0);
         }
-        if (a->engine_pid > 0) {
-            /* It exits on the agent's EOF; a stuck one is killed. */
-            uint64_t deadline = wst_deadline_ns(2.0);
-            while (waitpid(a->engine_pid, NULL, WNOHANG) == 0 &&
-                   wst_now_ns() < deadline)
-                usleep(10000);
-            reap(&a->engine_pid);
-        }
+        /* The engine exits on the agent's EOF; a stuck one is killed. */
+        reap_within(&a->engine_pid, 2.0);
         if (a->shm != NULL) {
             munmap(a->shm, a->layout.shm_bytes);
             shm_unlink(a->shm_name);

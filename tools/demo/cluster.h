@@ -124,6 +124,10 @@ int wst_cluster_result(struct wst_cluster *c, uint32_t r, double timeout_s,
  * -1 after printing the first mismatch. */
 int wst_cluster_verify(struct wst_cluster *c, uint64_t version);
 
+/* The same for agent k alone. */
+int wst_cluster_verify_agent(struct wst_cluster *c, uint32_t k,
+                             uint64_t version);
+
 /* Reads agent k's status file. */
 int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
                              struct wst_agent_status *st);
