@@ -351,17 +351,7 @@ static wst_status_t register_one(struct it_sender *s, size_t i,
     if (s->bufs[i] == NULL)
         return WST_ERR_NO_MEMORY;
     wst_model_fill_shard(h, IT_SEED, version, s->bufs[i]);
-    struct wst_shard sh = {
-        .name = h->tensor.name,
-        .data = s->bufs[i],
-        .mem_type = WST_MEM_HOST,
-        .dtype = h->tensor.dtype,
-        .ndim = h->tensor.ndim,
-        .shape = h->tensor.shape,
-        .box_start = h->box.start,
-        .box_stop = h->box.stop,
-        .flat = h->flat,
-    };
+    struct wst_shard sh = wst_model_shard(h, s->bufs[i]);
     return wst_sender_register(s->sender, &sh);
 }
 

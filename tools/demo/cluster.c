@@ -78,17 +78,7 @@ static int sender_register(struct sender_ctx *x, double *register_s)
             return -1;
         /* Touch every page now: first-touch faults are not refit work. */
         wst_model_fill_shard(h, x->c->p.seed, 0, x->bufs[i]);
-        struct wst_shard sh = {
-            .name = h->tensor.name,
-            .data = x->bufs[i],
-            .mem_type = WST_MEM_HOST,
-            .dtype = h->tensor.dtype,
-            .ndim = h->tensor.ndim,
-            .shape = h->tensor.shape,
-            .box_start = h->box.start,
-            .box_stop = h->box.stop,
-            .flat = h->flat,
-        };
+        struct wst_shard sh = wst_model_shard(h, x->bufs[i]);
         double t0 = wst_now_s();
         wst_status_t st = wst_sender_register(x->sender, &sh);
         *register_s += wst_now_s() - t0;

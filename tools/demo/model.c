@@ -223,6 +223,22 @@ static uint64_t box_elems(const struct wst_box *b)
     return n;
 }
 
+struct wst_shard wst_model_shard(const struct wst_have *h, const void *data)
+{
+    struct wst_shard sh = {
+        .name = h->tensor.name,
+        .data = data,
+        .mem_type = WST_MEM_HOST,
+        .dtype = h->tensor.dtype,
+        .ndim = h->tensor.ndim,
+        .shape = h->tensor.shape,
+        .box_start = h->box.start,
+        .box_stop = h->box.stop,
+        .flat = h->flat,
+    };
+    return sh;
+}
+
 uint64_t wst_model_shard_bytes(const struct wst_have *h)
 {
     return box_elems(&h->box) * wst_dtype_size(h->tensor.dtype);

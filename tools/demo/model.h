@@ -17,6 +17,7 @@
 
 #include "layout_file.h"
 #include "manifest.h"
+#include <wstream/sender.h>
 #include <wstream/status.h>
 
 struct wst_model {
@@ -111,6 +112,10 @@ wst_status_t wst_model_engine_layout(const struct wst_model *m,
 wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
                                       uint32_t world, struct wst_have **haves_p,
                                       size_t *n_p);
+
+/* The sender's description of 'h' held in host memory at 'data' (both
+ * borrowed by the result, which wst_sender_register copies). */
+struct wst_shard wst_model_shard(const struct wst_have *h, const void *data);
 
 /* Bytes of the shard buffer for 'h': box elements times the element size. */
 uint64_t wst_model_shard_bytes(const struct wst_have *h);
