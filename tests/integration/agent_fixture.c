@@ -358,13 +358,20 @@ static wst_status_t register_one(struct it_sender *s, size_t i,
 wst_status_t it_sender_setup(struct it_sender *s, const struct it_agent *a,
                              size_t skip, uint64_t version)
 {
+    return it_sender_setup_rank(s, a, 0, 1, skip, version);
+}
+
+wst_status_t it_sender_setup_rank(struct it_sender *s, const struct it_agent *a,
+                                  uint32_t rank, uint32_t world, size_t skip,
+                                  uint64_t version)
+{
     const char *recv[1] = {a->addr};
     struct wst_sender_params sp = {
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
                       WST_SENDER_PARAM_LOG,
-        .rank = 0,
-        .world_size = 1,
+        .rank = rank,
+        .world_size = world,
         .receivers = recv,
         .n_receivers = 1,
         .timeout_s = 10.0,

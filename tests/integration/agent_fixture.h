@@ -93,6 +93,11 @@ int it_sender_load(struct it_sender *s, const struct it_agent *a);
 wst_status_t it_sender_setup(struct it_sender *s, const struct it_agent *a,
                              size_t skip, uint64_t version);
 
+/* As it_sender_setup, as rank 'rank' of 'world' senders. */
+wst_status_t it_sender_setup_rank(struct it_sender *s, const struct it_agent *a,
+                                  uint32_t rank, uint32_t world, size_t skip,
+                                  uint64_t version);
+
 /* Refills every buffer for 'version' (no register). */
 void it_sender_fill(struct it_sender *s, uint64_t version);
 

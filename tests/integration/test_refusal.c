@@ -396,44 +396,6 @@ static int moe_sender_load(struct it_sender *s, const struct moe_layer *c,
     return st == WST_OK ? 0 : -1;
 }
 
-/* As it_sender_setup, for rank 'rank' of 'world': every have (sized as
- * edited) filled for 'version' and registered. */
-static wst_status_t moe_sender_setup(struct it_sender *s,
-                                     const struct it_agent *a, uint32_t rank,
-                                     uint32_t world, uint64_t version)
-{
-    const char *recv[1] = {a->addr};
-    struct wst_sender_params sp = {
-        .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
-                      WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
-                      WST_SENDER_PARAM_LOG,
-        .rank = rank,
-        .world_size = world,
-        .receivers = recv,
-        .n_receivers = 1,
-        .timeout_s = 10.0,
-        .log_level = 1,
-    };
-    wst_status_t st = wst_sender_create(&sp, &s->sender);
-
-    if (st != WST_OK)
-        return st;
-    s->bufs = calloc(s->n_haves, sizeof(*s->bufs));
-    if (s->bufs == NULL)
-        return WST_ERR_NO_MEMORY;
-    for (size_t i = 0; i < s->n_haves && st == WST_OK; i++) {
-        const struct wst_have *h = &s->haves[i];
-        uint64_t bytes = wst_model_shard_bytes(h);
-        s->bufs[i] = malloc(bytes ? bytes : 1);
-        if (s->bufs[i] == NULL)
-            return WST_ERR_NO_MEMORY;
-        wst_model_fill_shard(h, IT_SEED, version, s->bufs[i]);
-        struct wst_shard sh = wst_model_shard(h, s->bufs[i]);
-        st = wst_sender_register(s->sender, &sh);
-    }
-    return st;
-}
-
 struct moe_push {
     struct it_sender *s;
     uint64_t version;
@@ -469,7 +431,9 @@ static void moe_push_all(struct it_agent *a, const struct moe_layer *layer,
         assert_int_equal(moe_sender_load(&s[r], layer, r, world), 0);
         if (edit != NULL)
             edit(s[r].haves, s[r].n_haves, r);
-        assert_int_equal(moe_sender_setup(&s[r], a, r, world, version), WST_OK);
+        assert_int_equal(
+            it_sender_setup_rank(&s[r], a, r, world, SIZE_MAX, version),
+            WST_OK);
     }
     for (uint32_t r = 0; r < world; r++) {
         push[r] = (struct moe_push){.s = &s[r], .version = version};
