@@ -127,6 +127,7 @@ struct wst_receiver {
     struct wst_region_desc *region_descs;
     struct wst_moe moe;      /* MoE layers, staging pool, loaders */
     uint32_t staging_region; /* valid when moe.staging != NULL */
+    void **region_data;      /* [n_regions] base addresses, for repacks */
     wst_jobq_t *repacker;    /* runs wst_moe_replay, off the progress thread */
 
     /* progress-thread state */
@@ -383,20 +384,10 @@ static void job_repack(void *arg)
     struct job *j = arg;
     struct wst_receiver *r = j->r;
     const struct wst_moe_layer *ml = r->layer_moe[j->layer];
-    void **data = malloc(r->n_regions * sizeof(*data));
     double t0 = wst_now_s();
 
-    if (data == NULL) {
-        j->status = WST_ERR_NO_MEMORY;
-        snprintf(j->reason, sizeof(j->reason), "no memory to repack layer %u",
-                 j->layer);
-    } else {
-        for (size_t i = 0; i < r->n_regions; i++)
-            data[i] = r->regions[i].data;
-        j->status =
-            wst_moe_replay(&r->moe, ml, data, j->reason, sizeof(j->reason));
-        free(data);
-    }
+    j->status = wst_moe_replay(&r->moe, ml, r->region_data, j->reason,
+                               sizeof(j->reason));
     j->seconds = wst_now_s() - t0;
     wst_worker_post(r->worker, repack_done, j);
 }
@@ -1648,6 +1639,12 @@ static wst_status_t prepare_experts(struct wst_receiver *r)
         for (int p = 0; p < 3 && st == WST_OK; p++)
             st = add_want(r, &w[p]);
     }
+    /* The repack thread finds live memory here, allocating nothing. */
+    if (st == WST_OK && (r->region_data = calloc(
+                             r->n_regions, sizeof(*r->region_data))) == NULL)
+        st = WST_ERR_NO_MEMORY;
+    for (size_t i = 0; st == WST_OK && i < r->n_regions; i++)
+        r->region_data[i] = r->regions[i].data;
     if (st == WST_OK)
         WST_INFO(&r->log,
                  "%zu MoE layers: staging %u slots x %llu bytes (%.1f MiB)",
@@ -1777,6 +1774,7 @@ void wst_receiver_destroy(wst_receiver_t *r)
     free(r->layer_moe);
     free(r->moe_repacked);
     free(r->times);
+    free(r->region_data);
     wst_moe_release(&r->moe);
     free(r->by_rank);
     free(r->regions);
