@@ -23,6 +23,11 @@
 
 #include "log.h"
 
+/* The largest data message a sender posts: items move in chunks of at
+ * most this, and a receiver landing data for device memory in host slots
+ * sizes them by it. */
+#define WST_DATA_CHUNK_MAX (8ull << 20)
+
 /* Values travel on the wire (in a plan). */
 enum wst_mover_kind {
     WST_MOVER_PUT = 1,

@@ -61,12 +61,16 @@ struct wst_worker_ops {
     void (*conn_failed)(void *arg, wst_conn_t *conn, wst_status_t status,
                         const char *why);
     /* A data message arrived: return WST_OK with *dest_p the place for its
-     * 'len' bytes, or an error to drop it (then data_done is not called). */
+     * 'len' bytes; WST_ERR_BUSY when there is no room for it yet (the
+     * message is parked, with every later one behind it, until the owner
+     * calls wst_worker_data_resume); or another error to drop it (then
+     * data_done is not called). */
     wst_status_t (*data_dest)(void *arg, const struct wst_data_hdr *hdr,
                               size_t len, void **dest_p);
-    /* The bytes of an accepted data message are in place (or failed). */
-    void (*data_done)(void *arg, const struct wst_data_hdr *hdr, size_t len,
-                      wst_status_t status);
+    /* The bytes of an accepted data message are at 'dest' (or failed;
+     * dest is NULL when the message never got one). */
+    void (*data_done)(void *arg, const struct wst_data_hdr *hdr, void *dest,
+                      size_t len, wst_status_t status);
     /* Periodic, every tick_ms. */
     void (*tick)(void *arg);
 };
@@ -113,6 +117,11 @@ wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn, void *arg);
  * goes to *port_p. */
 wst_status_t wst_worker_listen(wst_worker_t *worker, const char *host,
                                uint16_t port, uint16_t *port_p);
+
+/* Progress thread: offers parked data messages (data_dest said
+ * WST_ERR_BUSY) to data_dest again, in arrival order, until it is busy
+ * again or none is left. */
+void wst_worker_data_resume(wst_worker_t *worker);
 
 /* Progress thread: this worker's address (owned by the worker). */
 wst_status_t wst_worker_address(wst_worker_t *worker, const void **addr_p,

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "repack_gpu.h"
 
 #define TRTLLM_KBLOCK 64u        /* elements per K block */
 #define TRTLLM_KBLOCK_BYTES 128u /* 64 bf16 */
@@ -290,6 +291,7 @@ static const struct wst_repack_loader checkpoint_loader = {
     .w2_bytes = ckpt_w2_bytes,
     .load_expert = ckpt_load_expert,
     .arg = NULL,
+    .load_layer_device = wst_gpu_repack_checkpoint,
 };
 
 static const struct wst_repack_loader trtllm_bf16_loader = {
@@ -299,6 +301,7 @@ static const struct wst_repack_loader trtllm_bf16_loader = {
     .w2_bytes = trtllm_w2_bytes,
     .load_expert = trtllm_load_expert,
     .arg = NULL,
+    .load_layer_device = wst_gpu_repack_trtllm_bf16,
 };
 
 const struct wst_repack_loader *wst_repack_loader_checkpoint(void)

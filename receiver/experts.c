@@ -7,12 +7,14 @@
 
 #include "dtype.h"
 #include "errbuf.h"
+#include "gpu.h"
 
 #define STAGING_ALIGN 4096u
 
 void wst_moe_init(struct wst_moe *m, uint32_t slots)
 {
     memset(m, 0, sizeof(*m));
+    m->staging_device = -1;
     wst_loader_registry_init(&m->loaders);
     m->slots = slots != 0 ? slots : 2;
 }
@@ -220,8 +222,56 @@ static uint64_t align_up(uint64_t x, uint64_t a)
     return (x + a - 1) / a * a;
 }
 
-wst_status_t wst_moe_prepare(struct wst_moe *m)
+/* A loader that cannot write device memory is refused for live buffers
+ * on a GPU, like any other layout it cannot produce. */
+static wst_status_t refuse_host_loader(const struct wst_moe_layer *ml,
+                                       int device, char *err, size_t errlen)
 {
+    if (device < 0 || ml->loader->load_layer_device != NULL)
+        return WST_OK;
+    wst_errf(err, errlen,
+             "layer %u: loader %s writes host memory only, and the live "
+             "expert buffers are on GPU %d",
+             ml->layer, ml->loader->name, device);
+    return WST_ERR_UNSUPPORTED_LAYOUT;
+}
+
+static wst_status_t alloc_staging(struct wst_moe *m, int device)
+{
+    wst_status_t st;
+
+    if (device < 0) {
+        m->staging = aligned_alloc(STAGING_ALIGN, m->staging_bytes);
+        if (m->staging == NULL)
+            return WST_ERR_NO_MEMORY;
+        /* Fault every page in now: first touch during the first refit is
+         * not refit work (like registration, it belongs to start-up). */
+        memset(m->staging, 0, m->staging_bytes);
+        return WST_OK;
+    }
+    st = wst_gpu_set_device(NULL, device);
+    if (st == WST_OK)
+        st = wst_gpu_malloc(NULL, m->staging_bytes, &m->staging);
+    if (st == WST_OK)
+        st = wst_gpu_memset(NULL, m->staging, 0, m->staging_bytes);
+    if (st != WST_OK) {
+        wst_gpu_free(m->staging);
+        m->staging = NULL;
+        return st;
+    }
+    m->staging_device = device;
+    return WST_OK;
+}
+
+uint64_t wst_moe_expert_bytes(const struct wst_moe_layer *ml)
+{
+    return (uint64_t)ml->shape.inter * ml->shape.hidden *
+           wst_dtype_size(ml->dtype);
+}
+
+wst_status_t wst_moe_prepare(struct wst_moe *m, int device)
+{
+    m->staging_device = -1;
     if (m->n_layers == 0)
         return WST_OK;
     qsort(m->layers, m->n_layers, sizeof(*m->layers), by_layer);
@@ -230,6 +280,8 @@ wst_status_t wst_moe_prepare(struct wst_moe *m)
     for (size_t i = 0; i < m->n_layers; i++) {
         struct wst_moe_layer *ml = &m->layers[i];
         wst_status_t st = refuse_layer(ml, m->reason, sizeof(m->reason));
+        if (st == WST_OK)
+            st = refuse_host_loader(ml, device, m->reason, sizeof(m->reason));
         if (st != WST_OK) {
             m->refusal = st;
             return WST_OK; /* reported when the receiver plans */
@@ -245,13 +297,7 @@ wst_status_t wst_moe_prepare(struct wst_moe *m)
     }
     uint32_t used = m->n_layers < m->slots ? (uint32_t)m->n_layers : m->slots;
     m->staging_bytes = m->slot_bytes * used;
-    m->staging = aligned_alloc(STAGING_ALIGN, m->staging_bytes);
-    if (m->staging == NULL)
-        return WST_ERR_NO_MEMORY;
-    /* Fault every page in now: first touch during the first refit is not
-     * refit work (like registration, it belongs to start-up). */
-    memset(m->staging, 0, m->staging_bytes);
-    return WST_OK;
+    return alloc_staging(m, device);
 }
 
 const struct wst_moe_layer *wst_moe_find(const struct wst_moe *m,
@@ -334,6 +380,9 @@ void wst_moe_release(struct wst_moe *m)
     for (size_t i = 0; i < m->n_layers; i++)
         free(m->layers[i].expert_ids);
     free(m->layers);
-    free(m->staging);
+    if (m->staging_device >= 0)
+        wst_gpu_free(m->staging);
+    else
+        free(m->staging);
     memset(m, 0, sizeof(*m));
 }

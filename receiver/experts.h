@@ -13,6 +13,7 @@
  *    [L, H, I], back to back;
  *  - allocates the staging pool: slots x the largest layer's slot bytes,
  *    whatever the depth of the model.
+ * (on the host, or on a GPU when live memory is there: device.h);
  * wst_moe_replay then replays a verified layer's staged local expert i as
  * global id expert_start + i through the layer's loader into the live w13
  * and w2, in place.
@@ -60,7 +61,8 @@ struct wst_moe {
     size_t n_layers;
     uint32_t slots;
     uint64_t slot_bytes;
-    void *staging; /* owned, page aligned; NULL when there are no layers */
+    void *staging;      /* owned, page aligned; NULL when there are no layers */
+    int staging_device; /* GPU ordinal staging lives on, or -1 (host) */
     uint64_t staging_bytes;
     wst_status_t refusal; /* WST_OK, or the first refusal */
     char reason[512];
@@ -83,9 +85,14 @@ wst_status_t wst_moe_add(struct wst_moe *m, const struct wst_expert_layer *e,
                          const struct wst_region_desc *regions,
                          size_t n_regions, char *err, size_t errlen);
 
-/* See the header comment. WST_ERR_NO_MEMORY when staging cannot be
- * allocated; refusals are not errors here (m->refusal). */
-wst_status_t wst_moe_prepare(struct wst_moe *m);
+/* See the header comment. The staging pool is host memory when 'device'
+ * is -1, else device memory on that GPU, and then a loader without
+ * load_layer_device is refused. WST_ERR_NO_MEMORY (or the CUDA status) when
+ * staging cannot be allocated; refusals are not errors here (m->refusal). */
+wst_status_t wst_moe_prepare(struct wst_moe *m, int device);
+
+/* Bytes of one staged expert's gate (or up, or down) of 'ml'. */
+uint64_t wst_moe_expert_bytes(const struct wst_moe_layer *ml);
 
 /* The MoE layer of model layer 'layer', or NULL. */
 const struct wst_moe_layer *wst_moe_find(const struct wst_moe *m,

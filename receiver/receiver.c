@@ -45,9 +45,12 @@
 
 #include "clock.h"
 #include "codec.h"
+#include "device.h"
 #include "digest.h"
 #include "dtype.h"
 #include "experts.h"
+#include "gpu.h"
+#include "gpu_probe.h"
 #include "jobq.h"
 #include "log.h"
 #include "manifest.h"
@@ -74,6 +77,7 @@ struct region {
     char name[WST_NAME_MAX];
     void *data;
     uint64_t length;
+    enum wst_mem_type mem; /* WST_MEM_CUDA: not registered with UCX */
     ucp_mem_h memh;
     void *rkey;
     size_t rkey_len;
@@ -125,10 +129,12 @@ struct wst_receiver {
     struct wst_want *wants;
     size_t n_wants;
     struct wst_region_desc *region_descs;
-    struct wst_moe moe;      /* MoE layers, staging pool, loaders */
-    uint32_t staging_region; /* valid when moe.staging != NULL */
-    void **region_data;      /* [n_regions] base addresses, for repacks */
-    wst_jobq_t *repacker;    /* runs wst_moe_replay, off the progress thread */
+    struct wst_moe moe;        /* MoE layers, staging pool, loaders */
+    uint32_t staging_region;   /* valid when moe.staging != NULL */
+    void **region_data;        /* [n_regions] base addresses, for repacks */
+    int device;                /* GPU of the device regions, or -1 */
+    struct wst_rx_device *dev; /* landing, copies: when device >= 0 */
+    wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
 
     /* progress-thread state */
     uint32_t world_size;   /* senders; 0 until the first hello */
@@ -180,6 +186,13 @@ static void layer_items(const struct wst_receiver *r, uint32_t rank,
 
     *first = ix[layer];
     *last = ix[layer + 1];
+}
+
+/* Where 'offset' bytes into plan item 'it' go. */
+static void *item_dest(const struct wst_receiver *r,
+                       const struct wst_plan_item *it, uint64_t offset)
+{
+    return (char *)r->regions[it->region].data + it->dst_offset + offset;
 }
 
 static void send_msg(struct wst_receiver *r, struct peer *p,
@@ -352,14 +365,24 @@ static void job_verify(void *arg)
 
     layer_items(r, j->rank, j->layer, &first, &last);
     wst_digest_init(&d);
-    for (size_t k = first; k < last; k++) {
+    /* Runs in device memory are hashed on the GPU, batched; the digest's
+     * sum is order-free, so host and device runs mix. */
+    for (size_t k = first; k < last && j->status == WST_OK; k++) {
         const struct wst_plan_item *it = &r->plan->items[k];
-        wst_digest_update(
-            &d, (const char *)r->regions[it->region].data + it->dst_offset,
-            it->length);
+        const void *run = item_dest(r, it, 0);
+        if (r->regions[it->region].mem == WST_MEM_CUDA)
+            j->status = wst_rx_device_digest_add(r->dev, &d, run, it->length);
+        else
+            wst_digest_update(&d, run, it->length);
     }
+    if (r->dev != NULL && j->status == WST_OK)
+        j->status = wst_rx_device_digest_flush(r->dev, &d);
     uint64_t got = wst_digest_final(&d);
-    if (got != j->digest) {
+    if (j->status != WST_OK) {
+        snprintf(j->reason, sizeof(j->reason),
+                 "digest of layer %u from sender rank %u on GPU %d failed: %s",
+                 j->layer, j->rank, r->device, wst_status_string(j->status));
+    } else if (got != j->digest) {
         j->status = WST_ERR_INTEGRITY;
         snprintf(j->reason, sizeof(j->reason),
                  "digest mismatch in layer %u from sender rank %u (version "
@@ -386,8 +409,12 @@ static void job_repack(void *arg)
     const struct wst_moe_layer *ml = r->layer_moe[j->layer];
     double t0 = wst_now_s();
 
-    j->status = wst_moe_replay(&r->moe, ml, r->region_data, j->reason,
-                               sizeof(j->reason));
+    if (r->moe.staging_device >= 0)
+        j->status = wst_rx_device_repack(r->dev, &r->moe, ml, r->region_data,
+                                         j->reason, sizeof(j->reason));
+    else
+        j->status = wst_moe_replay(&r->moe, ml, r->region_data, j->reason,
+                                   sizeof(j->reason));
     j->seconds = wst_now_s() - t0;
     wst_worker_post(r->worker, repack_done, j);
 }
@@ -1299,33 +1326,93 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                    p->name, it->layer);
         return WST_ERR_PROTOCOL;
     }
-    *dest_p =
-        (char *)r->regions[it->region].data + it->dst_offset + hdr->offset;
+    if (r->regions[it->region].mem == WST_MEM_CUDA) {
+        if (len > WST_LANDING_SLOT_BYTES) {
+            refit_fail(r, WST_ERR_PROTOCOL,
+                       "sender %s: a %zu-byte data message for device memory "
+                       "exceeds the %llu-byte landing slot",
+                       p->name, len,
+                       (unsigned long long)WST_LANDING_SLOT_BYTES);
+            return WST_ERR_PROTOCOL;
+        }
+        *dest_p = wst_rx_device_land(r->dev);
+        return *dest_p != NULL ? WST_OK : WST_ERR_BUSY;
+    }
+    *dest_p = item_dest(r, it, hdr->offset);
     return WST_OK;
 }
 
-static void on_data_done(void *arg, const struct wst_data_hdr *hdr, size_t len,
-                         wst_status_t status)
+/* The sender of a data message, while its refit is the one receiving. */
+static struct peer *data_peer(struct wst_receiver *r,
+                              const struct wst_data_hdr *hdr)
 {
-    struct wst_receiver *r = arg;
     struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
                          ? r->by_rank[hdr->token]
                          : NULL;
 
-    if (r->refit != REFIT_RECEIVING || hdr->version != r->version || p == NULL)
-        return;
-    if (status != WST_OK) {
-        refit_fail(r, status, "sender %s: receiving data failed", p->name);
-        return;
-    }
+    if (r->refit != REFIT_RECEIVING || hdr->version != r->version)
+        return NULL;
+    return p;
+}
+
+/* 'len' bytes of a message are where the plan wants them. */
+static void count_data(struct wst_receiver *r, struct peer *p,
+                       const struct wst_data_hdr *hdr, size_t len)
+{
     const struct wst_plan_item *it =
         &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
     uint32_t layer = it->layer;
+
     p->recv_bytes[layer] += len;
     r->last_progress_ns = wst_now_ns();
     if (p->marks[layer] == MARK_WAITING &&
         p->recv_bytes[layer] == expected_bytes(r, p->rank, layer))
         queue_verify(r, p, layer);
+}
+
+static void on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
+                         size_t len, wst_status_t status)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = data_peer(r, hdr);
+    int landed =
+        r->dev != NULL && dest != NULL && wst_rx_device_is_slot(r->dev, dest);
+
+    if (p != NULL && status != WST_OK)
+        refit_fail(r, status, "sender %s: receiving data failed", p->name);
+    if (p == NULL || status != WST_OK) {
+        if (landed)
+            wst_rx_device_release(r->dev, dest);
+        return;
+    }
+    if (!landed) {
+        count_data(r, p, hdr, len);
+        return;
+    }
+    /* In a landing slot: counted once it is on the GPU (on_copied). */
+    const struct wst_plan_item *it =
+        &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
+    wst_status_t st = wst_rx_device_copy(
+        r->dev, dest, item_dest(r, it, hdr->offset), len, hdr, r->generation);
+    if (st != WST_OK)
+        refit_fail(r, st, "copying data of sender %s to GPU %d failed", p->name,
+                   r->device);
+}
+
+static void on_copied(void *arg, const struct wst_data_hdr *hdr, size_t len,
+                      uint64_t tag, wst_status_t status)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = data_peer(r, hdr);
+
+    if (p == NULL || tag != r->generation)
+        return; /* a refit that is over */
+    if (status != WST_OK) {
+        refit_fail(r, status, "copying data of sender %s to GPU %d failed",
+                   p->name, r->device);
+        return;
+    }
+    count_data(r, p, hdr, len);
 }
 
 /* ---- deadlines ---- */
@@ -1425,6 +1512,7 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
     r->state.usable = 1;
+    r->device = -1;
     st = apply_params(r, params);
     if (st != WST_OK)
         goto err_free;
@@ -1487,6 +1575,46 @@ static wst_status_t grow(void **array, size_t n, size_t size)
     return WST_OK;
 }
 
+/* The memory type the caller declared, checked against what CUDA says the
+ * pointer is; device regions must all be on one GPU. Logged once. */
+static wst_status_t region_memory(struct wst_receiver *r,
+                                  const struct wst_region *region,
+                                  enum wst_mem_type *mem_p)
+{
+    int device = -1;
+    enum wst_mem_type found = wst_gpu_mem_type(region->data, &device);
+
+    if (region->mem_type != WST_MEM_HOST && region->mem_type != WST_MEM_CUDA) {
+        WST_ERROR(&r->log, "region %s: unknown memory type %d", region->name,
+                  region->mem_type);
+        return WST_ERR_INVALID;
+    }
+    if ((int)found != region->mem_type) {
+        WST_ERROR(&r->log,
+                  "region %s: declared %s memory, but the pointer is %s "
+                  "memory%s",
+                  region->name,
+                  wst_mem_type_name((enum wst_mem_type)region->mem_type),
+                  wst_mem_type_name(found),
+                  wst_kernels_built_with_cuda() ? "" : " (built without CUDA)");
+        return WST_ERR_INVALID;
+    }
+    if (found == WST_MEM_CUDA && r->device >= 0 && device != r->device) {
+        WST_ERROR(&r->log,
+                  "region %s: on GPU %d, but other regions are on GPU %d; one "
+                  "receiver serves one GPU",
+                  region->name, device, r->device);
+        return WST_ERR_UNSUPPORTED;
+    }
+    if (found == WST_MEM_CUDA)
+        r->device = device;
+    WST_DEBUG(&r->log, "region %s: %.1f MiB of %s memory (GPU %d)",
+              region->name, (double)region->length / (1 << 20),
+              wst_mem_type_name(found), device);
+    *mem_p = found;
+    return WST_OK;
+}
+
 wst_status_t wst_receiver_add_region(wst_receiver_t *r,
                                      const struct wst_region *region,
                                      uint32_t *id_p)
@@ -1499,22 +1627,25 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
         strlen(region->name) >= WST_NAME_MAX || region->data == NULL ||
         region->length == 0)
         return WST_ERR_INVALID;
-    if (region->mem_type != WST_MEM_HOST) {
-        WST_ERROR(&r->log, "region %s: %s memory is not supported yet",
-                  region->name,
-                  wst_mem_type_name((enum wst_mem_type)region->mem_type));
-        return WST_ERR_UNSUPPORTED;
-    }
+    st = region_memory(r, region, &reg.mem);
+    if (st != WST_OK)
+        return st;
     strcpy(reg.name, region->name);
     reg.data = region->data;
     reg.length = region->length;
-    /* Registered once, here: never on the per-refit path. */
-    st = wst_worker_mem_map(r->worker, region->data, region->length, &reg.memh);
-    if (st != WST_OK)
-        return st;
-    st = wst_worker_rkey_pack(r->worker, reg.memh, &reg.rkey, &reg.rkey_len);
-    if (st != WST_OK)
-        goto err_unmap;
+    /* Registered once, here: never on the per-refit path. Device memory
+     * is not: this UCX cannot reach it, data lands in pinned host slots
+     * and is copied (device.h). */
+    if (reg.mem == WST_MEM_HOST) {
+        st = wst_worker_mem_map(r->worker, region->data, region->length,
+                                &reg.memh);
+        if (st != WST_OK)
+            return st;
+        st =
+            wst_worker_rkey_pack(r->worker, reg.memh, &reg.rkey, &reg.rkey_len);
+        if (st != WST_OK)
+            goto err_unmap;
+    }
     st = grow((void **)&r->regions, r->n_regions, sizeof(*r->regions));
     if (st == WST_OK)
         st = grow((void **)&r->region_descs, r->n_regions,
@@ -1523,7 +1654,7 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
         goto err_free_rkey;
     strcpy(desc.name, region->name);
     desc.length = region->length;
-    desc.mem = WST_MEM_HOST;
+    desc.mem = reg.mem;
     r->regions[r->n_regions] = reg;
     r->region_descs[r->n_regions] = desc;
     if (id_p != NULL)
@@ -1534,7 +1665,8 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
 err_free_rkey:
     free(reg.rkey);
 err_unmap:
-    wst_worker_mem_unmap(r->worker, reg.memh);
+    if (reg.memh != NULL)
+        wst_worker_mem_unmap(r->worker, reg.memh);
     return st;
 }
 
@@ -1610,12 +1742,77 @@ wst_status_t wst_receiver_add_expert_layer(wst_receiver_t *r,
     return st;
 }
 
+/* Staging lives where the live expert buffers are, and the repack writes
+ * them from there: live w13/w2 split between host and GPU cannot be
+ * served by one staging pool. */
+static wst_status_t check_moe_memory(struct wst_receiver *r)
+{
+    enum wst_mem_type want = r->device >= 0 ? WST_MEM_CUDA : WST_MEM_HOST;
+
+    for (size_t i = 0; i < r->moe.n_layers; i++) {
+        const struct wst_moe_layer *ml = &r->moe.layers[i];
+        if (r->regions[ml->w13_region].mem != want ||
+            r->regions[ml->w2_region].mem != want) {
+            WST_ERROR(&r->log,
+                      "layer %u: live expert buffers in %s memory while "
+                      "other regions are on GPU %d: put every MoE layer's "
+                      "w13 and w2 on the GPU",
+                      ml->layer,
+                      wst_mem_type_name(r->regions[ml->w13_region].mem),
+                      r->device);
+            return WST_ERR_UNSUPPORTED;
+        }
+    }
+    return WST_OK;
+}
+
+/* The GPU side, when any region is device memory: landing slots and
+ * copies (this UCX cannot write device memory), device digests. */
+static void on_copied(void *arg, const struct wst_data_hdr *hdr, size_t len,
+                      uint64_t tag, wst_status_t status);
+
+static wst_status_t prepare_device(struct wst_receiver *r)
+{
+    char name[128] = "";
+    uint64_t host = 0, device = 0;
+
+    for (size_t i = 0; i < r->n_regions; i++) {
+        if (r->regions[i].mem == WST_MEM_CUDA)
+            device += r->regions[i].length;
+        else
+            host += r->regions[i].length;
+    }
+    if (r->device < 0) {
+        char why[160] = "";
+        int n = 0;
+        if (wst_kernels_device_count(&n, why, sizeof(why)) == WST_OK)
+            snprintf(why, sizeof(why), "%d GPU(s) visible, none used", n);
+        WST_INFO(&r->log, "regions: %.1f MiB of host memory (%s)",
+                 (double)host / (1 << 20), why);
+        return WST_OK;
+    }
+    wst_gpu_device_name(&r->log, r->device, name, sizeof(name));
+    WST_INFO(
+        &r->log,
+        "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB of "
+        "host memory; UCX %s CUDA memory: data lands in %u pinned host "
+        "slots of %llu MiB and is copied to the GPU",
+        (double)device / (1 << 20), r->device, name, (double)host / (1 << 20),
+        wst_worker_supports_cuda(r->worker) ? "reports" : "has no",
+        WST_LANDING_SLOTS, (unsigned long long)(WST_LANDING_SLOT_BYTES >> 20));
+    /* Puts would need remote keys for device memory: active messages into
+     * landing slots instead. */
+    r->allow_put = 0;
+    return wst_rx_device_create(&r->log, r->worker, r->device, on_copied, r,
+                                &r->dev);
+}
+
 /* Before listening: the engine's expert layers are checked (a refusal is
  * kept for the plan), the staging pool is allocated and registered as the
  * last region, and each MoE layer's three staged wants are added. */
 static wst_status_t prepare_experts(struct wst_receiver *r)
 {
-    wst_status_t st = wst_moe_prepare(&r->moe);
+    wst_status_t st = wst_moe_prepare(&r->moe, r->device);
 
     if (st != WST_OK) {
         WST_ERROR(&r->log, "cannot allocate %llu bytes of expert staging",
@@ -1631,8 +1828,11 @@ static wst_status_t prepare_experts(struct wst_receiver *r)
     struct wst_region staging = {.name = "wstream.expert_staging",
                                  .data = r->moe.staging,
                                  .length = r->moe.staging_bytes,
-                                 .mem_type = WST_MEM_HOST};
-    st = wst_receiver_add_region(r, &staging, &r->staging_region);
+                                 .mem_type = r->device >= 0 ? WST_MEM_CUDA
+                                                            : WST_MEM_HOST};
+    st = check_moe_memory(r);
+    if (st == WST_OK)
+        st = wst_receiver_add_region(r, &staging, &r->staging_region);
     for (size_t i = 0; st == WST_OK && i < r->moe.n_layers; i++) {
         struct wst_want w[3];
         wst_moe_staging_wants(&r->moe, &r->moe.layers[i], r->staging_region, w);
@@ -1675,7 +1875,9 @@ wst_status_t wst_receiver_start(wst_receiver_t *r, uint16_t *port_p)
 
     if (r->started)
         return WST_ERR_STATE;
-    st = prepare_experts(r);
+    st = prepare_device(r);
+    if (st == WST_OK)
+        st = prepare_experts(r);
     if (st != WST_OK)
         return st;
     st = wst_worker_call(r->worker, do_listen, &c);
@@ -1762,11 +1964,14 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_worker_call(r->worker, shutdown_peers, r);
     wst_jobq_destroy(r->repacker);
     wst_jobq_destroy(r->engine);
+    wst_rx_device_stop(r->dev); /* copies done, none posted after this */
     for (size_t i = 0; i < r->n_regions; i++) {
         free(r->regions[i].rkey);
-        wst_worker_mem_unmap(r->worker, r->regions[i].memh);
+        if (r->regions[i].memh != NULL)
+            wst_worker_mem_unmap(r->worker, r->regions[i].memh);
     }
     wst_worker_destroy(r->worker);
+    wst_rx_device_destroy(r->dev);
     wst_plan_destroy(r->plan);
     free(r->layer_index);
     free(r->layer_verified);

@@ -47,7 +47,6 @@
 #include "worker.h"
 
 #define DEFAULT_WINDOW (64ull << 20)
-#define CHUNK_BYTES (8ull << 20)
 
 enum link_state {
     LINK_IDLE,
@@ -585,8 +584,8 @@ static int post_chunk(struct link *l)
                            l->version);
         l->started++;
     }
-    if (len > CHUNK_BYTES)
-        len = CHUNK_BYTES;
+    if (len > WST_DATA_CHUNK_MAX)
+        len = WST_DATA_CHUNK_MAX;
     if (l->in_flight > 0 && l->in_flight + len > s->window)
         return 0;
     struct chunk_done *cd = chunk_new(l);

@@ -48,7 +48,17 @@ struct wst_expert_shape {
  *              check() refuses. Source and destination must not overlap.
  *              Called from the receiver's repack thread, never the progress
  *              thread; one layer at a time.
- * arg:         for the owner of the table; the built-ins leave it NULL. */
+ * arg:         for the owner of the table; the built-ins leave it NULL.
+ * load_layer_device:
+ *              optional (NULL: the loader writes host memory only, and the
+ *              receiver refuses it for a layer whose live buffers are on a
+ *              GPU). All n_local experts of one layer at once, on the GPU:
+ *              gate, up and down are device pointers to the staged experts
+ *              in checkpoint order ([L,I,H], [L,I,H], [L,H,I]), w13 and w2
+ *              the live device buffers. Enqueues the work on 'stream' (a
+ *              cudaStream_t) and returns; the receiver orders what follows
+ *              with an event recorded after it. A message goes to 'err' on
+ *              failure. Same rules as load_expert otherwise. */
 struct wst_repack_loader {
     const char *name;
     wst_status_t (*check)(const struct wst_expert_shape *shape, char *err,
@@ -62,6 +72,11 @@ struct wst_repack_loader {
                                 const void *down /* [H,I] */, void *w13,
                                 void *w2);
     void *arg;
+    wst_status_t (*load_layer_device)(const struct wst_repack_loader *self,
+                                      const struct wst_expert_shape *shape,
+                                      const void *gate, const void *up,
+                                      const void *down, void *w13, void *w2,
+                                      void *stream, char *err, size_t errlen);
 };
 
 #ifdef __cplusplus

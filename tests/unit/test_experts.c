@@ -88,7 +88,7 @@ static wst_status_t refusal_of(const struct wst_expert_layer *e, char *reason,
 
     wst_moe_init(&m, 2);
     assert_int_equal(wst_moe_add(&m, e, regions, 2, err, sizeof(err)), WST_OK);
-    assert_int_equal(wst_moe_prepare(&m), WST_OK);
+    assert_int_equal(wst_moe_prepare(&m, -1), WST_OK);
     wst_status_t st = m.refusal;
     snprintf(reason, len, "%s", m.reason);
     if (st != WST_OK)
@@ -158,7 +158,7 @@ static void test_experts_slots_and_wants(void **state)
         assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)),
                          WST_OK);
     }
-    assert_int_equal(wst_moe_prepare(&m), WST_OK);
+    assert_int_equal(wst_moe_prepare(&m, -1), WST_OK);
     assert_int_equal(m.refusal, WST_OK);
     /* Two slots, whatever the depth; ordinals alternate slots. */
     assert_true(m.slot_bytes >= 3 * part);
@@ -207,7 +207,7 @@ static void test_experts_replay_global_ids(void **state)
     wst_moe_init(&m, 1);
     struct wst_expert_layer e = layer_decl(2, 1, 2); /* globals 4..7 */
     assert_int_equal(wst_moe_add(&m, &e, regions, 2, err, sizeof(err)), WST_OK);
-    assert_int_equal(wst_moe_prepare(&m), WST_OK);
+    assert_int_equal(wst_moe_prepare(&m, -1), WST_OK);
     const struct wst_moe_layer *ml = wst_moe_find(&m, 2);
     /* Stage: element value = (global id << 12) | (proj << 10) | index. */
     uint16_t *slot = m.staging;

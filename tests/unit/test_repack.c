@@ -644,15 +644,15 @@ static void
 test_repack_registry_adds_custom_and_refuses_duplicates(void **state)
 {
     int ctx = 42;
-    const struct wst_repack_loader custom = {"engine-x",   custom_check,
-                                             custom_bytes, custom_bytes,
-                                             custom_load,  &ctx};
-    const struct wst_repack_loader again = {"engine-x",   custom_check,
-                                            custom_bytes, custom_bytes,
-                                            custom_load,  NULL};
-    const struct wst_repack_loader shadow = {"trtllm-bf16", custom_check,
-                                             custom_bytes,  custom_bytes,
-                                             custom_load,   NULL};
+    const struct wst_repack_loader custom = {
+        "engine-x",  custom_check, custom_bytes, custom_bytes,
+        custom_load, &ctx,         NULL};
+    const struct wst_repack_loader again = {
+        "engine-x",  custom_check, custom_bytes, custom_bytes,
+        custom_load, NULL,         NULL};
+    const struct wst_repack_loader shadow = {
+        "trtllm-bf16", custom_check, custom_bytes, custom_bytes,
+        custom_load,   NULL,         NULL};
     struct wst_repack_loader broken = custom;
     struct wst_loader_registry reg, other;
     const struct wst_repack_loader *found;
@@ -699,9 +699,9 @@ static void test_repack_registry_refuses_when_full(void **state)
     wst_loader_registry_init(&reg);
     for (uint32_t k = 0; k < WST_LOADER_REGISTRY_MAX; k++) {
         snprintf(names[k], sizeof(names[k]), "custom-%u", k);
-        tables[k] =
-            (struct wst_repack_loader){names[k],     custom_check, custom_bytes,
-                                       custom_bytes, custom_load,  NULL};
+        tables[k] = (struct wst_repack_loader){
+            names[k],    custom_check, custom_bytes, custom_bytes,
+            custom_load, NULL,         NULL};
         if (wst_loader_registry_add(&reg, &tables[k]) == WST_OK) {
             added++;
         } else {

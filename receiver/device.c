@@ -1,0 +1,329 @@
+/* device.c - the receiver's GPU side (see device.h). */
+#include "device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "digest_gpu.h"
+#include "errbuf.h"
+#include "gpu.h"
+
+#define DIGEST_BATCH 1024u /* device runs hashed per launch */
+
+/* One landing slot's copy in flight. */
+struct copy_rec {
+    struct wst_rx_device *dev;
+    uint32_t slot;
+    struct wst_data_hdr hdr;
+    size_t len;
+    uint64_t tag;
+    wst_status_t status;
+};
+
+struct wst_rx_device {
+    const struct wst_logger *log;
+    wst_worker_t *worker;
+    int device;
+    wst_rx_copied_fn copied_fn;
+    void *arg;
+
+    /* landing: slots, their free list (progress thread), their events */
+    unsigned char *ring;
+    ucp_mem_h memh;
+    uint32_t free_slots[WST_LANDING_SLOTS];
+    uint32_t n_free;
+    wst_gpu_stream_t copy_stream;
+    wst_gpu_event_t events[WST_LANDING_SLOTS];
+    struct copy_rec recs[WST_LANDING_SLOTS];
+
+    /* completion thread: slots whose copies were enqueued, in order */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint32_t fifo[WST_LANDING_SLOTS];
+    uint32_t fifo_head, fifo_len;
+    int stop;
+
+    /* engine thread */
+    wst_gpu_stream_t verify_stream;
+    struct wst_gpu_digest *digest;
+    struct wst_digest_run runs[DIGEST_BATCH];
+    uint32_t n_runs;
+
+    /* repack thread */
+    wst_gpu_stream_t repack_stream;
+    wst_gpu_event_t repacked;
+};
+
+/* Progress thread: a copy is done; its slot is free again. */
+static void copied(void *arg)
+{
+    struct copy_rec *rec = arg;
+    struct wst_rx_device *dev = rec->dev;
+
+    dev->free_slots[dev->n_free++] = rec->slot;
+    dev->copied_fn(dev->arg, &rec->hdr, rec->len, rec->tag, rec->status);
+    wst_worker_data_resume(dev->worker);
+}
+
+/* Waits on each enqueued copy's event, in order, and posts it back. */
+static void *completion_main(void *arg)
+{
+    struct wst_rx_device *dev = arg;
+
+    wst_gpu_set_device(dev->log, dev->device);
+    pthread_mutex_lock(&dev->lock);
+    for (;;) {
+        while (dev->fifo_len == 0 && !dev->stop)
+            pthread_cond_wait(&dev->cond, &dev->lock);
+        if (dev->fifo_len == 0)
+            break; /* stopping, nothing left in flight */
+        uint32_t slot = dev->fifo[dev->fifo_head];
+        pthread_mutex_unlock(&dev->lock);
+        struct copy_rec *rec = &dev->recs[slot];
+        rec->status = wst_gpu_event_sync(dev->log, dev->events[slot]);
+        pthread_mutex_lock(&dev->lock);
+        dev->fifo_head = (dev->fifo_head + 1) % WST_LANDING_SLOTS;
+        dev->fifo_len--;
+        if (!dev->stop)
+            wst_worker_post(dev->worker, copied, rec);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return NULL;
+}
+
+static wst_status_t create_streams(struct wst_rx_device *dev)
+{
+    wst_status_t st = wst_gpu_stream_create(dev->log, &dev->copy_stream);
+
+    if (st == WST_OK)
+        st = wst_gpu_stream_create(dev->log, &dev->verify_stream);
+    if (st == WST_OK)
+        st = wst_gpu_stream_create(dev->log, &dev->repack_stream);
+    if (st == WST_OK)
+        st = wst_gpu_event_create(dev->log, 0, &dev->repacked);
+    for (uint32_t i = 0; st == WST_OK && i < WST_LANDING_SLOTS; i++)
+        st = wst_gpu_event_create(dev->log, 0, &dev->events[i]);
+    if (st == WST_OK)
+        st = wst_gpu_digest_create(dev->log, DIGEST_BATCH, &dev->digest);
+    return st;
+}
+
+static wst_status_t create_ring(struct wst_rx_device *dev)
+{
+    const size_t bytes = WST_LANDING_SLOTS * WST_LANDING_SLOT_BYTES;
+    wst_status_t st = wst_gpu_host_alloc(dev->log, bytes, (void **)&dev->ring);
+
+    if (st != WST_OK)
+        return st;
+    /* Registered once, here: never on the per-refit path. */
+    st = wst_worker_mem_map(dev->worker, dev->ring, bytes, &dev->memh);
+    if (st != WST_OK)
+        return st;
+    for (uint32_t i = 0; i < WST_LANDING_SLOTS; i++) {
+        dev->recs[i].dev = dev;
+        dev->recs[i].slot = i;
+        dev->free_slots[dev->n_free++] = WST_LANDING_SLOTS - 1 - i;
+    }
+    return WST_OK;
+}
+
+wst_status_t wst_rx_device_create(const struct wst_logger *log,
+                                  wst_worker_t *worker, int device,
+                                  wst_rx_copied_fn copied_fn, void *arg,
+                                  struct wst_rx_device **dev_p)
+{
+    struct wst_rx_device *dev = calloc(1, sizeof(*dev));
+    wst_status_t st;
+
+    *dev_p = NULL;
+    if (dev == NULL)
+        return WST_ERR_NO_MEMORY;
+    dev->log = log;
+    dev->worker = worker;
+    dev->device = device;
+    dev->copied_fn = copied_fn;
+    dev->arg = arg;
+    pthread_mutex_init(&dev->lock, NULL);
+    pthread_cond_init(&dev->cond, NULL);
+    st = wst_gpu_set_device(log, device);
+    if (st == WST_OK)
+        st = create_streams(dev);
+    if (st == WST_OK)
+        st = create_ring(dev);
+    if (st == WST_OK &&
+        pthread_create(&dev->thread, NULL, completion_main, dev) != 0)
+        st = WST_ERR_NO_MEMORY;
+    if (st != WST_OK) {
+        wst_rx_device_stop(dev);
+        wst_rx_device_destroy(dev);
+        return st;
+    }
+    dev->thread_started = 1;
+    *dev_p = dev;
+    return WST_OK;
+}
+
+void wst_rx_device_stop(struct wst_rx_device *dev)
+{
+    if (dev == NULL)
+        return;
+    if (dev->thread_started) {
+        pthread_mutex_lock(&dev->lock);
+        dev->stop = 1;
+        pthread_cond_signal(&dev->cond);
+        pthread_mutex_unlock(&dev->lock);
+        pthread_join(dev->thread, NULL);
+        dev->thread_started = 0;
+    }
+    if (dev->memh != NULL) {
+        wst_worker_mem_unmap(dev->worker, dev->memh);
+        dev->memh = NULL;
+    }
+}
+
+void wst_rx_device_destroy(struct wst_rx_device *dev)
+{
+    if (dev == NULL)
+        return;
+    wst_gpu_digest_destroy(dev->digest);
+    for (uint32_t i = 0; i < WST_LANDING_SLOTS; i++)
+        wst_gpu_event_destroy(dev->events[i]);
+    wst_gpu_event_destroy(dev->repacked);
+    wst_gpu_stream_destroy(dev->copy_stream);
+    wst_gpu_stream_destroy(dev->verify_stream);
+    wst_gpu_stream_destroy(dev->repack_stream);
+    wst_gpu_host_free(dev->ring);
+    pthread_cond_destroy(&dev->cond);
+    pthread_mutex_destroy(&dev->lock);
+    free(dev);
+}
+
+void *wst_rx_device_land(struct wst_rx_device *dev)
+{
+    if (dev->n_free == 0)
+        return NULL;
+    return dev->ring +
+           (size_t)dev->free_slots[--dev->n_free] * WST_LANDING_SLOT_BYTES;
+}
+
+int wst_rx_device_is_slot(const struct wst_rx_device *dev, const void *ptr)
+{
+    const unsigned char *p = ptr;
+
+    return p >= dev->ring &&
+           p < dev->ring + WST_LANDING_SLOTS * WST_LANDING_SLOT_BYTES;
+}
+
+static uint32_t slot_index(const struct wst_rx_device *dev, const void *slot)
+{
+    return (uint32_t)(((const unsigned char *)slot - dev->ring) /
+                      WST_LANDING_SLOT_BYTES);
+}
+
+void wst_rx_device_release(struct wst_rx_device *dev, void *slot)
+{
+    dev->free_slots[dev->n_free++] = slot_index(dev, slot);
+    wst_worker_data_resume(dev->worker);
+}
+
+wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
+                                void *dst, size_t len,
+                                const struct wst_data_hdr *hdr, uint64_t tag)
+{
+    uint32_t i = slot_index(dev, slot);
+    struct copy_rec *rec = &dev->recs[i];
+    /* Each calling thread makes the device current: streams belong to it. */
+    wst_status_t st = wst_gpu_set_device(dev->log, dev->device);
+
+    if (st == WST_OK)
+        st = wst_gpu_copy_async(dev->log, dst, slot, len, dev->copy_stream);
+
+    if (st == WST_OK)
+        st = wst_gpu_event_record(dev->log, dev->events[i], dev->copy_stream);
+    if (st != WST_OK) {
+        wst_rx_device_release(dev, slot);
+        return st;
+    }
+    rec->hdr = *hdr;
+    rec->len = len;
+    rec->tag = tag;
+    rec->status = WST_OK;
+    pthread_mutex_lock(&dev->lock);
+    dev->fifo[(dev->fifo_head + dev->fifo_len) % WST_LANDING_SLOTS] = i;
+    dev->fifo_len++;
+    pthread_cond_signal(&dev->cond);
+    pthread_mutex_unlock(&dev->lock);
+    return WST_OK;
+}
+
+wst_status_t wst_rx_device_digest_flush(struct wst_rx_device *dev,
+                                        struct wst_digest *d)
+{
+    uint64_t pos = d->pos;
+    wst_status_t st = WST_OK;
+
+    if (dev->n_runs > 0)
+        st = wst_gpu_set_device(dev->log, dev->device);
+    if (dev->n_runs > 0 && st == WST_OK)
+        st = wst_gpu_digest_runs(dev->digest, dev->runs, dev->n_runs,
+                                 dev->verify_stream, d);
+    d->pos = pos; /* positions were advanced as runs were added */
+    dev->n_runs = 0;
+    return st;
+}
+
+wst_status_t wst_rx_device_digest_add(struct wst_rx_device *dev,
+                                      struct wst_digest *d, const void *data,
+                                      uint64_t len)
+{
+    wst_status_t st = WST_OK;
+
+    if (dev->n_runs == DIGEST_BATCH)
+        st = wst_rx_device_digest_flush(dev, d);
+    dev->runs[dev->n_runs].data = data;
+    dev->runs[dev->n_runs].length = len;
+    dev->runs[dev->n_runs].pos = d->pos;
+    dev->n_runs++;
+    d->pos += len;
+    return st;
+}
+
+wst_status_t wst_rx_device_repack(struct wst_rx_device *dev,
+                                  const struct wst_moe *moe,
+                                  const struct wst_moe_layer *ml,
+                                  void *const *region_data, char *err,
+                                  size_t errlen)
+{
+    const struct wst_expert_shape *s = &ml->shape;
+    uint64_t per = wst_moe_expert_bytes(ml); /* one expert's gate */
+    const char *slot = (const char *)moe->staging + ml->slot * moe->slot_bytes;
+    char *w13 = (char *)region_data[ml->w13_region] + ml->w13_offset;
+    char *w2 = (char *)region_data[ml->w2_region] + ml->w2_offset;
+    wst_status_t st;
+
+    /* Staged expert i is global expert_start + i and the engine's local i
+     * (linear placement, checked when planning): the whole layer goes in
+     * one call, in order. */
+    st = wst_gpu_set_device(dev->log, dev->device);
+    if (st == WST_OK)
+        st = ml->loader->load_layer_device(ml->loader, s, slot,
+                                           slot + s->n_local * per,
+                                           slot + 2 * s->n_local * per, w13, w2,
+                                           dev->repack_stream, err, errlen);
+    if (st == WST_OK)
+        st = wst_gpu_event_record(dev->log, dev->repacked, dev->repack_stream);
+    if (st == WST_OK)
+        st = wst_gpu_event_sync(dev->log, dev->repacked);
+    if (st != WST_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s",
+                 err != NULL && err[0] ? err : wst_status_string(st));
+        wst_errf(err, errlen, "layer %u: loader %s failed on GPU %d: %s",
+                 ml->layer, ml->loader->name, dev->device, why);
+    }
+    return st;
+}

@@ -1,0 +1,94 @@
+/* device.h - the receiver's GPU side: landing buffers, host-to-device
+ * copies and their completions, device digests and device repacks.
+ *
+ * When live regions are device memory and UCX cannot write device memory
+ * (no CUDA support, as in Debian's and Ubuntu's builds), data messages land
+ * in a ring of pinned host slots, registered with UCX once, and each
+ * landed message is copied to its device destination on a copy stream.
+ * A completion thread waits on each copy's event in order and posts the
+ * completion to the progress thread, which frees the slot, tells the
+ * receiver (copied_fn) and lets parked messages in
+ * (wst_worker_data_resume).
+ *
+ *   UCX rndv ──▶ pinned slot ──cudaMemcpyAsync──▶ device region
+ *                   ▲  event ──▶ completion thread ──post──▶ progress thread
+ *                   └────────────── slot free again ◀───────────┘
+ *
+ * Threads: land/release/copy on the progress thread; digest on the engine
+ * thread; repack on the repack thread; each owns its stream.
+ */
+#ifndef WST_RECEIVER_DEVICE_H
+#define WST_RECEIVER_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <wstream/status.h>
+
+#include "digest.h"
+#include "experts.h"
+#include "log.h"
+#include "mover.h"
+#include "worker.h"
+
+/* Largest data message a slot takes: the senders' chunk size. */
+#define WST_LANDING_SLOT_BYTES WST_DATA_CHUNK_MAX
+#define WST_LANDING_SLOTS 8u
+
+/* A landed message's copy is complete: 'tag' is what the receiver gave
+ * wst_rx_device_copy (its refit generation). Progress thread. */
+typedef void (*wst_rx_copied_fn)(void *arg, const struct wst_data_hdr *hdr,
+                                 size_t len, uint64_t tag, wst_status_t status);
+
+struct wst_rx_device;
+
+/* Creates the GPU side on 'device': streams, events, the landing ring
+ * (registered with 'worker'), the completion thread and the digest
+ * context. 'log' and 'worker' are borrowed for its lifetime; copied_fn is
+ * called with 'arg'. On success *dev_p is owned by the caller: stop it
+ * (wst_rx_device_stop) before the worker goes, destroy it after. */
+wst_status_t wst_rx_device_create(const struct wst_logger *log,
+                                  wst_worker_t *worker, int device,
+                                  wst_rx_copied_fn copied_fn, void *arg,
+                                  struct wst_rx_device **dev_p);
+
+/* Waits for copies in flight and ends the completion thread; no
+ * completion is posted after it returns. Unregisters the ring. */
+void wst_rx_device_stop(struct wst_rx_device *dev);
+void wst_rx_device_destroy(struct wst_rx_device *dev);
+
+/* Progress thread: a free landing slot, or NULL when all are taken (the
+ * caller answers WST_ERR_BUSY and the message is parked). */
+void *wst_rx_device_land(struct wst_rx_device *dev);
+
+/* Nonzero when 'ptr' is one of the landing slots. */
+int wst_rx_device_is_slot(const struct wst_rx_device *dev, const void *ptr);
+
+/* Progress thread: gives a slot back without copying (a dropped
+ * message) and lets parked messages in. */
+void wst_rx_device_release(struct wst_rx_device *dev, void *slot);
+
+/* Progress thread: copies 'len' landed bytes of 'slot' to device memory
+ * 'dst'; copied_fn follows once they are there, and the slot is free again.
+ * On error the slot is released here and nothing follows. */
+wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
+                                void *dst, size_t len,
+                                const struct wst_data_hdr *hdr, uint64_t tag);
+
+/* Engine thread: adds to 'd' the digest of device run 'data' of 'len'
+ * bytes at stream position d->pos, and advances d->pos. Runs are batched:
+ * call wst_rx_device_digest_flush before reading d. */
+wst_status_t wst_rx_device_digest_add(struct wst_rx_device *dev,
+                                      struct wst_digest *d, const void *data,
+                                      uint64_t len);
+wst_status_t wst_rx_device_digest_flush(struct wst_rx_device *dev,
+                                        struct wst_digest *d);
+
+/* Repack thread: replays MoE layer 'ml' from device staging into device
+ * live memory through its loader's load_layer_device, and waits for it. */
+wst_status_t wst_rx_device_repack(struct wst_rx_device *dev,
+                                  const struct wst_moe *moe,
+                                  const struct wst_moe_layer *ml,
+                                  void *const *region_data, char *err,
+                                  size_t errlen);
+
+#endif

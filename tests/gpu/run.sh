@@ -1,0 +1,97 @@
+#!/bin/bash
+# tests/gpu/run.sh OUT_DIR [DEPS_DIR] - everything that needs a GPU, in one
+# go: build with CUDA, run every kernel check against its CPU twin, the
+# unit tests, the device-memory refits of the demo, then the benchmarks.
+# Full logs go to OUT_DIR/log.txt; the summary (every check's line and the
+# benchmark table) is printed last and kept in OUT_DIR/summary.txt.
+#
+# DEPS_DIR (optional) holds Debian 12 .deb files of the build's
+# dependencies for a machine that has none (../shared/GPU.md): they are
+# unpacked into /opt/deps, never into /.
+#
+# Exit status: 0 when every check passed, 1 otherwise, 77 with no GPU.
+set -u
+out=${1:?usage: tests/gpu/run.sh OUT_DIR [DEPS_DIR]}
+deps=${2:-}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${WST_GPU_BUILD:-$root/build-gpu}
+mkdir -p "$out"
+log=$out/log.txt
+summary=$out/summary.txt
+: >"$log"
+: >"$summary"
+failed=0
+
+say() { echo "$*" | tee -a "$summary"; }
+result() { # result NAME STATUS [detail]
+    if [ "$2" -eq 0 ]; then say "PASS $1 ${3:-}"; else say "FAIL $1 (exit $2) ${3:-}"; failed=1; fi
+}
+
+if ! nvidia-smi -L >>"$log" 2>&1; then
+    echo "SKIP tests/gpu/run.sh: no GPU (nvidia-smi -L failed)" | tee -a "$summary"
+    exit 77
+fi
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version \
+    --format=csv | tee -a "$summary"
+
+if [ -n "$deps" ]; then
+    for f in "$deps"/*.deb; do dpkg -x "$f" /opt/deps; done
+    # The .pc files name /usr: pkg-config prefixes their paths with this.
+    export PKG_CONFIG_SYSROOT_DIR=/opt/deps
+    export PATH=/opt/deps/usr/bin:$PATH
+    export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/deps/usr/share/pkgconfig
+    export PKG_CONFIG_LIBDIR=$PKG_CONFIG_PATH
+    export CMAKE_PREFIX_PATH=/opt/deps/usr
+fi
+
+t0=$(date +%s)
+rm -f "$build/CMakeCache.txt" # pkg-config results are cached: configure afresh
+# The kernel checks first, on their own: they need the least of the tree.
+if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build "$build" -j"$(nproc)" --target wst-gpu-check; } >>"$log" 2>&1; then
+    tail -40 "$log"
+    result build 1
+    exit 1
+fi
+cmake --build "$build" -j"$(nproc)" >>"$log" 2>&1
+built=$?
+[ $built -eq 0 ] || grep -E 'error' "$log" | head -20
+result build $built "($(($(date +%s) - t0)) s)"
+bin=$build/bin
+
+# 1. Kernels against their CPU twins (and the benchmarks, printed last).
+"$bin/wst-gpu-check" --bench >"$out/kernels.txt" 2>>"$log"
+st=$?
+grep -E '^(PASS|FAIL)' "$out/kernels.txt" | tee -a "$summary"
+result kernels $st "($(grep -c '^PASS' "$out/kernels.txt") checks passed)"
+
+# 2. Unit tests (the GPU probe runs for real here).
+[ $built -eq 0 ] && ctest --test-dir "$build" -L unit --output-on-failure >>"$log" 2>&1
+result "unit tests" $? "($(grep -E 'tests passed' "$log" | tail -1))"
+
+# 3. Device-memory refits: agents import their engine's device buffers by
+#    CUDA IPC, land host senders' data in pinned slots, repack on the GPU,
+#    and every byte is verified on a copy of the device memory.
+demo() { # demo NAME ARGS...
+    local name=$1
+    shift
+    echo "== demo $name: wstream-demo $*" >>"$log"
+    timeout 300 "$bin/wstream-demo" "$@" >"$out/demo.tmp" 2>&1
+    local st=$?
+    cat "$out/demo.tmp" >>"$log"
+    result "demo $name" $st "$(grep -E 'GB/s|verified' "$out/demo.tmp" | tail -1)"
+}
+[ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
+demo device-tiny-moe-trtllm --device 0 --senders 2 --receivers 2 --refits 3 --transport tcp
+demo device-tiny-moe-checkpoint --device 0 --senders 1 --receivers 2 --refits 2 --transport tcp --loader checkpoint
+demo device-one-slot --device 0 --senders 2 --receivers 1 --refits 2 --transport tcp --staging-slots 1
+demo device-dense --device 0 --preset tiny --senders 2 --receivers 1 --refits 2 --transport tcp
+demo device-qwen3-2-layers --device 0 --preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 2 --transport tcp
+demo host-tiny-moe --senders 2 --receivers 2 --refits 3 --transport tcp
+rm -f "$out/demo.tmp"
+
+# 4. The benchmark table, last.
+sed -n '/^| benchmark/,$p' "$out/kernels.txt" | tee -a "$summary"
+echo "total $(($(date +%s) - t0)) s; failed=$failed" | tee -a "$summary"
+exit $failed
