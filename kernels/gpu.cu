@@ -203,8 +203,15 @@ extern "C" wst_status_t wst_gpu_copy(const struct wst_logger *log, void *dst,
         st = follow(log, src);
     if (st != WST_OK)
         return st;
-    return wst_cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), log,
-                           "cudaMemcpy");
+    st = wst_cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), log,
+                         "cudaMemcpy");
+    /* cudaMemcpy from pageable memory may return before the bytes land,
+     * and work on non-blocking streams does not wait for the legacy
+     * stream: wait here, as the header promises. */
+    if (st == WST_OK)
+        st = wst_cuda_status(cudaStreamSynchronize(cudaStreamLegacy), log,
+                             "cudaStreamSynchronize");
+    return st;
 }
 
 extern "C" wst_status_t wst_gpu_memset(const struct wst_logger *log, void *dst,
@@ -214,7 +221,12 @@ extern "C" wst_status_t wst_gpu_memset(const struct wst_logger *log, void *dst,
 
     if (st != WST_OK)
         return st;
-    return wst_cuda_status(cudaMemset(dst, byte, bytes), log, "cudaMemset");
+    st = wst_cuda_status(cudaMemset(dst, byte, bytes), log, "cudaMemset");
+    /* cudaMemset of device memory is asynchronous to the host. */
+    if (st == WST_OK)
+        st = wst_cuda_status(cudaStreamSynchronize(cudaStreamLegacy), log,
+                             "cudaStreamSynchronize");
+    return st;
 }
 
 extern "C" wst_status_t

@@ -89,7 +89,7 @@ wst_status_t wst_gpu_copy_async(const struct wst_logger *log, void *dst,
 /* The same, synchronous (for set-up and tests, never on the refit path). */
 wst_status_t wst_gpu_copy(const struct wst_logger *log, void *dst,
                           const void *src, size_t bytes);
-/* cudaMemset of device memory, synchronous. */
+/* cudaMemset of device memory; returns once it is done. */
 wst_status_t wst_gpu_memset(const struct wst_logger *log, void *dst, int byte,
                             size_t bytes);
 

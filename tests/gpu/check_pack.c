@@ -8,6 +8,14 @@
  * tensor the CPU twin unpacked into: the box's bytes back, every byte
  * outside it still poison. Some cases shift the device pointers by a few
  * bytes to take the kernel's narrow-word paths.
+ *
+ * Every device write a kernel depends on (the tensor, the poison) is a copy
+ * enqueued on the check's stream before it. wst_gpu_memset and wst_gpu_copy
+ * run on the legacy default stream, which the check's non-blocking stream
+ * never waits for, and cudaMemset of device memory (like a pageable
+ * host-to-device cudaMemcpy) returns before the bytes land: the poison
+ * could then overwrite a finished pack or unpack, or the kernel read the
+ * tensor before it arrived.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +44,11 @@ struct pack_case {
 struct pack_bufs {
     uint64_t tensor_bytes, dense_bytes, offset;
     struct wst_strided s;
-    unsigned char *x;     /* the random tensor */
-    unsigned char *want;  /* CPU twin's output (dense, then tensor) */
-    unsigned char *got;   /* GPU output copied back */
-    unsigned char *dense; /* CPU twin's packed bytes */
+    unsigned char *x;      /* the random tensor */
+    unsigned char *want;   /* CPU twin's output (dense, then tensor) */
+    unsigned char *got;    /* GPU output copied back */
+    unsigned char *dense;  /* CPU twin's packed bytes */
+    unsigned char *poison; /* GCHECK_POISON, the size of either device buffer */
     unsigned char *d_tensor, *d_dense;
 };
 
@@ -49,6 +58,7 @@ static void bufs_free(struct pack_bufs *b)
     free(b->want);
     free(b->got);
     free(b->dense);
+    free(b->poison);
     wst_gpu_free(b->d_tensor);
     wst_gpu_free(b->d_dense);
     memset(b, 0, sizeof(*b));
@@ -57,7 +67,7 @@ static void bufs_free(struct pack_bufs *b)
 static wst_status_t bufs_alloc(struct gcheck *g, const struct pack_case *c,
                                struct pack_bufs *b)
 {
-    size_t big;
+    size_t big, poison;
     wst_status_t st;
 
     memset(b, 0, sizeof(*b));
@@ -78,9 +88,15 @@ static wst_status_t bufs_alloc(struct gcheck *g, const struct pack_case *c,
     b->want = malloc(big);
     b->got = malloc(big);
     b->dense = malloc(b->dense_bytes + GUARD);
-    if (b->x == NULL || b->want == NULL || b->got == NULL || b->dense == NULL) {
+    poison =
+        (b->dense_bytes > b->tensor_bytes ? b->dense_bytes : b->tensor_bytes) +
+        GUARD + MAX_SHIFT;
+    b->poison = malloc(poison);
+    if (b->x == NULL || b->want == NULL || b->got == NULL || b->dense == NULL ||
+        b->poison == NULL) {
         return WST_ERR_NO_MEMORY;
     }
+    memset(b->poison, GCHECK_POISON, poison);
     st = wst_gpu_malloc(g->log, big + MAX_SHIFT, (void **)&b->d_tensor);
     if (st == WST_OK) {
         st = wst_gpu_malloc(g->log, b->dense_bytes + GUARD + MAX_SHIFT,
@@ -108,8 +124,8 @@ static wst_status_t gpu_pack(struct gcheck *g, const struct pack_case *c,
     unsigned char *dt = b->d_tensor + c->tensor_shift;
     wst_status_t st;
 
-    st = wst_gpu_memset(g->log, b->d_dense, GCHECK_POISON,
-                        b->dense_bytes + GUARD + MAX_SHIFT);
+    st = wst_gpu_copy_async(g->log, b->d_dense, b->poison,
+                            b->dense_bytes + GUARD + MAX_SHIFT, g->stream);
     if (st == WST_OK) {
         st = wst_gpu_pack(g->log, dd, dt + b->offset, &b->s, g->stream);
     }
@@ -129,8 +145,8 @@ static wst_status_t gpu_unpack(struct gcheck *g, const struct pack_case *c,
     unsigned char *dt = b->d_tensor + c->tensor_shift;
     wst_status_t st;
 
-    st = wst_gpu_memset(g->log, b->d_tensor, GCHECK_POISON,
-                        b->tensor_bytes + GUARD + MAX_SHIFT);
+    st = wst_gpu_copy_async(g->log, b->d_tensor, b->poison,
+                            b->tensor_bytes + GUARD + MAX_SHIFT, g->stream);
     if (st == WST_OK) {
         st = wst_gpu_unpack(g->log, dt + b->offset, dd, &b->s, g->stream);
     }
@@ -153,8 +169,8 @@ static wst_status_t run_case(struct gcheck *g, const struct pack_case *c,
     wst_status_t st;
 
     gcheck_fill_random(g, b->x, b->tensor_bytes);
-    st = wst_gpu_copy(g->log, b->d_tensor + c->tensor_shift, b->x,
-                      b->tensor_bytes);
+    st = wst_gpu_copy_async(g->log, b->d_tensor + c->tensor_shift, b->x,
+                            b->tensor_bytes, g->stream);
     if (st == WST_OK) {
         st = gpu_pack(g, c, b);
     }
