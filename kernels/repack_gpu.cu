@@ -118,12 +118,18 @@ static wst_status_t gather(void *dst, const void *a, const void *b,
     return cuda_ok(cudaGetLastError(), what, err, errlen);
 }
 
-static int args_ok(const struct wst_expert_shape *shape, const void *gate,
-                   const void *up, const void *down, const void *w13,
-                   const void *w2)
+/* What both loaders check before enqueuing anything: no NULL pointer, and
+ * a shape the loader's own check accepts (its message goes to err). */
+static wst_status_t args_ok(const struct wst_repack_loader *self,
+                            const struct wst_expert_shape *shape,
+                            const void *gate, const void *up, const void *down,
+                            const void *w13, const void *w2, char *err,
+                            size_t errlen)
 {
-    return shape != NULL && gate != NULL && up != NULL && down != NULL &&
-           w13 != NULL && w2 != NULL;
+    if (shape == NULL || gate == NULL || up == NULL || down == NULL ||
+        w13 == NULL || w2 == NULL)
+        return WST_ERR_INVALID;
+    return self->check(shape, err, errlen);
 }
 
 wst_status_t wst_gpu_repack_trtllm_bf16(const struct wst_repack_loader *self,
@@ -135,9 +141,7 @@ wst_status_t wst_gpu_repack_trtllm_bf16(const struct wst_repack_loader *self,
     cudaStream_t s = (cudaStream_t)stream;
     wst_status_t st;
 
-    if (!args_ok(shape, gate, up, down, w13, w2))
-        return WST_ERR_INVALID;
-    st = self->check(shape, err, errlen);
+    st = args_ok(self, shape, gate, up, down, w13, w2, err, errlen);
     if (st != WST_OK)
         return st;
     /* The interleave puts up at even rows and gate at odd ones. */
@@ -159,9 +163,7 @@ wst_status_t wst_gpu_repack_checkpoint(const struct wst_repack_loader *self,
     size_t proj; /* one expert's [I, H] */
     wst_status_t st;
 
-    if (!args_ok(shape, gate, up, down, w13, w2))
-        return WST_ERR_INVALID;
-    st = self->check(shape, err, errlen);
+    st = args_ok(self, shape, gate, up, down, w13, w2, err, errlen);
     if (st != WST_OK)
         return st;
     proj = (size_t)shape->inter * shape->hidden * wst_dtype_size(shape->dtype);

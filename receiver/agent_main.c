@@ -1,8 +1,10 @@
 /* agent_main.c - wstream-agent: the receiver library as a standalone daemon.
  *
  * Reads a layout file (receiver/layout_file.h), maps the engine's live
- * regions from the POSIX shared-memory object the layout names (or
- * allocates them itself when it names none), registers them once, and
+ * regions from the POSIX shared-memory object the layout names, or imports
+ * the engine's GPU allocation by the CUDA IPC handle it names ("cuda_ipc":
+ * the regions are then device memory, WST_MEM_CUDA), or allocates them
+ * itself when it names neither; registers them once, and
  * serves refits until SIGTERM or SIGINT. Its state after every commit or
  * failure goes to --status-file as one JSON object, so operators and tests
  * can see the committed version and whether the agent is usable.
@@ -29,8 +31,14 @@
 #include "clock.h"
 #include "config.h"
 #include "engine_socket.h"
+#include "gpu.h"
+#include "gpu_probe.h"
 #include "layout_file.h"
 #include "log.h"
+
+/* The layout parser keeps its own copy of the handle size. */
+_Static_assert(WST_LAYOUT_CUDA_IPC_BYTES == WST_GPU_IPC_HANDLE_BYTES,
+               "layout file and gpu.h disagree on the CUDA IPC handle size");
 
 struct agent_settings {
     char *layout;
@@ -98,6 +106,8 @@ struct agent {
     struct wst_engine_socket *engine; /* NULL without --engine-socket */
     void *shm_base;
     uint64_t shm_bytes;
+    void *ipc_base;    /* the engine's device allocation, mapped by CUDA IPC;
+                          unmapped after the receiver is destroyed */
     void **owned;      /* regions the agent allocated itself */
     double register_s; /* registering every region, at start-up */
     char name[32];     /* log name, "agent[rank]" once the layout is read */
@@ -263,6 +273,64 @@ static wst_status_t map_shm(struct agent *a)
     return WST_OK;
 }
 
+/* Fails at start with a message that says what is missing, rather than
+ * letting the import fail with CUDA's words. */
+static wst_status_t check_device(struct agent *a, int device)
+{
+    char why[256] = "";
+    int count = 0;
+
+    if (wst_kernels_device_count(&count, why, sizeof(why)) != WST_OK) {
+        WST_ERROR(&a->log,
+                  "layout %s: cuda_ipc needs a CUDA build and a GPU: %s",
+                  a->set.layout, why);
+        return WST_ERR_NO_DEVICE;
+    }
+    if (device >= count) {
+        WST_ERROR(&a->log,
+                  "layout %s: cuda_device %d, but %d GPU%s visible here",
+                  a->set.layout, device, count, count == 1 ? " is" : "s are");
+        return WST_ERR_NO_DEVICE;
+    }
+    return WST_OK;
+}
+
+/* Maps the engine's device allocation named by the layout's cuda_ipc. Its
+ * last byte must be device memory on that GPU: a cuda_bytes larger than
+ * the engine's allocation is refused here, not found during a refit. */
+static wst_status_t import_cuda_ipc(struct agent *a)
+{
+    const struct wst_layout *l = &a->layout;
+    int device = (int)l->cuda_device, found = -1;
+    wst_status_t st;
+
+    st = check_device(a, device);
+    if (st != WST_OK)
+        return st;
+    st = wst_gpu_ipc_import(&a->log, device, l->cuda_ipc, &a->ipc_base);
+    if (st != WST_OK) {
+        a->ipc_base = NULL;
+        WST_ERROR(&a->log,
+                  "layout %s: cannot import the cuda_ipc handle on GPU %d "
+                  "(is the engine that exported it alive, on this host?)",
+                  a->set.layout, device);
+        return st;
+    }
+    if (wst_gpu_mem_type((char *)a->ipc_base + l->cuda_bytes - 1, &found) !=
+            WST_MEM_CUDA ||
+        found != device) {
+        WST_ERROR(&a->log,
+                  "layout %s: cuda_bytes %llu runs past the engine's device "
+                  "allocation on GPU %d",
+                  a->set.layout, (unsigned long long)l->cuda_bytes, device);
+        return WST_ERR_INVALID;
+    }
+    WST_INFO(&a->log,
+             "imported %.1f MiB of device memory on GPU %d by CUDA IPC",
+             (double)l->cuda_bytes / (1 << 20), device);
+    return WST_OK;
+}
+
 static void *region_memory(struct agent *a, size_t i)
 {
     const struct wst_layout_region *reg = &a->layout.regions[i];
@@ -270,6 +338,8 @@ static void *region_memory(struct agent *a, size_t i)
 
     if (a->shm_base != NULL)
         return (char *)a->shm_base + reg->offset;
+    if (a->ipc_base != NULL)
+        return (char *)a->ipc_base + reg->offset;
     if (posix_memalign(&p, 4096, reg->bytes) != 0)
         return NULL;
     memset(p, 0, reg->bytes);
@@ -290,7 +360,7 @@ static wst_status_t add_layout(struct agent *a)
             .name = l->regions[i].name,
             .data = region_memory(a, i),
             .length = l->regions[i].bytes,
-            .mem_type = WST_MEM_HOST,
+            .mem_type = a->ipc_base != NULL ? WST_MEM_CUDA : WST_MEM_HOST,
         };
         if (reg.data == NULL)
             return WST_ERR_NO_MEMORY;
@@ -386,6 +456,8 @@ static wst_status_t agent_start(struct agent *a)
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
     if (a->layout.shm[0] != '\0' && (st = map_shm(a)) != WST_OK)
         return st;
+    if (a->layout.has_cuda_ipc && (st = import_cuda_ipc(a)) != WST_OK)
+        return st;
     if (a->set.engine_socket[0] != '\0') {
         st = wst_engine_socket_create(a->set.engine_socket, a->set.timeout,
                                       &a->log, &a->engine);
@@ -449,6 +521,9 @@ static void agent_stop(struct agent *a)
     free(a->owned);
     if (a->shm_base != NULL)
         munmap(a->shm_base, a->shm_bytes);
+    /* After the receiver: its threads copy into the mapping until then. */
+    if (a->ipc_base != NULL)
+        wst_gpu_ipc_close(a->ipc_base);
     wst_layout_release(&a->layout);
     wst_config_release(agent_config, &a->set);
 }

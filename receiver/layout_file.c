@@ -5,7 +5,8 @@
  * Checks that would be quadratic (duplicate names and layers, name lookup,
  * overlap) run on sorted index arrays: files hold up to 2^20 entries. The
  * rules of an "experts" entry are shared with save, which must refuse what
- * the parser would.
+ * the parser would. A "cuda_ipc" handle is opaque bytes here (hex in the
+ * file); importing it is the agent's business, so this file needs no CUDA.
  */
 #include "layout_file.h"
 
@@ -235,7 +236,7 @@ static size_t find_region(const struct wst_layout_region *regions,
 /* ---- regions ------------------------------------------------------------ */
 
 static wst_status_t parse_region(struct parse_ctx *c, struct json_object *o,
-                                 size_t i, int has_shm,
+                                 size_t i, int placed,
                                  struct wst_layout_region *r)
 {
     char where[64];
@@ -246,7 +247,7 @@ static wst_status_t parse_region(struct parse_ctx *c, struct json_object *o,
         return fail(c, WST_ERR_CONFIG, "%s: must be an object", where);
     status = get_name(c, o, where, "name", r->name);
     if (status == WST_OK)
-        status = get_u64(c, o, where, "offset", has_shm, &r->offset);
+        status = get_u64(c, o, where, "offset", placed, &r->offset);
     if (status == WST_OK)
         status = get_u64(c, o, where, "bytes", 1, &r->bytes);
     if (status != WST_OK)
@@ -257,39 +258,34 @@ static wst_status_t parse_region(struct parse_ctx *c, struct json_object *o,
     return WST_OK;
 }
 
-/* Duplicate names, placement inside the shm and overlaps. 'by_name' gets
- * the name-sorted index (n entries) for want lookups. */
-static wst_status_t check_regions(struct parse_ctx *c,
-                                  const struct wst_layout *l, size_t *by_name)
+/* The allocation the regions live in ("shm" or "cuda_ipc"): its size and
+ * name for messages; 0 when the agent allocates each region itself. */
+static int placed_in(const struct wst_layout *l, uint64_t *bytes_p,
+                     const char **key_p, const char **what_p)
+{
+    if (l->shm[0] != '\0') {
+        *bytes_p = l->shm_bytes;
+        *key_p = "shm_bytes";
+        *what_p = "the shm";
+        return 1;
+    }
+    if (l->has_cuda_ipc) {
+        *bytes_p = l->cuda_bytes;
+        *key_p = "cuda_bytes";
+        *what_p = "the cuda_ipc allocation";
+        return 1;
+    }
+    return 0;
+}
+
+/* Regions sorted by offset may not overlap inside the allocation. */
+static wst_status_t check_overlap(struct parse_ctx *c,
+                                  const struct wst_layout *l, const char *what)
 {
     const struct wst_layout_region *r = l->regions;
-    size_t *by_off = NULL, i, n = l->n_regions;
-    uint64_t end;
+    size_t *by_off, i, n = l->n_regions;
     wst_status_t status = WST_OK;
 
-    for (i = 0; i < n; i++) {
-        by_name[i] = i;
-        if (__builtin_add_overflow(r[i].offset, r[i].bytes, &end))
-            return fail(c, WST_ERR_CONFIG,
-                        "regions[%zu] (\"%s\"): offset + bytes overflows", i,
-                        r[i].name);
-        if (l->shm[0] != '\0' && end > l->shm_bytes)
-            return fail(c, WST_ERR_CONFIG,
-                        "regions[%zu] (\"%s\"): offset + bytes = %llu is "
-                        "beyond shm_bytes %llu",
-                        i, r[i].name, (unsigned long long)end,
-                        (unsigned long long)l->shm_bytes);
-    }
-    qsort_r(by_name, n, sizeof(*by_name), cmp_region_name, (void *)r);
-    for (i = 1; i < n; i++) {
-        if (strcmp(r[by_name[i - 1]].name, r[by_name[i]].name) == 0)
-            return fail(
-                c, WST_ERR_CONFIG, "regions[%zu]: duplicate region name \"%s\"",
-                by_name[i] > by_name[i - 1] ? by_name[i] : by_name[i - 1],
-                r[by_name[i]].name);
-    }
-    if (l->shm[0] == '\0' || n < 2)
-        return WST_OK;
     by_off = malloc(n * sizeof(*by_off));
     if (by_off == NULL)
         return fail(c, WST_ERR_NO_MEMORY, "out of memory");
@@ -302,13 +298,51 @@ static wst_status_t check_regions(struct parse_ctx *c,
 
         if (a->offset + a->bytes > b->offset) {
             status = fail(c, WST_ERR_CONFIG,
-                          "regions \"%s\" and \"%s\" overlap in the shm",
-                          a->name, b->name);
+                          "regions \"%s\" and \"%s\" overlap in %s", a->name,
+                          b->name, what);
             break;
         }
     }
     free(by_off);
     return status;
+}
+
+/* Duplicate names, placement inside the shm or cuda_ipc allocation and
+ * overlaps. 'by_name' gets the name-sorted index (n entries) for want
+ * lookups. */
+static wst_status_t check_regions(struct parse_ctx *c,
+                                  const struct wst_layout *l, size_t *by_name)
+{
+    const struct wst_layout_region *r = l->regions;
+    const char *key = NULL, *what = NULL;
+    size_t i, n = l->n_regions;
+    uint64_t end, limit = 0;
+    int placed = placed_in(l, &limit, &key, &what);
+
+    for (i = 0; i < n; i++) {
+        by_name[i] = i;
+        if (__builtin_add_overflow(r[i].offset, r[i].bytes, &end))
+            return fail(c, WST_ERR_CONFIG,
+                        "regions[%zu] (\"%s\"): offset + bytes overflows", i,
+                        r[i].name);
+        if (placed && end > limit)
+            return fail(c, WST_ERR_CONFIG,
+                        "regions[%zu] (\"%s\"): offset + bytes = %llu is "
+                        "beyond %s %llu",
+                        i, r[i].name, (unsigned long long)end, key,
+                        (unsigned long long)limit);
+    }
+    qsort_r(by_name, n, sizeof(*by_name), cmp_region_name, (void *)r);
+    for (i = 1; i < n; i++) {
+        if (strcmp(r[by_name[i - 1]].name, r[by_name[i]].name) == 0)
+            return fail(
+                c, WST_ERR_CONFIG, "regions[%zu]: duplicate region name \"%s\"",
+                by_name[i] > by_name[i - 1] ? by_name[i] : by_name[i - 1],
+                r[by_name[i]].name);
+    }
+    if (!placed || n < 2)
+        return WST_OK;
+    return check_overlap(c, l, what);
 }
 
 /* ---- wants -------------------------------------------------------------- */
@@ -802,10 +836,156 @@ static wst_status_t parse_experts(struct parse_ctx *c, struct json_object *root,
 
 /* ---- top level ---------------------------------------------------------- */
 
+static wst_status_t parse_shm(struct parse_ctx *c, struct json_object *root,
+                              struct wst_layout *l)
+{
+    struct json_object *v;
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(root, "shm", &v)) {
+        if (json_object_object_get_ex(root, "shm_bytes", &v))
+            return fail(c, WST_ERR_CONFIG,
+                        "layout: field \"shm_bytes\" without \"shm\"");
+        return WST_OK;
+    }
+    status = get_name(c, root, "layout", "shm", l->shm);
+    if (status == WST_OK)
+        status = get_u64(c, root, "layout", "shm_bytes", 1, &l->shm_bytes);
+    return status;
+}
+
+/* Value of lowercase hex digit 'ch', or -1. Uppercase is refused: the
+ * format has one spelling, so files compare and grep as text. */
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
+
+/* Index of the first character of 'hex' ('len' long) that is no lowercase
+ * hex digit, or 'len'. */
+static size_t hex_bad_digit(const char *hex, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        if (hex_value(hex[i]) < 0)
+            break;
+    }
+    return i;
+}
+
+static void hex_decode(const char *hex,
+                       unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES])
+{
+    size_t i;
+
+    for (i = 0; i < WST_LAYOUT_CUDA_IPC_BYTES; i++)
+        handle[i] = (unsigned char)(hex_value(hex[2 * i]) << 4 |
+                                    hex_value(hex[2 * i + 1]));
+}
+
+wst_status_t
+wst_layout_ipc_decode(const char *hex,
+                      unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES])
+{
+    if (hex == NULL || handle == NULL)
+        return WST_ERR_INVALID;
+    if (strnlen(hex, WST_LAYOUT_CUDA_IPC_HEX + 1) != WST_LAYOUT_CUDA_IPC_HEX ||
+        hex_bad_digit(hex, WST_LAYOUT_CUDA_IPC_HEX) != WST_LAYOUT_CUDA_IPC_HEX)
+        return WST_ERR_CONFIG;
+    hex_decode(hex, handle);
+    return WST_OK;
+}
+
+void wst_layout_ipc_encode(
+    const unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES],
+    char hex[WST_LAYOUT_CUDA_IPC_HEX + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+
+    for (i = 0; i < WST_LAYOUT_CUDA_IPC_BYTES; i++) {
+        hex[2 * i] = digits[handle[i] >> 4];
+        hex[2 * i + 1] = digits[handle[i] & 15];
+    }
+    hex[WST_LAYOUT_CUDA_IPC_HEX] = '\0';
+}
+
+/* The "cuda_ipc" string: exactly 128 lowercase hex digits, with a message
+ * that says which rule it broke. */
+static wst_status_t parse_ipc_handle(struct parse_ctx *c, struct json_object *v,
+                                     struct wst_layout *l)
+{
+    const char *s;
+    size_t len, bad;
+
+    if (!json_object_is_type(v, json_type_string))
+        return fail(c, WST_ERR_CONFIG,
+                    "layout: field \"cuda_ipc\" must be a string");
+    s = json_object_get_string(v);
+    len = (size_t)json_object_get_string_len(v);
+    if (len != WST_LAYOUT_CUDA_IPC_HEX)
+        return fail(c, WST_ERR_CONFIG,
+                    "layout: field \"cuda_ipc\" has %zu characters, expected "
+                    "%d hex digits (a %d-byte CUDA IPC handle)",
+                    len, WST_LAYOUT_CUDA_IPC_HEX, WST_LAYOUT_CUDA_IPC_BYTES);
+    bad = hex_bad_digit(s, len);
+    if (bad != len)
+        return fail(c, WST_ERR_CONFIG,
+                    "layout: field \"cuda_ipc\": character %zu (byte 0x%02x) "
+                    "is not a lowercase hex digit",
+                    bad, (unsigned char)s[bad]);
+    hex_decode(s, l->cuda_ipc);
+    return WST_OK;
+}
+
+/* "cuda_ipc" with "cuda_bytes" and "cuda_device": the engine's device
+ * allocation. Its companions alone, or next to "shm", are refused. */
+static wst_status_t parse_cuda_ipc(struct parse_ctx *c,
+                                   struct json_object *root,
+                                   struct wst_layout *l)
+{
+    static const char *const companions[] = {"cuda_bytes", "cuda_device"};
+    struct json_object *v;
+    wst_status_t status;
+    size_t i;
+
+    if (!json_object_object_get_ex(root, "cuda_ipc", &v)) {
+        for (i = 0; i < 2; i++) {
+            if (json_object_object_get_ex(root, companions[i], NULL))
+                return fail(c, WST_ERR_CONFIG,
+                            "layout: field \"%s\" without \"cuda_ipc\"",
+                            companions[i]);
+        }
+        return WST_OK;
+    }
+    if (l->shm[0] != '\0')
+        return fail(c, WST_ERR_CONFIG,
+                    "layout: fields \"shm\" and \"cuda_ipc\" are exclusive "
+                    "(the live regions are in host or in device memory)");
+    status = parse_ipc_handle(c, v, l);
+    if (status == WST_OK)
+        status = get_u64(c, root, "layout", "cuda_bytes", 1, &l->cuda_bytes);
+    if (status == WST_OK)
+        status = get_u32(c, root, "layout", "cuda_device", 0, &l->cuda_device);
+    if (status != WST_OK)
+        return status;
+    if (l->cuda_bytes == 0)
+        return fail(c, WST_ERR_CONFIG, "layout: field \"cuda_bytes\" is 0");
+    if (l->cuda_device > INT_MAX)
+        return fail(c, WST_ERR_CONFIG,
+                    "layout: field \"cuda_device\" is too large");
+    l->has_cuda_ipc = 1;
+    return WST_OK;
+}
+
 static wst_status_t parse_header(struct parse_ctx *c, struct json_object *root,
                                  struct wst_layout *l)
 {
-    struct json_object *v;
     uint64_t x = 0;
     wst_status_t status;
 
@@ -824,15 +1004,9 @@ static wst_status_t parse_header(struct parse_ctx *c, struct json_object *root,
     if (x > UINT32_MAX)
         return fail(c, WST_ERR_CONFIG, "layout: field \"rank\" is too large");
     l->rank = (uint32_t)x;
-    if (!json_object_object_get_ex(root, "shm", &v)) {
-        if (json_object_object_get_ex(root, "shm_bytes", &v))
-            return fail(c, WST_ERR_CONFIG,
-                        "layout: field \"shm_bytes\" without \"shm\"");
-        return WST_OK;
-    }
-    status = get_name(c, root, "layout", "shm", l->shm);
+    status = parse_shm(c, root, l);
     if (status == WST_OK)
-        status = get_u64(c, root, "layout", "shm_bytes", 1, &l->shm_bytes);
+        status = parse_cuda_ipc(c, root, l);
     return status;
 }
 
@@ -860,8 +1034,9 @@ static wst_status_t parse_root(struct parse_ctx *c, struct json_object *root,
         goto out_free_index;
     }
     for (i = 0; i < l->n_regions && status == WST_OK; i++)
-        status = parse_region(c, json_object_array_get_idx(regions, i), i,
-                              l->shm[0] != '\0', &l->regions[i]);
+        status =
+            parse_region(c, json_object_array_get_idx(regions, i), i,
+                         l->shm[0] != '\0' || l->has_cuda_ipc, &l->regions[i]);
     if (status == WST_OK)
         status = check_regions(c, l, by_name);
     if (status == WST_OK)
@@ -1154,6 +1329,13 @@ static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
 
     if (l->shm_bytes >= INT64_MAX)
         return fail(c, WST_ERR_INVALID, "layout: shm_bytes too large");
+    if (l->has_cuda_ipc && l->shm[0] != '\0')
+        return fail(c, WST_ERR_INVALID,
+                    "layout: both shm and cuda_ipc (they are exclusive)");
+    if (l->has_cuda_ipc && (l->cuda_bytes == 0 || l->cuda_bytes >= INT64_MAX))
+        return fail(c, WST_ERR_INVALID, "layout: cuda_bytes is 0 or too large");
+    if (l->has_cuda_ipc && l->cuda_device > INT_MAX)
+        return fail(c, WST_ERR_INVALID, "layout: cuda_device too large");
     for (i = 0; i < l->n_regions; i++) {
         if (l->regions[i].offset >= INT64_MAX ||
             l->regions[i].bytes >= INT64_MAX ||
@@ -1184,6 +1366,18 @@ static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
     return save_check_experts(c, l);
 }
 
+/* Adds "cuda_ipc" (hex), "cuda_bytes" and "cuda_device"; nonzero on
+ * failure. */
+static int add_cuda_ipc(struct json_object *root, const struct wst_layout *l)
+{
+    char hex[WST_LAYOUT_CUDA_IPC_HEX + 1];
+
+    wst_layout_ipc_encode(l->cuda_ipc, hex);
+    return add_str(root, "cuda_ipc", hex) ||
+           add_u64(root, "cuda_bytes", l->cuda_bytes) ||
+           add_u64(root, "cuda_device", l->cuda_device);
+}
+
 static struct json_object *build_json(const struct wst_layout *l)
 {
     struct json_object *root = json_object_new_object(), *arr, *o;
@@ -1195,6 +1389,8 @@ static struct json_object *build_json(const struct wst_layout *l)
     if (!bad && l->shm[0] != '\0')
         bad = add_str(root, "shm", l->shm) ||
               add_u64(root, "shm_bytes", l->shm_bytes);
+    if (!bad && l->has_cuda_ipc)
+        bad = add_cuda_ipc(root, l);
     arr = json_object_new_array_ext((int)l->n_regions);
     bad = bad || json_object_object_add(root, "regions", arr);
     for (i = 0; !bad && i < l->n_regions; i++) {

@@ -8,6 +8,9 @@
  *     "rank": 0,
  *     "shm": "/wstream-demo-1234-r0",   optional POSIX shm object
  *     "shm_bytes": 123456,              required with "shm"
+ *     "cuda_ipc": "0123...ef",          optional, exclusive with "shm"
+ *     "cuda_bytes": 123456,             required with "cuda_ipc"
+ *     "cuda_device": 0,                 optional with "cuda_ipc" (0)
  *     "regions": [ {"name": "...", "offset": 0, "bytes": 1048576} ],
  *     "wants": [ {"tensor": "...", "dtype": "bf16", "shape": [1024, 1024],
  *                 "start": [0, 0], "stop": [512, 1024], "region": "...",
@@ -23,8 +26,14 @@
  *   }
  *
  * With "shm", every region lives at "offset" bytes inside the shm object and
- * regions may not overlap or run past "shm_bytes". Without it the agent
- * allocates each region itself and a region's "offset" is optional (0).
+ * regions may not overlap or run past "shm_bytes". "cuda_ipc" is the device
+ * counterpart: the engine's GPU allocation of "cuda_bytes" bytes on GPU
+ * "cuda_device", named by its CUDA IPC handle (cudaIpcMemHandle_t, 64
+ * bytes) written as exactly 128 lowercase hex digits; regions live at
+ * "offset" inside it under the same rules. A file may name "shm" or
+ * "cuda_ipc", not both; "shm_bytes", "cuda_bytes" and "cuda_device" without
+ * their object are refused. Without either, the agent allocates each region
+ * itself and a region's "offset" is optional (0).
  * A want's "row_pitch" is optional (0 = dense). A want's "expert" marks a
  * grouped expert tensor ([E, rows, cols], dim 0 the global expert id; see
  * struct wst_want_expert): it needs both "ep_rank" < "ep_size" (>= 1) and a
@@ -56,10 +65,13 @@
 
 #define WST_LAYOUT_FORMAT 1
 #define WST_LAYOUT_MAX ((size_t)1 << 20) /* regions, and wants */
+/* Bytes of a CUDA IPC handle (cudaIpcMemHandle_t; WST_GPU_IPC_HANDLE_BYTES
+ * in kernels/gpu.h, which this parser does not depend on). */
+#define WST_LAYOUT_CUDA_IPC_BYTES 64
 
 struct wst_layout_region {
     char name[WST_NAME_MAX];
-    uint64_t offset; /* bytes into the shm object (0 without shm) */
+    uint64_t offset; /* into the shm or cuda_ipc allocation (0 without) */
     uint64_t bytes;
 };
 
@@ -93,6 +105,12 @@ struct wst_layout {
     uint32_t rank;
     char shm[WST_NAME_MAX]; /* "" if none */
     uint64_t shm_bytes;
+    /* "cuda_ipc": has_cuda_ipc nonzero, the handle's raw bytes, the
+     * allocation's size and its device ordinal. Exclusive with shm. */
+    int has_cuda_ipc;
+    unsigned char cuda_ipc[WST_LAYOUT_CUDA_IPC_BYTES];
+    uint64_t cuda_bytes;
+    uint32_t cuda_device;
     size_t n_regions;
     struct wst_layout_region *regions;
     size_t n_wants;
@@ -117,9 +135,22 @@ wst_status_t wst_layout_parse(const char *json_text, size_t len,
 /* Writes 'l' (borrowed) to 'path' atomically: a temporary file next to it,
  * fsync'd, then renamed over 'path'. Refuses (WST_ERR_INVALID) values the
  * loader would refuse to read back: numbers >= INT64_MAX, region indices out
- * of range, unknown dtypes. WST_ERR_IO when the file cannot be written. */
+ * of range, unknown dtypes, both shm and cuda_ipc, a zero cuda_bytes.
+ * WST_ERR_IO when the file cannot be written. */
 wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
                              char *err, size_t errlen);
+
+/* "cuda_ipc" text <-> handle bytes. decode takes a NUL-terminated string of
+ * exactly 2 * WST_LAYOUT_CUDA_IPC_BYTES lowercase hex digits and fills
+ * 'handle' (untouched on failure, WST_ERR_CONFIG); encode writes that many
+ * digits and a NUL into 'hex'. Both borrow their arguments for the call. */
+#define WST_LAYOUT_CUDA_IPC_HEX (2 * WST_LAYOUT_CUDA_IPC_BYTES)
+wst_status_t
+wst_layout_ipc_decode(const char *hex,
+                      unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES]);
+void wst_layout_ipc_encode(
+    const unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES],
+    char hex[WST_LAYOUT_CUDA_IPC_HEX + 1]);
 
 /* Frees the arrays of 'l' and zeroes it. NULL and zeroed structs are fine. */
 void wst_layout_release(struct wst_layout *l);

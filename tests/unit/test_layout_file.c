@@ -901,6 +901,236 @@ static void test_layout_file_experts_save_refuses(void **state)
     }
 }
 
+/* ---- cuda_ipc ----------------------------------------------------------- */
+
+/* 128 lowercase hex digits: bytes 0x00, 0x01, ... 0x3f. */
+#define IPC_HEX                                                                \
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"         \
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+#define CUDA_HDR(ipc)                                                          \
+    "\"format\":1,\"rank\":0,\"cuda_ipc\":\"" ipc "\",\"cuda_bytes\":4096,"
+
+static void test_layout_file_cuda_ipc_parse(void **state)
+{
+    static const char text[] =
+        "{" CUDA_HDR(IPC_HEX) "\"cuda_device\":3," REGS WANTS(WOK) "}";
+    struct wst_layout l;
+    char err[256] = "";
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(wst_layout_parse(text, strlen(text), &l, err, sizeof(err)),
+                     WST_OK);
+    assert_true(l.has_cuda_ipc);
+    assert_string_equal(l.shm, "");
+    assert_int_equal(l.cuda_bytes, 4096);
+    assert_int_equal(l.cuda_device, 3);
+    for (i = 0; i < WST_LAYOUT_CUDA_IPC_BYTES; i++)
+        assert_int_equal(l.cuda_ipc[i], i);
+    assert_int_equal(l.regions[1].offset, 2048);
+    wst_layout_release(&l);
+}
+
+/* "cuda_device" is optional: GPU 0. */
+static void test_layout_file_cuda_ipc_default_device(void **state)
+{
+    static const char text[] = "{" CUDA_HDR(IPC_HEX) REGS WANTS(WOK) "}";
+    struct wst_layout l;
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(wst_layout_parse(text, strlen(text), &l, err, sizeof(err)),
+                     WST_OK);
+    assert_true(l.has_cuda_ipc);
+    assert_int_equal(l.cuda_device, 0);
+    wst_layout_release(&l);
+}
+
+static void test_layout_file_cuda_ipc_bad_hex(void **state)
+{
+    (void)state;
+    /* an uppercase digit, a non-hex letter, an escaped NUL */
+    expect_refused("{" CUDA_HDR("000102030405060708090A0b0c0d0e0f"
+                                "101112131415161718191a1b1c1d1e1f"
+                                "202122232425262728292a2b2c2d2e2f"
+                                "303132333435363738393a3b3c3d3e3f")
+                       REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG,
+                   "field \"cuda_ipc\": character 21 (byte 0x41) is not a "
+                   "lowercase hex digit");
+    expect_refused("{" CUDA_HDR("g00102030405060708090a0b0c0d0e0f"
+                                "101112131415161718191a1b1c1d1e1f"
+                                "202122232425262728292a2b2c2d2e2f"
+                                "303132333435363738393a3b3c3d3e3f")
+                       REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "character 0 (byte 0x67)");
+    expect_refused("{" CUDA_HDR("\\u000000102030405060708090a0b0c0d0e0f"
+                                "101112131415161718191a1b1c1d1e1f"
+                                "202122232425262728292a2b2c2d2e2f"
+                                "303132333435363738393a3b3c3d3e3f")
+                       REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "character 0 (byte 0x00)");
+    expect_refused("{\"format\":1,\"rank\":0,\"cuda_ipc\":7,\"cuda_bytes\":"
+                   "4096," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "field \"cuda_ipc\" must be a string");
+}
+
+static void test_layout_file_cuda_ipc_wrong_length(void **state)
+{
+    (void)state;
+    expect_refused("{" CUDA_HDR(IPC_HEX "0") REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG,
+                   "field \"cuda_ipc\" has 129 characters, expected 128 hex "
+                   "digits (a 64-byte CUDA IPC handle)");
+    expect_refused("{" CUDA_HDR("0001") REGS WANTS(WOK) "}", WST_ERR_CONFIG,
+                   "field \"cuda_ipc\" has 4 characters");
+    expect_refused("{" CUDA_HDR("") REGS WANTS(WOK) "}", WST_ERR_CONFIG,
+                   "field \"cuda_ipc\" has 0 characters");
+}
+
+static void test_layout_file_cuda_ipc_exclusive(void **state)
+{
+    (void)state;
+    expect_refused("{" HDR "\"cuda_ipc\":\"" IPC_HEX
+                   "\",\"cuda_bytes\":4096," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG,
+                   "fields \"shm\" and \"cuda_ipc\" are exclusive");
+}
+
+/* The companions need their handle, and cuda_bytes its value. */
+static void test_layout_file_cuda_ipc_bad_fields(void **state)
+{
+    (void)state;
+    expect_refused(
+        "{\"format\":1,\"rank\":0,\"cuda_bytes\":4096," REGS WANTS(WOK) "}",
+        WST_ERR_CONFIG, "field \"cuda_bytes\" without \"cuda_ipc\"");
+    expect_refused(
+        "{\"format\":1,\"rank\":0,\"cuda_device\":0," REGS WANTS(WOK) "}",
+        WST_ERR_CONFIG, "field \"cuda_device\" without \"cuda_ipc\"");
+    expect_refused("{\"format\":1,\"rank\":0,\"cuda_ipc\":\"" IPC_HEX
+                   "\"," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "missing field \"cuda_bytes\"");
+    expect_refused("{\"format\":1,\"rank\":0,\"cuda_ipc\":\"" IPC_HEX
+                   "\",\"cuda_bytes\":0," REGS WANTS(WOK) "}",
+                   WST_ERR_CONFIG, "field \"cuda_bytes\" is 0");
+    expect_refused(
+        "{" CUDA_HDR(IPC_HEX) "\"cuda_device\":-1," REGS WANTS(WOK) "}",
+        WST_ERR_CONFIG, "field \"cuda_device\" is negative");
+    expect_refused(
+        "{" CUDA_HDR(IPC_HEX) "\"cuda_device\":2147483648," REGS WANTS(WOK) "}",
+        WST_ERR_CONFIG, "field \"cuda_device\" is too large");
+}
+
+/* Regions in the device allocation follow the shm rules: inside it, at an
+ * explicit offset, without overlap. */
+static void test_layout_file_cuda_ipc_regions(void **state)
+{
+    (void)state;
+    expect_refused(
+        "{" CUDA_HDR(
+            IPC_HEX) "\"regions\":[{\"name\":\"a\",\"offset\":0,\"bytes\":2048}"
+                     ","
+                     "{\"name\":\"b\",\"offset\":2048,\"bytes\":2049}],"
+                     "\"wants\":[]}",
+        WST_ERR_CONFIG,
+        "regions[1] (\"b\"): offset + bytes = 4097 is beyond "
+        "cuda_bytes 4096");
+    expect_refused(
+        "{" CUDA_HDR(
+            IPC_HEX) "\"regions\":[{\"name\":\"b\",\"offset\":1000,\"bytes\":"
+                     "2048},{\"name\":\"a\",\"offset\":0,\"bytes\":1001}],"
+                     "\"wants\":[]}",
+        WST_ERR_CONFIG,
+        "regions \"a\" and \"b\" overlap in the cuda_ipc "
+        "allocation");
+    expect_refused(
+        "{" CUDA_HDR(IPC_HEX) "\"regions\":[{\"name\":\"a\",\"bytes\":64}],"
+                              "\"wants\":[]}",
+        WST_ERR_CONFIG, "regions[0]: missing field \"offset\"");
+}
+
+/* A layout with cuda_ipc is written with the same handle, size and device,
+ * and no "shm". */
+static void test_layout_file_cuda_ipc_round_trip(void **state)
+{
+    struct wst_layout l, got;
+    struct wst_layout_region region;
+    char path[256], err[512] = "";
+    FILE *f;
+    char text[4096];
+    size_t n, i;
+
+    (void)state;
+    memset(&l, 0, sizeof(l));
+    memset(&region, 0, sizeof(region));
+    snprintf(region.name, WST_NAME_MAX, "w");
+    region.offset = 512;
+    region.bytes = 1024;
+    l.rank = 1;
+    l.has_cuda_ipc = 1;
+    for (i = 0; i < WST_LAYOUT_CUDA_IPC_BYTES; i++)
+        l.cuda_ipc[i] = (unsigned char)(255 - 3 * i);
+    l.cuda_bytes = 1536;
+    l.cuda_device = 2;
+    l.n_regions = 1;
+    l.regions = &region;
+
+    tmp_path(path, sizeof(path), "cuda");
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)), WST_OK);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    assert_null(strstr(text, "\"shm"));
+    assert_non_null(strstr(text, "\"cuda_ipc\""));
+    assert_non_null(strstr(text, "\"fffcf9f6"));
+    assert_int_equal(wst_layout_load(path, &got, err, sizeof(err)), WST_OK);
+    assert_true(got.has_cuda_ipc);
+    assert_memory_equal(got.cuda_ipc, l.cuda_ipc, WST_LAYOUT_CUDA_IPC_BYTES);
+    assert_int_equal(got.cuda_bytes, 1536);
+    assert_int_equal(got.cuda_device, 2);
+    assert_string_equal(got.shm, "");
+    assert_memory_equal(got.regions, &region, sizeof(region));
+    wst_layout_release(&got);
+
+    /* the writer refuses what the parser would */
+    snprintf(l.shm, sizeof(l.shm), "/x");
+    l.shm_bytes = 4096;
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    assert_non_null(strstr(err, "both shm and cuda_ipc"));
+    l.shm[0] = '\0';
+    l.cuda_bytes = 0;
+    assert_int_equal(wst_layout_save(path, &l, err, sizeof(err)),
+                     WST_ERR_INVALID);
+    unlink(path);
+}
+
+/* The public hex helpers agree with each other and with the parser. */
+static void test_layout_file_cuda_ipc_hex_helpers(void **state)
+{
+    unsigned char h[WST_LAYOUT_CUDA_IPC_BYTES], back[WST_LAYOUT_CUDA_IPC_BYTES];
+    char hex[WST_LAYOUT_CUDA_IPC_HEX + 1];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(h); i++)
+        h[i] = (unsigned char)i;
+    wst_layout_ipc_encode(h, hex);
+    assert_string_equal(hex, IPC_HEX);
+    assert_int_equal(wst_layout_ipc_decode(hex, back), WST_OK);
+    assert_memory_equal(back, h, sizeof(h));
+    memset(back, 0x5a, sizeof(back));
+    hex[7] = 'F';
+    assert_int_equal(wst_layout_ipc_decode(hex, back), WST_ERR_CONFIG);
+    hex[7] = '\0';
+    assert_int_equal(wst_layout_ipc_decode(hex, back), WST_ERR_CONFIG);
+    assert_int_equal(wst_layout_ipc_decode(IPC_HEX "00", back), WST_ERR_CONFIG);
+    for (i = 0; i < sizeof(back); i++)
+        assert_int_equal(back[i], 0x5a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -925,6 +1155,15 @@ int main(void)
         cmocka_unit_test(test_layout_file_experts_bad_ids),
         cmocka_unit_test(test_layout_file_experts_bad_inter_tp),
         cmocka_unit_test(test_layout_file_experts_save_refuses),
+        cmocka_unit_test(test_layout_file_cuda_ipc_parse),
+        cmocka_unit_test(test_layout_file_cuda_ipc_default_device),
+        cmocka_unit_test(test_layout_file_cuda_ipc_bad_hex),
+        cmocka_unit_test(test_layout_file_cuda_ipc_wrong_length),
+        cmocka_unit_test(test_layout_file_cuda_ipc_exclusive),
+        cmocka_unit_test(test_layout_file_cuda_ipc_bad_fields),
+        cmocka_unit_test(test_layout_file_cuda_ipc_regions),
+        cmocka_unit_test(test_layout_file_cuda_ipc_round_trip),
+        cmocka_unit_test(test_layout_file_cuda_ipc_hex_helpers),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

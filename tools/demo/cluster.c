@@ -20,6 +20,8 @@
 
 #include "clock.h"
 #include "dtype.h"
+#include "gpu.h"
+#include "gpu_probe.h"
 
 static const char *const level_names[] = {"error", "warn", "info", "debug",
                                           "trace"};
@@ -300,53 +302,142 @@ static int create_shm(struct wst_cluster_agent *a)
     return 0;
 }
 
-/* The stand-in engine creates the shm; map it once it exists. */
-static int engine_spawn(struct wst_cluster *c, struct wst_cluster_agent *a)
+/* Bytes of agent a's live memory: its shm, or its engine's device memory. */
+static uint64_t live_size(const struct wst_cluster_agent *a)
 {
-    char bytes[32];
+    return a->layout.has_cuda_ipc ? a->layout.cuda_bytes : a->layout.shm_bytes;
+}
 
-    snprintf(bytes, sizeof(bytes), "%llu",
-             (unsigned long long)a->layout.shm_bytes);
-    a->engine_pid = fork();
-    if (a->engine_pid < 0)
-        return -1;
-    if (a->engine_pid == 0) {
-        /* Its chatter ("standin: got LAYER ...") is for debugging. */
-        if (c->p.log_level < 3 && freopen("/dev/null", "w", stdout) == NULL)
-            _exit(127);
-        execl(c->p.engine_bin, c->p.engine_bin, "--socket", a->engine_socket,
-              "--shm", a->shm_name, "--shm-bytes", bytes, "--create",
-              "--state-file", a->engine_state, (char *)NULL);
-        fprintf(stderr, "cluster: exec %s: %s\n", c->p.engine_bin,
-                strerror(errno));
+static void engine_exec(const struct wst_cluster *c,
+                        const struct wst_cluster_agent *a)
+{
+    char bytes[32], device[16];
+    const char *argv[16];
+    int n = 0;
+
+    snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)live_size(a));
+    snprintf(device, sizeof(device), "%d", c->p.device);
+    /* Its chatter ("standin: got LAYER ...") is for debugging. */
+    if (c->p.log_level < 3 && freopen("/dev/null", "w", stdout) == NULL)
         _exit(127);
+    argv[n++] = c->p.engine_bin;
+    argv[n++] = "--socket";
+    argv[n++] = a->engine_socket;
+    if (c->p.use_device) {
+        argv[n++] = "--cuda-device";
+        argv[n++] = device;
+    } else {
+        argv[n++] = "--shm";
+        argv[n++] = a->shm_name;
     }
-    /* Poisoning gigabytes of fresh shm takes a while here. */
-    uint64_t deadline = wst_deadline_ns(120.0);
+    argv[n++] = "--shm-bytes";
+    argv[n++] = bytes;
+    argv[n++] = "--create";
+    argv[n++] = "--state-file";
+    argv[n++] = a->engine_state;
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    fprintf(stderr, "cluster: exec %s: %s\n", c->p.engine_bin, strerror(errno));
+    _exit(127);
+}
+
+/* The state file appears once the shm is created and poisoned: map it. */
+static int engine_map_shm(struct wst_cluster_agent *a)
+{
+    int fd = shm_open(a->shm_name, O_RDWR, 0);
+
+    if (fd < 0)
+        return -1;
+    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                  fd, 0);
+    close(fd);
+    if (a->shm == MAP_FAILED) {
+        a->shm = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The engine writes its state file once its device memory is allocated,
+ * poisoned and exported: take the handle into the agent's layout. */
+static int engine_read_ipc(struct wst_cluster_agent *a)
+{
+    struct json_object *o = json_object_from_file(a->engine_state), *v;
+    int rc = -1;
+
+    if (o == NULL)
+        return -1;
+    if (json_object_object_get_ex(o, "cuda_ipc", &v) &&
+        json_object_is_type(v, json_type_string) &&
+        wst_layout_ipc_decode(json_object_get_string(v), a->layout.cuda_ipc) ==
+            WST_OK)
+        rc = 0;
+    else
+        fprintf(stderr, "cluster: %s: no valid \"cuda_ipc\"\n",
+                a->engine_state);
+    json_object_put(o);
+    return rc;
+}
+
+/* Waits (bounded) for the stand-in engine's live memory: its shm, or with
+ * use_device the IPC handle of its device memory. */
+static int engine_wait_live(const struct wst_cluster *c,
+                            struct wst_cluster_agent *a)
+{
+    /* Poisoning gigabytes of fresh shm takes a while here; a GPU needs
+     * only its context and a memset. */
+    uint64_t deadline = wst_deadline_ns(c->p.use_device ? 30.0 : 120.0);
+
     while (wst_now_ns() < deadline) {
-        /* The state file appears once the shm is created and poisoned. */
-        if (access(a->engine_state, R_OK) == 0) {
-            int fd = shm_open(a->shm_name, O_RDWR, 0);
-            if (fd < 0)
-                break;
-            a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE,
-                          MAP_SHARED, fd, 0);
-            close(fd);
-            if (a->shm == MAP_FAILED) {
-                a->shm = NULL;
-                break;
-            }
-            return 0;
-        }
+        if (access(a->engine_state, R_OK) == 0)
+            return c->p.use_device ? engine_read_ipc(a) : engine_map_shm(a);
         if (waitpid(a->engine_pid, NULL, WNOHANG) == a->engine_pid) {
             a->engine_pid = 0;
             break;
         }
         usleep(10000);
     }
-    fprintf(stderr, "cluster: the stand-in engine did not create %s\n",
-            a->shm_name);
+    if (c->p.use_device)
+        fprintf(stderr,
+                "cluster: the stand-in engine did not export device memory "
+                "on GPU %d\n",
+                c->p.device);
+    else
+        fprintf(stderr, "cluster: the stand-in engine did not create %s\n",
+                a->shm_name);
     return -1;
+}
+
+/* The stand-in engine creates the live memory; wait until it exists. */
+static int engine_spawn(struct wst_cluster *c, struct wst_cluster_agent *a)
+{
+    a->engine_pid = fork();
+    if (a->engine_pid < 0)
+        return -1;
+    if (a->engine_pid == 0)
+        engine_exec(c, a);
+    return engine_wait_live(c, a);
+}
+
+/* Where agent a's live memory is: the shm this process or the engine
+ * creates, or device memory the engine allocates (its handle comes later,
+ * from the engine). */
+static void place_live(const struct wst_cluster *c, struct wst_cluster_agent *a,
+                       uint32_t k)
+{
+    struct wst_layout *l = &a->layout;
+
+    if (c->p.use_device) {
+        l->has_cuda_ipc = 1;
+        l->cuda_bytes = l->shm_bytes;
+        l->cuda_device = (uint32_t)c->p.device;
+        l->shm_bytes = 0;
+        l->shm[0] = '\0';
+        return;
+    }
+    snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-%d-r%u", (int)getpid(),
+             k);
+    snprintf(l->shm, sizeof(l->shm), "%s", a->shm_name);
 }
 
 static int agent_prepare(struct wst_cluster *c, uint32_t k)
@@ -359,9 +450,7 @@ static int agent_prepare(struct wst_cluster *c, uint32_t k)
         fprintf(stderr, "cluster: engine layout: %s\n", err);
         return -1;
     }
-    snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-%d-r%u", (int)getpid(),
-             k);
-    snprintf(a->layout.shm, sizeof(a->layout.shm), "%s", a->shm_name);
+    place_live(c, a, k);
     snprintf(a->engine_socket, sizeof(a->engine_socket), "%s/engine%u.sock",
              c->p.workdir, k);
     snprintf(a->engine_state, sizeof(a->engine_state), "%s/engine%u.state",
@@ -507,6 +596,11 @@ int wst_cluster_start(struct wst_cluster *c,
     if (c->p.n_senders == 0 || c->p.n_senders > 64 || c->p.n_receivers == 0 ||
         c->p.n_receivers > 64)
         return -1;
+    if (c->p.use_device && (c->p.engine_bin == NULL || c->p.device < 0)) {
+        fprintf(stderr, "cluster: device memory needs the stand-in engine, "
+                        "which allocates it, and a GPU ordinal\n");
+        return -1;
+    }
     c->agents = calloc(c->p.n_receivers, sizeof(*c->agents));
     c->senders = calloc(c->p.n_senders, sizeof(*c->senders));
     if (c->agents == NULL || c->senders == NULL)
@@ -564,13 +658,57 @@ int wst_cluster_result(struct wst_cluster *c, uint32_t r, double timeout_s,
     return 0;
 }
 
+/* Copies agent a's device memory into a->live_copy, importing the
+ * engine's handle on first use. This process touches CUDA only here, long
+ * after its senders were forked. */
+static int device_snapshot(struct wst_cluster_agent *a)
+{
+    struct wst_logger log;
+    uint64_t bytes = a->layout.cuda_bytes;
+    int device = (int)a->layout.cuda_device;
+
+    wst_logger_init(&log, "cluster", WST_LOG_WARN);
+    if (a->ipc_base == NULL &&
+        wst_gpu_ipc_import(&log, device, a->layout.cuda_ipc, &a->ipc_base) !=
+            WST_OK) {
+        a->ipc_base = NULL;
+        fprintf(stderr,
+                "cluster: cannot import the engine's device memory on GPU "
+                "%d\n",
+                device);
+        return -1;
+    }
+    if (a->live_copy == NULL && (a->live_copy = malloc(bytes)) == NULL) {
+        fprintf(stderr, "cluster: no memory for a %llu-byte copy\n",
+                (unsigned long long)bytes);
+        return -1;
+    }
+    if (wst_gpu_copy(&log, a->live_copy, a->ipc_base, bytes) != WST_OK) {
+        fprintf(stderr, "cluster: cannot copy the engine's device memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+const void *wst_cluster_agent_live(struct wst_cluster *c, uint32_t k)
+{
+    struct wst_cluster_agent *a = &c->agents[k];
+
+    if (!a->layout.has_cuda_ipc)
+        return a->shm;
+    return device_snapshot(a) == 0 ? a->live_copy : NULL;
+}
+
 int wst_cluster_verify_agent(struct wst_cluster *c, uint32_t k,
                              uint64_t version)
 {
     struct wst_cluster_agent *a = &c->agents[k];
+    const void *live = wst_cluster_agent_live(c, k);
     char err[512];
 
-    if (wst_model_verify(&a->layout, a->shm, c->p.seed, version, NULL, err,
+    if (live == NULL)
+        return -1;
+    if (wst_model_verify(&a->layout, live, c->p.seed, version, NULL, err,
                          sizeof(err)) == WST_OK)
         return 0;
     fprintf(stderr, "cluster: agent %u, version %llu: %s\n", k,
@@ -730,6 +868,11 @@ void wst_cluster_stop(struct wst_cluster *c)
     }
     for (uint32_t k = 0; c->agents != NULL && k < c->p.n_receivers; k++) {
         struct wst_cluster_agent *a = &c->agents[k];
+        /* Unmapped before the engine exits and frees it. */
+        wst_gpu_ipc_close(a->ipc_base);
+        a->ipc_base = NULL;
+        free(a->live_copy);
+        a->live_copy = NULL;
         if (a->pid > 0) {
             kill(a->pid, SIGCONT);
             kill(a->pid, SIGTERM);
@@ -747,6 +890,56 @@ void wst_cluster_stop(struct wst_cluster *c)
     free(c->senders);
     c->agents = NULL;
     c->senders = NULL;
+}
+
+/* The child's half of wst_cluster_device_check: "<count> <why>" on 'fd'. */
+static void device_probe_child(int fd)
+{
+    char why[256] = "";
+    int count = 0;
+
+    if (wst_kernels_device_count(&count, why, sizeof(why)) != WST_OK)
+        count = -1;
+    dprintf(fd, "%d %s", count, why);
+    _exit(0);
+}
+
+int wst_cluster_device_check(int device, char *why, size_t len)
+{
+    char text[300] = "";
+    int fds[2], count = -1, used = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (!wst_kernels_built_with_cuda()) {
+        snprintf(why, len,
+                 "this build has no CUDA (the toolkit was not "
+                 "found when it was configured)");
+        return -1;
+    }
+    if (pipe2(fds, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
+        snprintf(why, len, "cannot start the probe: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        device_probe_child(fds[1]);
+    }
+    close(fds[1]);
+    n = read(fds[0], text, sizeof(text) - 1);
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    text[n > 0 ? n : 0] = '\0';
+    if (sscanf(text, "%d %n", &count, &used) != 1 || count < 0) {
+        snprintf(why, len, "%s", used > 0 ? text + used : "the probe failed");
+        return -1;
+    }
+    if (device >= count) {
+        snprintf(why, len, "GPU %d asked, but %d GPU%s visible", device, count,
+                 count == 1 ? " is" : "s are");
+        return -1;
+    }
+    return 0;
 }
 
 int wst_cluster_agent_path(char *buf, size_t len)

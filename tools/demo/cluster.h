@@ -5,7 +5,11 @@
  * bytes, that a wstream-agent process per rank maps: with engine_bin, a
  * wstream-engine-standin process per rank creates and owns it and speaks
  * the agent's engine socket (as a real engine would); without, this
- * process creates it. Sender processes
+ * process creates it. With use_device the live memory is instead device
+ * memory on GPU 'device' that each stand-in engine allocates and exports by
+ * CUDA IPC; the agent's layout names the handle ("cuda_ipc") and this
+ * process imports it only to verify (after the senders are forked: CUDA
+ * does not survive a fork). Sender processes
  * are forked before this process starts any thread; each owns the FSDP
  * shards of its rank of the model (model.h), registers them once, reports
  * "ready", then pushes one version per command read from its pipe and
@@ -51,6 +55,10 @@ struct wst_cluster_params {
     const struct wst_moe_options *moe; /* engine's experts; NULL: defaults */
     uint32_t staging_slots; /* agents' --staging-slots; 0: their default */
     const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
+    /* Live memory on GPU 'device' (needs engine_bin) when use_device is
+     * nonzero; zeroed params keep the host shm. */
+    int use_device;
+    int device;
     /* Fault: sender kill_sender SIGKILLs itself as it starts streaming
      * layer kill_layer of version kill_version (0: no fault). */
     uint32_t kill_sender;
@@ -85,8 +93,13 @@ struct wst_cluster_agent {
     char engine_socket[1200];
     char engine_state[1200];
     char shm_name[64];
-    void *shm;
-    struct wst_layout layout;
+    void *shm; /* host live memory (mapped here); NULL with use_device */
+    /* use_device: the engine's memory imported here by CUDA IPC for
+     * verification (NULL until first needed; closed by stop), and the host
+     * copy of it that is verified (malloc'd, cuda_bytes long). */
+    void *ipc_base;
+    void *live_copy;
+    struct wst_layout layout; /* cuda_ipc from the engine with use_device */
     uint16_t port;
     char layout_path[1200];
     char port_file[1200];
@@ -107,7 +120,8 @@ struct wst_cluster {
     uint64_t live_bytes; /* wanted bytes over all agents */
 };
 
-/* Creates the shm objects, starts the agents and waits for their ports,
+/* Creates the shm objects (with use_device: starts the engines and waits
+ * for their IPC handles), starts the agents and waits for their ports,
  * then forks the senders and waits until each has registered its shards.
  * Returns 0, or -1 after printing why (the caller still calls stop). */
 int wst_cluster_start(struct wst_cluster *c,
@@ -127,6 +141,17 @@ int wst_cluster_verify(struct wst_cluster *c, uint64_t version);
 /* The same for agent k alone. */
 int wst_cluster_verify_agent(struct wst_cluster *c, uint32_t k,
                              uint64_t version);
+
+/* Agent k's live bytes as host memory, layout.shm_bytes (or cuda_bytes)
+ * long: its shm, or with use_device a fresh copy of its device memory.
+ * Owned by the cluster, valid until the next call for k or stop; NULL
+ * after printing why. */
+const void *wst_cluster_agent_live(struct wst_cluster *c, uint32_t k);
+
+/* Whether GPU 'device' can hold live memory: a CUDA build and a visible
+ * device of that ordinal. Probes in a child process, so this one stays free
+ * of CUDA until its senders are forked. 0, or -1 with the reason in 'why'. */
+int wst_cluster_device_check(int device, char *why, size_t len);
 
 /* Reads agent k's status file. */
 int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
@@ -164,7 +189,8 @@ void wst_cluster_workdir_remove(const char *prog, const char *dir);
  * buf; -1 if /proc/self/exe cannot be read. */
 int wst_cluster_agent_path(char *buf, size_t len);
 
-/* Stops every process, removes the shm objects. Safe after a failed start. */
+/* Stops every process, removes the shm objects, closes imported device
+ * memory first (before its engine frees it). Safe after a failed start. */
 void wst_cluster_stop(struct wst_cluster *c);
 
 #endif

@@ -19,10 +19,16 @@
  * refuse; --fault kill-sender:LAYER kills sender 0 mid-layer in the last
  * version, which must leave them failed closed (check_fail_closed).
  *
+ * --device N puts every engine's live memory on GPU N: each stand-in
+ * engine allocates it there and exports it by CUDA IPC, its agent imports
+ * it from its layout file, and this process imports it to copy it out and
+ * verify the copy, bit-exact as for shm.
+ *
  * Exit status: 0 every byte verified; 1 failed; 2 bad usage; a refusal or
  * failure a sender reported exits with its negated wst_status_t (19
  * non-linear placement, 20 expert sharding, 21 E % ep, 22 repack shape...).
  */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -56,6 +62,7 @@ struct demo_settings {
     char *dump;
     uint64_t staging_slots;
     int engine;
+    char *device; /* text: a GPU ordinal, or -1 for host shm */
 };
 
 static const char *const loader_choices[] = {"trtllm-bf16", "checkpoint", NULL};
@@ -121,6 +128,11 @@ static const struct wst_config_entry demo_config[] = {
     {"engine", WST_CONFIG_BOOL, "yes",
      "run a stand-in engine process per agent that owns its live memory",
      offsetof(struct demo_settings, engine), NULL},
+    {"device", WST_CONFIG_STRING, "-1",
+     "GPU for the engines' live memory: each stand-in engine allocates it "
+     "there and its agent imports it by CUDA IPC (needs a CUDA build and a "
+     "GPU); -1: host shm",
+     offsetof(struct demo_settings, device), NULL},
     WST_CONFIG_END,
 };
 
@@ -130,6 +142,7 @@ struct demo {
     uint32_t kill_layer;
     int fault_kill;
     int exit_status; /* negated status of the first sender failure */
+    int device;      /* --device, parsed; -1: host shm */
     struct wst_model model;
     char workdir[1024]; /* short enough for every path built from it */
     int own_workdir;
@@ -319,8 +332,8 @@ static int run(struct demo *d)
     if (verified && d->set.dump[0] != '\0') {
         char err[512];
         if (wst_dump_write(d->set.dump, &d->model, &d->cluster.agents[0].layout,
-                           d->cluster.agents[0].shm, d->set.seed, d->set.refits,
-                           err, sizeof(err)) != WST_OK) {
+                           wst_cluster_agent_live(&d->cluster, 0), d->set.seed,
+                           d->set.refits, err, sizeof(err)) != WST_OK) {
             fprintf(stderr, "wstream-demo: --dump: %s\n", err);
             verified = 0;
         } else {
@@ -354,6 +367,41 @@ static void teardown(struct demo *d)
     wst_model_release(&d->model);
 }
 
+/* --device: a GPU ordinal that this build and machine have, or -1. Fails
+ * here, before any process starts, with what is missing. */
+static int check_device(struct demo *d)
+{
+    char *end = NULL, why[320];
+    long v;
+
+    errno = 0;
+    v = strtol(d->set.device, &end, 10);
+    if (d->set.device[0] == '\0' || *end != '\0' || errno != 0 || v < -1 ||
+        v > INT_MAX) {
+        fprintf(stderr,
+                "wstream-demo: --device: bad value '%s': expected a GPU "
+                "ordinal, or -1 for host shm\n",
+                d->set.device);
+        return -1;
+    }
+    d->device = (int)v;
+    if (d->device < 0)
+        return 0;
+    if (!d->set.engine) {
+        fprintf(stderr, "wstream-demo: --device needs the stand-in engines "
+                        "(--engine yes): they own the device memory\n");
+        return -1;
+    }
+    if (wst_cluster_device_check(d->device, why, sizeof(why)) != 0) {
+        fprintf(stderr,
+                "wstream-demo: --device needs a CUDA build and a GPU: "
+                "%s\n",
+                why);
+        return -1;
+    }
+    return 0;
+}
+
 /* Checks what the table cannot express; 0 when the settings are usable. */
 static int check_settings(struct demo *d)
 {
@@ -382,7 +430,7 @@ static int check_settings(struct demo *d)
         fprintf(stderr, "wstream-demo: --staging-slots must be 1..64\n");
         return -1;
     }
-    return 0;
+    return check_device(d);
 }
 
 static int prepare(struct demo *d, const char *agent_bin)
@@ -410,6 +458,10 @@ static int prepare(struct demo *d, const char *agent_bin)
            wst_model_bytes(&d->model) / 1e6, (unsigned long long)d->set.senders,
            (unsigned long long)d->set.receivers,
            transport_choices[d->set.transport]);
+    if (d->device >= 0)
+        printf("wstream-demo: live memory on GPU %d, imported by the agents "
+               "by CUDA IPC\n",
+               d->device);
     fflush(stdout);
     struct wst_cluster_params cp = {
         .model = &d->model,
@@ -428,6 +480,8 @@ static int prepare(struct demo *d, const char *agent_bin)
         .moe = &d->moe,
         .staging_slots = (uint32_t)d->set.staging_slots,
         .engine_bin = d->set.engine ? engine_bin : NULL,
+        .use_device = d->device >= 0,
+        .device = d->device,
         .kill_sender = 0,
         .kill_layer = d->kill_layer,
         .kill_version = d->fault_kill ? d->set.refits : 0,

@@ -5,20 +5,29 @@
  * With --create it owns the live buffers, as an engine does: it creates the
  * POSIX shm object (which must not exist), poisons it with 0xA5 bytes and
  * unlinks it when it exits; the agent maps it from its layout file.
- * Otherwise it maps an existing object read-only.
+ * Otherwise it maps an existing object read-only. With --create and
+ * --cuda-device N the live buffers are --shm-bytes of device memory on GPU
+ * N instead (cudaMalloc, poisoned the same way, freed at exit): their CUDA
+ * IPC handle goes into the state file as "cuda_ipc" (128 hex digits, with
+ * "cuda_device" and "cuda_bytes") before it connects, for whoever writes
+ * the agent's layout file.
  *
  * It connects to the agent's socket (retrying up to 10 s) and checks the
  * fail-closed promise: between BEGIN
  * and its READY (sent after --ready-delay-ms) nobody may write the live
  * bytes, so it hashes the whole mapping at BEGIN and again just before
- * READY. It finalizes every layer, and writes its state to --state-file
- * after every message (atomic rename).
+ * READY (device memory: a copy of it in a pinned host buffer). It finalizes
+ * every layer, and writes its state to --state-file after every message
+ * (atomic rename).
  *
- * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up; 2 a protocol
- * error or "ERROR busy"; 3 live memory written before READY.
+ * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up (also: no
+ * CUDA or no GPU for --cuda-device); 2 a protocol error, "ERROR busy" or a
+ * failed copy of the live device memory; 3 live memory written before
+ * READY.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +42,8 @@
 #include <xxhash.h>
 
 #include "config.h"
+#include "gpu.h"
+#include "log.h"
 
 #define LINE_MAX_BYTES 600 /* the '\n' included */
 
@@ -44,6 +55,7 @@ struct standin_settings {
     char *state_file;
     int refuse;
     int create;
+    char *cuda_device; /* text: an int, -1 for host shm */
 };
 
 static const struct wst_config_entry standin_config[] = {
@@ -51,7 +63,9 @@ static const struct wst_config_entry standin_config[] = {
      offsetof(struct standin_settings, socket), NULL},
     {"shm", WST_CONFIG_STRING, "", "POSIX shm object of the live regions",
      offsetof(struct standin_settings, shm), NULL},
-    {"shm-bytes", WST_CONFIG_UINT, "0", "bytes of the shm to map and hash",
+    {"shm-bytes", WST_CONFIG_UINT, "0",
+     "bytes of the live memory to map (or allocate) and hash: the shm, or "
+     "the device memory with --cuda-device",
      offsetof(struct standin_settings, shm_bytes), NULL},
     {"ready-delay-ms", WST_CONFIG_UINT, "0",
      "milliseconds between BEGIN and READY (live bytes watched meanwhile)",
@@ -64,12 +78,23 @@ static const struct wst_config_entry standin_config[] = {
     {"create", WST_CONFIG_BOOL, "no",
      "create the shm (poisoned), own it, unlink it at exit",
      offsetof(struct standin_settings, create), NULL},
+    {"cuda-device", WST_CONFIG_STRING, "-1",
+     "with --create: the live memory is --shm-bytes of device memory on this "
+     "GPU, exported by CUDA IPC (its handle goes to the state file); -1: "
+     "host shm",
+     offsetof(struct standin_settings, cuda_device), NULL},
     WST_CONFIG_END,
 };
 
 struct standin {
     struct standin_settings set;
-    const void *live; /* read-only mapping, set.shm_bytes long */
+    struct wst_logger log; /* for the CUDA seam (kernels/gpu.h) */
+    /* The live memory, set.shm_bytes long: a read-only shm mapping, or with
+     * device >= 0 device memory this process allocated (wst_gpu_malloc). */
+    const void *live;
+    int device;      /* -1: host shm */
+    void *host_copy; /* device only: pinned buffer the hash reads */
+    char ipc_hex[WST_GPU_IPC_HANDLE_BYTES * 2 + 1]; /* device only */
     int fd;
     char rbuf[LINE_MAX_BYTES];
     size_t rlen;
@@ -158,6 +183,87 @@ static const void *create_live(const char *name, uint64_t bytes)
     return p;
 }
 
+/* --cuda-device: an integer >= -1; -2 after printing why it is not. */
+static int parse_device(const char *text)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || v < -1 ||
+        v > INT_MAX) {
+        fprintf(stderr,
+                "wstream-engine-standin: --cuda-device: bad value '%s': "
+                "expected a GPU ordinal, or -1 for host shm\n",
+                text);
+        return -2;
+    }
+    return (int)v;
+}
+
+static void hex_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* The engine's buffers on GPU e->device: allocated, poisoned like the shm,
+ * exported by CUDA IPC (e->ipc_hex), and a pinned host buffer to copy them
+ * into for the hash. On failure everything is freed; the seam has logged
+ * CUDA's reason. */
+static int create_device_live(struct standin *e)
+{
+    unsigned char handle[WST_GPU_IPC_HANDLE_BYTES];
+    void *p = NULL;
+    uint64_t bytes = e->set.shm_bytes;
+
+    if (wst_gpu_set_device(&e->log, e->device) != WST_OK ||
+        wst_gpu_malloc(&e->log, bytes, &p) != WST_OK)
+        goto err;
+    /* cudaMemset may return before the poison lands; the agent, another
+     * process, is not ordered after it: wait before anyone imports it. */
+    if (wst_gpu_memset(&e->log, p, 0xA5, bytes) != WST_OK ||
+        wst_gpu_stream_sync(&e->log, NULL) != WST_OK ||
+        wst_gpu_ipc_export(&e->log, p, handle) != WST_OK ||
+        wst_gpu_host_alloc(&e->log, bytes, &e->host_copy) != WST_OK)
+        goto err_free;
+    hex_encode(handle, sizeof(handle), e->ipc_hex);
+    e->live = p;
+    return 0;
+
+err_free:
+    wst_gpu_free(p);
+err:
+    fprintf(stderr,
+            "standin: cannot create %llu bytes of live device memory on GPU "
+            "%d (a CUDA build and a GPU are needed)\n",
+            (unsigned long long)bytes, e->device);
+    return -1;
+}
+
+/* Hash of the live bytes; -1 when device memory cannot be read. */
+static int hash_live(struct standin *e, XXH64_hash_t *hash_p)
+{
+    if (e->device < 0) {
+        *hash_p = XXH3_64bits(e->live, e->set.shm_bytes);
+        return 0;
+    }
+    if (wst_gpu_copy(&e->log, e->host_copy, e->live, e->set.shm_bytes) !=
+        WST_OK) {
+        fprintf(stderr, "standin: cannot copy the live device memory to "
+                        "hash it\n");
+        return -1;
+    }
+    *hash_p = XXH3_64bits(e->host_copy, e->set.shm_bytes);
+    return 0;
+}
+
 /* The agent's text goes into a JSON string: escape what JSON needs. */
 static void json_escape(const char *in, char *out, size_t len)
 {
@@ -174,6 +280,17 @@ static void json_escape(const char *in, char *out, size_t len)
         out[j++] = *in;
     }
     out[j] = '\0';
+}
+
+/* With device memory: what the agent's layout needs to import it. */
+static void write_device(const struct standin *e, FILE *f)
+{
+    if (e->device < 0)
+        return;
+    fprintf(f,
+            ", \"cuda_ipc\": \"%s\", \"cuda_device\": %d, "
+            "\"cuda_bytes\": %llu",
+            e->ipc_hex, e->device, (unsigned long long)e->set.shm_bytes);
 }
 
 static void write_state(const struct standin *e)
@@ -193,8 +310,10 @@ static void write_state(const struct standin *e)
     fprintf(f,
             "{\"state\": \"%s\", \"committed_version\": %llu, "
             "\"begins\": %llu, \"layers\": %llu, \"refused\": %llu, "
-            "\"reason\": \"%s\"}\n",
+            "\"reason\": \"%s\"",
             e->state, e->committed, e->begins, e->layers, e->refused, reason);
+    write_device(e, f);
+    fputs("}\n", f);
     if (fclose(f) != 0 || rename(tmp, e->set.state_file) != 0)
         fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
                 strerror(errno));
@@ -258,9 +377,11 @@ static int on_begin(struct standin *e, unsigned long long v)
     }
     e->state = "paused";
     write_state(e);
-    before = XXH3_64bits(e->live, e->set.shm_bytes);
+    if (hash_live(e, &before) != 0)
+        return -1;
     sleep_ms(e->set.ready_delay_ms);
-    after = XXH3_64bits(e->live, e->set.shm_bytes);
+    if (hash_live(e, &after) != 0)
+        return -1;
     if (before != after) {
         printf("VIOLATION: live memory written before READY (BEGIN %llu)\n", v);
         fflush(stdout);
@@ -301,6 +422,52 @@ static int on_line(struct standin *e, const char *line)
     return rc;
 }
 
+/* What the table cannot check; 0 when the settings are usable. */
+static int check_settings(struct standin *e)
+{
+    e->device = parse_device(e->set.cuda_device);
+    if (e->device == -2)
+        return -1;
+    if (e->set.socket[0] == '\0' || e->set.shm_bytes == 0 ||
+        (e->device < 0 && e->set.shm[0] == '\0')) {
+        fprintf(stderr, "wstream-engine-standin: --socket, --shm-bytes and "
+                        "--shm (or --cuda-device) are required\n");
+        return -1;
+    }
+    if (e->device >= 0 && (!e->set.create || e->set.shm[0] != '\0')) {
+        fprintf(stderr, "wstream-engine-standin: --cuda-device needs "
+                        "--create (the stand-in owns its device memory) and "
+                        "no --shm\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The live memory the settings name: device memory, a new shm or an
+ * existing one. */
+static int open_live(struct standin *e)
+{
+    if (e->device >= 0)
+        return create_device_live(e);
+    e->live = e->set.create ? create_live(e->set.shm, e->set.shm_bytes)
+                            : map_live(e->set.shm, e->set.shm_bytes);
+    return e->live != NULL ? 0 : -1;
+}
+
+/* Frees device memory only now, at exit: the agent (and whoever verifies
+ * it) imported it and use it until they are done. */
+static void close_live(struct standin *e)
+{
+    if (e->device >= 0) {
+        wst_gpu_free((void *)e->live);
+        wst_gpu_host_free(e->host_copy);
+        return;
+    }
+    munmap((void *)e->live, e->set.shm_bytes);
+    if (e->set.create)
+        shm_unlink(e->set.shm);
+}
+
 int main(int argc, char **argv)
 {
     struct standin e;
@@ -309,29 +476,27 @@ int main(int argc, char **argv)
 
     memset(&e, 0, sizeof(e));
     e.fd = -1;
+    e.device = -1;
     e.state = "serving";
+    wst_logger_init(&e.log, "standin", WST_LOG_WARN);
     wst_config_cli(standin_config, &e.set, argc, argv, "wstream-engine-standin",
-                   "wstream-engine-standin --socket PATH --shm NAME "
-                   "--shm-bytes N [--create] [--ready-delay-ms D] "
-                   "[--state-file F] [--refuse]",
+                   "wstream-engine-standin --socket PATH (--shm NAME | "
+                   "--create --cuda-device N) --shm-bytes N [--create] "
+                   "[--ready-delay-ms D] [--state-file F] [--refuse]",
                    &code);
-    if (code < 0 && (e.set.socket[0] == '\0' || e.set.shm[0] == '\0' ||
-                     e.set.shm_bytes == 0)) {
-        fprintf(stderr, "wstream-engine-standin: --socket, --shm and "
-                        "--shm-bytes are required\n");
+    if (code < 0 && check_settings(&e) != 0)
         code = 1;
-    }
     if (code >= 0)
         goto out_release;
     code = 1;
-    e.live = e.set.create ? create_live(e.set.shm, e.set.shm_bytes)
-                          : map_live(e.set.shm, e.set.shm_bytes);
-    if (e.live == NULL)
+    if (open_live(&e) != 0)
         goto out_release;
-    write_state(&e); /* the live memory exists: the agent may map it */
+    /* The live memory exists (and its IPC handle is in the state file): the
+     * agent may map or import it. */
+    write_state(&e);
     e.fd = connect_retry(e.set.socket);
     if (e.fd < 0)
-        goto out_unmap;
+        goto out_close_live;
     write_state(&e);
     while ((rc = read_line(&e, line)) == 1) {
         if (strcmp(line, "ERROR busy") == 0) {
@@ -349,10 +514,8 @@ int main(int argc, char **argv)
     if (rc == 0)
         printf("standin: EOF, exiting\n");
     close(e.fd);
-out_unmap:
-    munmap((void *)e.live, e.set.shm_bytes);
-    if (e.set.create)
-        shm_unlink(e.set.shm);
+out_close_live:
+    close_live(&e);
 out_release:
     wst_config_release(standin_config, &e.set);
     return code;
