@@ -83,7 +83,7 @@ demo() { # demo NAME ARGS...
     result "demo $name" $st "$(grep -E 'GB/s|verified' "$out/demo.tmp" | tail -1)"
 }
 [ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
-demo device-tiny-moe-trtllm --device 0 --senders 2 --receivers 2 --refits 3 --transport tcp
+demo device-tiny-moe-trtllm --device 0 --senders 2 --receivers 2 --refits 3 --transport tcp --log-level info
 demo device-tiny-moe-checkpoint --device 0 --senders 1 --receivers 2 --refits 2 --transport tcp --loader checkpoint
 demo device-one-slot --device 0 --senders 2 --receivers 1 --refits 2 --transport tcp --staging-slots 1
 demo device-dense --device 0 --preset tiny --senders 2 --receivers 1 --refits 2 --transport tcp
