@@ -48,7 +48,7 @@ fi
 t0=$(date +%s)
 rm -f "$build/CMakeCache.txt" # pkg-config results are cached: configure afresh
 # The kernel checks first, on their own: they need the least of the tree.
-if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=Release &&
+if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        cmake --build "$build" -j"$(nproc)" --target wst-gpu-check; } >>"$log" 2>&1; then
     tail -40 "$log"
     result build 1

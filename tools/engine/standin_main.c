@@ -332,7 +332,7 @@ static int read_line(struct standin *e, char *line)
             memmove(e->rbuf, nl + 1, e->rlen);
             return 1;
         }
-        if (e->rlen == sizeof(e->rbuf)) {
+        if (e->rlen >= sizeof(e->rbuf)) {
             fprintf(stderr, "standin: protocol error: line over %d bytes\n",
                     LINE_MAX_BYTES);
             return -1;
