@@ -83,12 +83,25 @@ demo() { # demo NAME ARGS...
     result "demo $name" $st "$(grep -E 'GB/s|verified' "$out/demo.tmp" | tail -1)"
 }
 [ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
-demo device-tiny-moe-trtllm --device 0 --senders 2 --receivers 2 --refits 3 --transport tcp --log-level info
-demo device-tiny-moe-checkpoint --device 0 --senders 1 --receivers 2 --refits 2 --transport tcp --loader checkpoint
-demo device-one-slot --device 0 --senders 2 --receivers 1 --refits 2 --transport tcp --staging-slots 1
-demo device-dense --device 0 --preset tiny --senders 2 --receivers 1 --refits 2 --transport tcp
-demo device-qwen3-2-layers --device 0 --preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 2 --transport tcp
-demo host-tiny-moe --senders 2 --receivers 2 --refits 3 --transport tcp
+# Each device case next to the same refit in host memory, same run.
+both() { # both NAME ARGS...: the refit with --device 0, then in host shm
+    local name=$1
+    shift
+    demo "device $name" --device 0 "$@"
+    demo "host   $name" "$@"
+}
+demo "device tiny-moe 2->2 (info log)" --device 0 --senders 2 --receivers 2 \
+    --refits 3 --transport tcp --log-level info
+both "tiny-moe trtllm 2->2" --senders 2 --receivers 2 --refits 5 --transport tcp
+both "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5 --transport tcp
+both "tiny-moe checkpoint 1->2" --senders 1 --receivers 2 --refits 5 \
+    --transport tcp --loader checkpoint
+both "tiny-moe 1 slot 2->1" --senders 2 --receivers 1 --refits 5 \
+    --transport tcp --staging-slots 1
+both "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 --refits 5 \
+    --transport tcp
+both "qwen3-30b-a3b 2 layers 1->1" --preset qwen3-30b-a3b --layers 2 \
+    --senders 1 --receivers 1 --refits 3 --transport tcp
 rm -f "$out/demo.tmp"
 
 # 4. The benchmark table, last.
