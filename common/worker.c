@@ -79,6 +79,7 @@ struct wst_worker {
     size_t n_graveyard;
     int busy; /* UCX requests in flight (wst_worker_busy) */
     struct wst_parked_data *parked, *parked_tail;
+    uint64_t parked_total; /* messages ever parked */
 
     pthread_t thread;
     int epfd;
@@ -318,6 +319,7 @@ static ucs_status_t data_park(wst_worker_t *w, const struct wst_data_hdr *hdr,
     pk->desc = rndv ? data : NULL;
     if (!rndv)
         memcpy(pk->bytes, data, length);
+    w->parked_total++;
     if (w->parked_tail != NULL)
         w->parked_tail->next = pk;
     else
@@ -363,6 +365,11 @@ static void parked_free(wst_worker_t *w, struct wst_parked_data *pk)
     if (pk->desc != NULL)
         ucp_am_data_release(w->worker, pk->desc);
     free(pk);
+}
+
+uint64_t wst_worker_parked_total(const wst_worker_t *w)
+{
+    return w->parked_total;
 }
 
 void wst_worker_data_resume(wst_worker_t *w)

@@ -123,6 +123,9 @@ wst_status_t wst_worker_listen(wst_worker_t *worker, const char *host,
  * again or none is left. */
 void wst_worker_data_resume(wst_worker_t *worker);
 
+/* Progress thread: how many data messages have been parked so far. */
+uint64_t wst_worker_parked_total(const wst_worker_t *worker);
+
 /* Progress thread: this worker's address (owned by the worker). */
 wst_status_t wst_worker_address(wst_worker_t *worker, const void **addr_p,
                                 size_t *len_p);

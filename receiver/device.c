@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "digest_gpu.h"
 #include "errbuf.h"
 #include "gpu.h"
@@ -20,6 +21,7 @@ struct copy_rec {
     size_t len;
     uint64_t tag;
     wst_status_t status;
+    uint64_t enqueued_ns, done_ns; /* copy enqueued; its event seen */
 };
 
 struct wst_rx_device {
@@ -34,6 +36,8 @@ struct wst_rx_device {
     ucp_mem_h memh;
     uint32_t free_slots[WST_LANDING_SLOTS];
     uint32_t n_free;
+    struct wst_landing_stats stats; /* since the last take */
+    uint64_t parked_base;           /* the worker's parked count then */
     wst_gpu_stream_t copy_stream;
     wst_gpu_event_t events[WST_LANDING_SLOTS];
     struct copy_rec recs[WST_LANDING_SLOTS];
@@ -64,7 +68,14 @@ static void copied(void *arg)
     struct copy_rec *rec = arg;
     struct wst_rx_device *dev = rec->dev;
 
+    uint64_t ns = rec->done_ns - rec->enqueued_ns;
+
     dev->free_slots[dev->n_free++] = rec->slot;
+    dev->stats.copies++;
+    dev->stats.bytes += rec->len;
+    dev->stats.latency_sum_ns += ns;
+    if (ns > dev->stats.latency_max_ns)
+        dev->stats.latency_max_ns = ns;
     dev->copied_fn(dev->arg, &rec->hdr, rec->len, rec->tag, rec->status);
     wst_worker_data_resume(dev->worker);
 }
@@ -85,6 +96,7 @@ static void *completion_main(void *arg)
         pthread_mutex_unlock(&dev->lock);
         struct copy_rec *rec = &dev->recs[slot];
         rec->status = wst_gpu_event_sync(dev->log, dev->events[slot]);
+        rec->done_ns = wst_now_ns();
         pthread_mutex_lock(&dev->lock);
         dev->fifo_head = (dev->fifo_head + 1) % WST_LANDING_SLOTS;
         dev->fifo_len--;
@@ -252,12 +264,24 @@ wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
     rec->len = len;
     rec->tag = tag;
     rec->status = WST_OK;
+    rec->enqueued_ns = wst_now_ns();
     pthread_mutex_lock(&dev->lock);
     dev->fifo[(dev->fifo_head + dev->fifo_len) % WST_LANDING_SLOTS] = i;
     dev->fifo_len++;
     pthread_cond_signal(&dev->cond);
     pthread_mutex_unlock(&dev->lock);
     return WST_OK;
+}
+
+void wst_rx_device_take_stats(struct wst_rx_device *dev,
+                              struct wst_landing_stats *stats)
+{
+    uint64_t parked = wst_worker_parked_total(dev->worker);
+
+    *stats = dev->stats;
+    stats->parked = parked - dev->parked_base;
+    memset(&dev->stats, 0, sizeof(dev->stats));
+    dev->parked_base = parked;
 }
 
 wst_status_t wst_rx_device_digest_flush(struct wst_rx_device *dev,

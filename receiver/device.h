@@ -74,6 +74,23 @@ wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
                                 void *dst, size_t len,
                                 const struct wst_data_hdr *hdr, uint64_t tag);
 
+/* What the landing path did, for a log line per refit: copies (and their
+ * bytes) from landing to on the GPU, the time from enqueuing a copy to
+ * the completion thread seeing its event, and messages that waited for a
+ * free slot. */
+struct wst_landing_stats {
+    uint64_t copies;
+    uint64_t bytes;
+    uint64_t latency_sum_ns;
+    uint64_t latency_max_ns;
+    uint64_t parked;
+};
+
+/* Progress thread: the statistics since the last call, and a fresh
+ * start. */
+void wst_rx_device_take_stats(struct wst_rx_device *dev,
+                              struct wst_landing_stats *stats);
+
 /* Engine thread: adds to 'd' the digest of device run 'data' of 'len'
  * bytes at stream position d->pos, and advances d->pos. Runs are batched:
  * call wst_rx_device_digest_flush before reading d. */

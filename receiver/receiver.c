@@ -761,6 +761,27 @@ static void commit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
     send_msg(r, p, &m);
 }
 
+/* One line per refit on the way device bytes came in: the copies' delay
+ * is what a busy GPU or a slow host-to-device link shows in. */
+static void log_landing(struct wst_receiver *r)
+{
+    struct wst_landing_stats ls;
+
+    if (r->dev == NULL)
+        return;
+    wst_rx_device_take_stats(r->dev, &ls);
+    if (ls.copies == 0)
+        return;
+    WST_INFO(&r->log,
+             "version %llu: %llu messages (%.1f MiB) landed and copied to GPU "
+             "%d, %.3f ms mean and %.3f ms max from copy to on the GPU; %llu "
+             "waited for a free slot",
+             (unsigned long long)r->version, (unsigned long long)ls.copies,
+             (double)ls.bytes / (1 << 20), r->device,
+             (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
+             (double)ls.latency_max_ns / 1e6, (unsigned long long)ls.parked);
+}
+
 static void finalize_done(void *arg)
 {
     struct job *j = arg;
@@ -784,6 +805,7 @@ static void finalize_done(void *arg)
     WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
              (unsigned long long)r->version, (unsigned long long)bytes,
              r->state.last_refit_seconds);
+    log_landing(r);
     queue_job(r, job_commit, j);
 }
 
@@ -819,6 +841,10 @@ static void refit_start(struct wst_receiver *r, uint64_t version)
            r->plan->n_layers * sizeof(*r->layer_verified));
     r->credit_next = 0;
     memset(r->moe_repacked, 0, r->moe.n_layers + 1);
+    if (r->dev != NULL) {
+        struct wst_landing_stats drop;
+        wst_rx_device_take_stats(r->dev, &drop); /* counts start here */
+    }
     pthread_mutex_lock(&r->lock);
     memset(r->times, 0, r->plan->n_layers * sizeof(*r->times));
     pthread_mutex_unlock(&r->lock);

@@ -81,6 +81,9 @@ demo() { # demo NAME ARGS...
     local st=$?
     cat "$out/demo.tmp" >>"$log"
     result "demo $name" $st "$(grep -E 'GB/s|verified' "$out/demo.tmp" | tail -1)"
+    # With --log-level info: how the agents' device bytes came in.
+    grep -E "landed and copied" "$out/demo.tmp" | tail -2 | sed 's/^/    /' |
+        tee -a "$summary"
 }
 [ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
 # Each device case next to the same refit in host memory, same run.
@@ -91,6 +94,8 @@ both() { # both NAME ARGS...: the refit with --device 0, then in host shm
     demo "host   $name" "$@"
 }
 demo "device tiny-moe 2->2 (info log)" --device 0 --senders 2 --receivers 2 \
+    --refits 3 --transport tcp --log-level info
+demo "device tiny-moe 2->1 (info log)" --device 0 --senders 2 --receivers 1 \
     --refits 3 --transport tcp --log-level info
 both "tiny-moe trtllm 2->2" --senders 2 --receivers 2 --refits 5 --transport tcp
 both "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5 --transport tcp
