@@ -13,10 +13,16 @@
 
 #define DIGEST_BATCH 1024u /* device runs hashed per launch */
 
-/* One landing slot's copy in flight. */
+/* One landed message: its bytes in the ring and, once received, its copy
+ * to the GPU. Ring positions count bytes from start-up (never wrap);
+ * [start, end) includes the padding skipped to keep the bytes contiguous
+ * at the ring's end. */
 struct copy_rec {
     struct wst_rx_device *dev;
-    uint32_t slot;
+    uint32_t idx; /* in recs[] and events[] */
+    uint64_t start, end;
+    unsigned char *bytes;
+    int done; /* copied or released: its ring bytes may be reused */
     struct wst_data_hdr hdr;
     size_t len;
     uint64_t tag;
@@ -31,23 +37,24 @@ struct wst_rx_device {
     wst_rx_copied_fn copied_fn;
     void *arg;
 
-    /* landing: slots, their free list (progress thread), their events */
+    /* landing (progress thread): the ring, records [rec_tail, rec_head)
+     * in allocation order, bytes [tail, head) held by them */
     unsigned char *ring;
     ucp_mem_h memh;
-    uint32_t free_slots[WST_LANDING_SLOTS];
-    uint32_t n_free;
+    uint64_t head, tail;
+    uint64_t rec_head, rec_tail;
+    struct copy_rec recs[WST_LANDING_RECORDS];
+    wst_gpu_event_t events[WST_LANDING_RECORDS];
     struct wst_landing_stats stats; /* since the last take */
     uint64_t parked_base;           /* the worker's parked count then */
     wst_gpu_stream_t copy_stream;
-    wst_gpu_event_t events[WST_LANDING_SLOTS];
-    struct copy_rec recs[WST_LANDING_SLOTS];
 
-    /* completion thread: slots whose copies were enqueued, in order */
+    /* completion thread: records whose copies were enqueued, in order */
     pthread_t thread;
     int thread_started;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint32_t fifo[WST_LANDING_SLOTS];
+    uint32_t fifo[WST_LANDING_RECORDS];
     uint32_t fifo_head, fifo_len;
     int stop;
 
@@ -62,15 +69,29 @@ struct wst_rx_device {
     wst_gpu_event_t repacked;
 };
 
-/* Progress thread: a copy is done; its slot is free again. */
+/* Progress thread: frees the ring bytes of the oldest records that are
+ * done. Copies complete in enqueue order but receives do not, so a
+ * record may be done before an older one: it waits for it here. */
+static void retire(struct wst_rx_device *dev)
+{
+    while (dev->rec_tail < dev->rec_head) {
+        struct copy_rec *rec = &dev->recs[dev->rec_tail % WST_LANDING_RECORDS];
+        if (!rec->done)
+            break;
+        dev->tail = rec->end;
+        dev->rec_tail++;
+    }
+}
+
+/* Progress thread: a copy is done; its ring bytes are free again. */
 static void copied(void *arg)
 {
     struct copy_rec *rec = arg;
     struct wst_rx_device *dev = rec->dev;
-
     uint64_t ns = rec->done_ns - rec->enqueued_ns;
 
-    dev->free_slots[dev->n_free++] = rec->slot;
+    rec->done = 1;
+    retire(dev);
     dev->stats.copies++;
     dev->stats.bytes += rec->len;
     dev->stats.latency_sum_ns += ns;
@@ -92,13 +113,13 @@ static void *completion_main(void *arg)
             pthread_cond_wait(&dev->cond, &dev->lock);
         if (dev->fifo_len == 0)
             break; /* stopping, nothing left in flight */
-        uint32_t slot = dev->fifo[dev->fifo_head];
+        uint32_t idx = dev->fifo[dev->fifo_head];
         pthread_mutex_unlock(&dev->lock);
-        struct copy_rec *rec = &dev->recs[slot];
-        rec->status = wst_gpu_event_sync(dev->log, dev->events[slot]);
+        struct copy_rec *rec = &dev->recs[idx];
+        rec->status = wst_gpu_event_sync(dev->log, dev->events[idx]);
         rec->done_ns = wst_now_ns();
         pthread_mutex_lock(&dev->lock);
-        dev->fifo_head = (dev->fifo_head + 1) % WST_LANDING_SLOTS;
+        dev->fifo_head = (dev->fifo_head + 1) % WST_LANDING_RECORDS;
         dev->fifo_len--;
         if (!dev->stop)
             wst_worker_post(dev->worker, copied, rec);
@@ -117,7 +138,7 @@ static wst_status_t create_streams(struct wst_rx_device *dev)
         st = wst_gpu_stream_create(dev->log, &dev->repack_stream);
     if (st == WST_OK)
         st = wst_gpu_event_create(dev->log, 0, &dev->repacked);
-    for (uint32_t i = 0; st == WST_OK && i < WST_LANDING_SLOTS; i++)
+    for (uint32_t i = 0; st == WST_OK && i < WST_LANDING_RECORDS; i++)
         st = wst_gpu_event_create(dev->log, 0, &dev->events[i]);
     if (st == WST_OK)
         st = wst_gpu_digest_create(dev->log, DIGEST_BATCH, &dev->digest);
@@ -126,19 +147,19 @@ static wst_status_t create_streams(struct wst_rx_device *dev)
 
 static wst_status_t create_ring(struct wst_rx_device *dev)
 {
-    const size_t bytes = WST_LANDING_SLOTS * WST_LANDING_SLOT_BYTES;
-    wst_status_t st = wst_gpu_host_alloc(dev->log, bytes, (void **)&dev->ring);
+    wst_status_t st =
+        wst_gpu_host_alloc(dev->log, WST_LANDING_BYTES, (void **)&dev->ring);
 
     if (st != WST_OK)
         return st;
     /* Registered once, here: never on the per-refit path. */
-    st = wst_worker_mem_map(dev->worker, dev->ring, bytes, &dev->memh);
+    st = wst_worker_mem_map(dev->worker, dev->ring, WST_LANDING_BYTES,
+                            &dev->memh);
     if (st != WST_OK)
         return st;
-    for (uint32_t i = 0; i < WST_LANDING_SLOTS; i++) {
+    for (uint32_t i = 0; i < WST_LANDING_RECORDS; i++) {
         dev->recs[i].dev = dev;
-        dev->recs[i].slot = i;
-        dev->free_slots[dev->n_free++] = WST_LANDING_SLOTS - 1 - i;
+        dev->recs[i].idx = i;
     }
     return WST_OK;
 }
@@ -202,7 +223,7 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
     if (dev == NULL)
         return;
     wst_gpu_digest_destroy(dev->digest);
-    for (uint32_t i = 0; i < WST_LANDING_SLOTS; i++)
+    for (uint32_t i = 0; i < WST_LANDING_RECORDS; i++)
         wst_gpu_event_destroy(dev->events[i]);
     wst_gpu_event_destroy(dev->repacked);
     wst_gpu_stream_destroy(dev->copy_stream);
@@ -214,50 +235,74 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
     free(dev);
 }
 
-void *wst_rx_device_land(struct wst_rx_device *dev)
+void *wst_rx_device_land(struct wst_rx_device *dev, size_t len)
 {
-    if (dev->n_free == 0)
+    uint64_t at = dev->head, room = WST_LANDING_BYTES;
+    uint64_t into = at % room;
+
+    if (len > WST_LANDING_SLOT_BYTES ||
+        dev->rec_head - dev->rec_tail == WST_LANDING_RECORDS)
         return NULL;
-    return dev->ring +
-           (size_t)dev->free_slots[--dev->n_free] * WST_LANDING_SLOT_BYTES;
+    if (into + len > room)
+        at += room - into; /* keep the message's bytes contiguous */
+    if (at + len - dev->tail > room)
+        return NULL; /* the oldest records still hold the bytes */
+    struct copy_rec *rec = &dev->recs[dev->rec_head % WST_LANDING_RECORDS];
+    rec->start = dev->head;
+    rec->end = at + len;
+    rec->bytes = dev->ring + at % room;
+    rec->done = 0;
+    dev->rec_head++;
+    dev->head = rec->end;
+    return rec->bytes;
 }
 
-int wst_rx_device_is_slot(const struct wst_rx_device *dev, const void *ptr)
+int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr)
 {
     const unsigned char *p = ptr;
 
-    return p >= dev->ring &&
-           p < dev->ring + WST_LANDING_SLOTS * WST_LANDING_SLOT_BYTES;
+    return p >= dev->ring && p < dev->ring + WST_LANDING_BYTES;
 }
 
-static uint32_t slot_index(const struct wst_rx_device *dev, const void *slot)
+/* The live record whose bytes start at 'ptr' (the newest first: a message
+ * is copied or dropped soon after it lands). */
+static struct copy_rec *record_of(struct wst_rx_device *dev, const void *ptr)
 {
-    return (uint32_t)(((const unsigned char *)slot - dev->ring) /
-                      WST_LANDING_SLOT_BYTES);
+    for (uint64_t i = dev->rec_head; i > dev->rec_tail; i--) {
+        struct copy_rec *rec = &dev->recs[(i - 1) % WST_LANDING_RECORDS];
+        if (rec->bytes == ptr && !rec->done)
+            return rec;
+    }
+    return NULL;
 }
 
-void wst_rx_device_release(struct wst_rx_device *dev, void *slot)
+void wst_rx_device_release(struct wst_rx_device *dev, void *ptr)
 {
-    dev->free_slots[dev->n_free++] = slot_index(dev, slot);
+    struct copy_rec *rec = record_of(dev, ptr);
+
+    if (rec != NULL) {
+        rec->done = 1;
+        retire(dev);
+    }
     wst_worker_data_resume(dev->worker);
 }
 
-wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
-                                void *dst, size_t len,
-                                const struct wst_data_hdr *hdr, uint64_t tag)
+wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
+                                size_t len, const struct wst_data_hdr *hdr,
+                                uint64_t tag)
 {
-    uint32_t i = slot_index(dev, slot);
-    struct copy_rec *rec = &dev->recs[i];
+    struct copy_rec *rec = record_of(dev, ptr);
     /* Each calling thread makes the device current: streams belong to it. */
-    wst_status_t st = wst_gpu_set_device(dev->log, dev->device);
+    wst_status_t st =
+        rec != NULL ? wst_gpu_set_device(dev->log, dev->device) : WST_ERR_STATE;
 
     if (st == WST_OK)
-        st = wst_gpu_copy_async(dev->log, dst, slot, len, dev->copy_stream);
-
+        st = wst_gpu_copy_async(dev->log, dst, ptr, len, dev->copy_stream);
     if (st == WST_OK)
-        st = wst_gpu_event_record(dev->log, dev->events[i], dev->copy_stream);
+        st = wst_gpu_event_record(dev->log, dev->events[rec->idx],
+                                  dev->copy_stream);
     if (st != WST_OK) {
-        wst_rx_device_release(dev, slot);
+        wst_rx_device_release(dev, ptr);
         return st;
     }
     rec->hdr = *hdr;
@@ -266,7 +311,8 @@ wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
     rec->status = WST_OK;
     rec->enqueued_ns = wst_now_ns();
     pthread_mutex_lock(&dev->lock);
-    dev->fifo[(dev->fifo_head + dev->fifo_len) % WST_LANDING_SLOTS] = i;
+    dev->fifo[(dev->fifo_head + dev->fifo_len) % WST_LANDING_RECORDS] =
+        rec->idx;
     dev->fifo_len++;
     pthread_cond_signal(&dev->cond);
     pthread_mutex_unlock(&dev->lock);

@@ -3,16 +3,16 @@
  *
  * When live regions are device memory and UCX cannot write device memory
  * (no CUDA support, as in Debian's and Ubuntu's builds), data messages land
- * in a ring of pinned host slots, registered with UCX once, and each
+ * in a ring of pinned host memory, registered with UCX once, and each
  * landed message is copied to its device destination on a copy stream.
  * A completion thread waits on each copy's event in order and posts the
- * completion to the progress thread, which frees the slot, tells the
- * receiver (copied_fn) and lets parked messages in
+ * completion to the progress thread, which gives the message's room back,
+ * tells the receiver (copied_fn) and lets parked messages in
  * (wst_worker_data_resume).
  *
- *   UCX rndv ──▶ pinned slot ──cudaMemcpyAsync──▶ device region
+ *   UCX rndv ──▶ pinned ring ──cudaMemcpyAsync──▶ device region
  *                   ▲  event ──▶ completion thread ──post──▶ progress thread
- *                   └────────────── slot free again ◀───────────┘
+ *                   └────────────── room free again ◀───────────┘
  *
  * Threads: land/release/copy on the progress thread; digest on the engine
  * thread; repack on the repack thread; each owns its stream.
@@ -30,9 +30,13 @@
 #include "mover.h"
 #include "worker.h"
 
-/* Largest data message a slot takes: the senders' chunk size. */
+/* Largest data message that lands: the senders' chunk size. */
 #define WST_LANDING_SLOT_BYTES WST_DATA_CHUNK_MAX
-#define WST_LANDING_SLOTS 8u
+/* The pinned ring messages land in, and how many may be in it at once:
+ * small messages (a tensor-parallel slice arrives as one message per row)
+ * must not each hold a whole chunk's room. */
+#define WST_LANDING_BYTES (8 * WST_LANDING_SLOT_BYTES)
+#define WST_LANDING_RECORDS 1024u
 
 /* A landed message's copy is complete: 'tag' is what the receiver gave
  * wst_rx_device_copy (its refit generation). Progress thread. */
@@ -56,28 +60,31 @@ wst_status_t wst_rx_device_create(const struct wst_logger *log,
 void wst_rx_device_stop(struct wst_rx_device *dev);
 void wst_rx_device_destroy(struct wst_rx_device *dev);
 
-/* Progress thread: a free landing slot, or NULL when all are taken (the
- * caller answers WST_ERR_BUSY and the message is parked). */
-void *wst_rx_device_land(struct wst_rx_device *dev);
+/* Progress thread: room for a 'len'-byte message in the landing ring, or
+ * NULL when the ring or its records are full (the caller answers
+ * WST_ERR_BUSY and the message is parked). Room is taken in arrival
+ * order and given back in that order (device.c: retire). */
+void *wst_rx_device_land(struct wst_rx_device *dev, size_t len);
 
-/* Nonzero when 'ptr' is one of the landing slots. */
-int wst_rx_device_is_slot(const struct wst_rx_device *dev, const void *ptr);
+/* Nonzero when 'ptr' points into the landing ring. */
+int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr);
 
-/* Progress thread: gives a slot back without copying (a dropped
+/* Progress thread: gives a message's room back without copying (a dropped
  * message) and lets parked messages in. */
-void wst_rx_device_release(struct wst_rx_device *dev, void *slot);
+void wst_rx_device_release(struct wst_rx_device *dev, void *ptr);
 
-/* Progress thread: copies 'len' landed bytes of 'slot' to device memory
- * 'dst'; copied_fn follows once they are there, and the slot is free again.
- * On error the slot is released here and nothing follows. */
-wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *slot,
-                                void *dst, size_t len,
-                                const struct wst_data_hdr *hdr, uint64_t tag);
+/* Progress thread: copies the 'len' landed bytes at 'ptr' (from
+ * wst_rx_device_land) to device memory 'dst'; copied_fn follows once they
+ * are there, and their room is free again. On error the room is released
+ * here and nothing follows. */
+wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
+                                size_t len, const struct wst_data_hdr *hdr,
+                                uint64_t tag);
 
 /* What the landing path did, for a log line per refit: copies (and their
  * bytes) from landing to on the GPU, the time from enqueuing a copy to
- * the completion thread seeing its event, and messages that waited for a
- * free slot. */
+ * the completion thread seeing its event, and messages that waited for
+ * room in the ring. */
 struct wst_landing_stats {
     uint64_t copies;
     uint64_t bytes;

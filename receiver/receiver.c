@@ -775,7 +775,7 @@ static void log_landing(struct wst_receiver *r)
     WST_INFO(&r->log,
              "version %llu: %llu messages (%.1f MiB) landed and copied to GPU "
              "%d, %.3f ms mean and %.3f ms max from copy to on the GPU; %llu "
-             "waited for a free slot",
+             "waited for room to land",
              (unsigned long long)r->version, (unsigned long long)ls.copies,
              (double)ls.bytes / (1 << 20), r->device,
              (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
@@ -1356,12 +1356,12 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
         if (len > WST_LANDING_SLOT_BYTES) {
             refit_fail(r, WST_ERR_PROTOCOL,
                        "sender %s: a %zu-byte data message for device memory "
-                       "exceeds the %llu-byte landing slot",
+                       "exceeds the %llu-byte landing limit",
                        p->name, len,
                        (unsigned long long)WST_LANDING_SLOT_BYTES);
             return WST_ERR_PROTOCOL;
         }
-        *dest_p = wst_rx_device_land(r->dev);
+        *dest_p = wst_rx_device_land(r->dev, len);
         return *dest_p != NULL ? WST_OK : WST_ERR_BUSY;
     }
     *dest_p = item_dest(r, it, hdr->offset);
@@ -1402,7 +1402,7 @@ static void on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
     struct wst_receiver *r = arg;
     struct peer *p = data_peer(r, hdr);
     int landed =
-        r->dev != NULL && dest != NULL && wst_rx_device_is_slot(r->dev, dest);
+        r->dev != NULL && dest != NULL && wst_rx_device_owns(r->dev, dest);
 
     if (p != NULL && status != WST_OK)
         refit_fail(r, status, "sender %s: receiving data failed", p->name);
@@ -1415,7 +1415,7 @@ static void on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
         count_data(r, p, hdr, len);
         return;
     }
-    /* In a landing slot: counted once it is on the GPU (on_copied). */
+    /* In the landing ring: counted once it is on the GPU (on_copied). */
     const struct wst_plan_item *it =
         &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
     wst_status_t st = wst_rx_device_copy(
@@ -1818,16 +1818,16 @@ static wst_status_t prepare_device(struct wst_receiver *r)
         return WST_OK;
     }
     wst_gpu_device_name(&r->log, r->device, name, sizeof(name));
-    WST_INFO(
-        &r->log,
-        "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB of "
-        "host memory; UCX %s CUDA memory: data lands in %u pinned host "
-        "slots of %llu MiB and is copied to the GPU",
-        (double)device / (1 << 20), r->device, name, (double)host / (1 << 20),
-        wst_worker_supports_cuda(r->worker) ? "reports" : "has no",
-        WST_LANDING_SLOTS, (unsigned long long)(WST_LANDING_SLOT_BYTES >> 20));
+    WST_INFO(&r->log,
+             "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB of "
+             "host memory; UCX %s CUDA memory: data lands in a %llu MiB pinned "
+             "host ring and is copied to the GPU",
+             (double)device / (1 << 20), r->device, name,
+             (double)host / (1 << 20),
+             wst_worker_supports_cuda(r->worker) ? "reports" : "has no",
+             (unsigned long long)(WST_LANDING_BYTES >> 20));
     /* Puts would need remote keys for device memory: active messages into
-     * landing slots instead. */
+     * the landing ring instead. */
     r->allow_put = 0;
     return wst_rx_device_create(&r->log, r->worker, r->device, on_copied, r,
                                 &r->dev);
