@@ -1,10 +1,13 @@
 /* receiver.c - the receiver library: peers, the plan, refits, commit.
  *
- * Two threads besides the caller's:
+ * Threads besides the caller's:
  *  - the progress thread (common/worker.c) runs everything below that
  *    touches peers and refit state: messages, data arrival, failures, ticks;
  *  - the engine thread (a wst_jobq) runs digest checks and every engine
- *    hook, then posts the result back to the progress thread.
+ *    hook, then posts the result back to the progress thread;
+ *  - the repack thread (another wst_jobq) replays staged experts;
+ *  - with regions in GPU memory, the completion thread of device.h, which
+ *    posts each landed message's host-to-device copy back once it is done.
  *
  * A refit of version V:
  *
@@ -1602,7 +1605,8 @@ static wst_status_t grow(void **array, size_t n, size_t size)
 }
 
 /* The memory type the caller declared, checked against what CUDA says the
- * pointer is; device regions must all be on one GPU. Logged once. */
+ * pointer is; device regions must all be on one GPU. Each region is logged
+ * at debug level, the totals once at start (prepare_device). */
 static wst_status_t region_memory(struct wst_receiver *r,
                                   const struct wst_region *region,
                                   enum wst_mem_type *mem_p)
@@ -1660,8 +1664,8 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
     reg.data = region->data;
     reg.length = region->length;
     /* Registered once, here: never on the per-refit path. Device memory
-     * is not: this UCX cannot reach it, data lands in pinned host slots
-     * and is copied (device.h). */
+     * is not: this UCX cannot reach it, so data lands in a pinned host
+     * ring and is copied (device.h). */
     if (reg.mem == WST_MEM_HOST) {
         st = wst_worker_mem_map(r->worker, region->data, region->length,
                                 &reg.memh);
@@ -1792,8 +1796,8 @@ static wst_status_t check_moe_memory(struct wst_receiver *r)
     return WST_OK;
 }
 
-/* The GPU side, when any region is device memory: landing slots and
- * copies (this UCX cannot write device memory), device digests. */
+/* The GPU side, when any region is device memory: the landing ring and
+ * its copies (this UCX cannot write device memory), device digests. */
 static void on_copied(void *arg, const struct wst_data_hdr *hdr, size_t len,
                       uint64_t tag, wst_status_t status);
 
