@@ -107,6 +107,19 @@ both "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 --refits 5 \
     --transport tcp
 both "qwen3-30b-a3b 2 layers 1->1" --preset qwen3-30b-a3b --layers 2 \
     --senders 1 --receivers 1 --refits 3 --transport tcp
+# Fail closed with device memory: sender 0 is killed in layer 2 of version
+# 2, with copies to the GPU and parked messages in flight. The demo exits
+# nonzero and prints "fail-closed held" only when every agent is either
+# unusable (and says why) or refused version 2 and still serves version 1,
+# byte for byte.
+echo "== demo device fault: kill sender 0 in layer 2" >>"$log"
+timeout 300 "$bin/wstream-demo" --device 0 --senders 4 --receivers 2 \
+    --refits 2 --transport tcp --fault kill-sender:2 >"$out/demo.tmp" 2>&1
+st=$?
+cat "$out/demo.tmp" >>"$log"
+held=$(grep -E "fail-closed held" "$out/demo.tmp" | tail -1)
+[ $st -ne 0 ] && [ -n "$held" ]
+result "demo device fault kill-sender:2" $? "(exit $st) $held"
 rm -f "$out/demo.tmp"
 
 # 4. The benchmark table, last.
