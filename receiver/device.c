@@ -10,19 +10,15 @@
 #include "digest_gpu.h"
 #include "errbuf.h"
 #include "gpu.h"
+#include "landing_ring.h"
 
 #define DIGEST_BATCH 1024u /* device runs hashed per launch */
 
-/* One landed message: its bytes in the ring and, once received, its copy
- * to the GPU. Ring positions count bytes from start-up (never wrap);
- * [start, end) includes the padding skipped to keep the bytes contiguous
- * at the ring's end. */
+/* One landed message's copy to the GPU; recs[i] goes with the ring's
+ * piece i (landing_ring.h) and events[i]. */
 struct copy_rec {
     struct wst_rx_device *dev;
-    uint32_t idx; /* in recs[] and events[] */
-    uint64_t start, end;
-    unsigned char *bytes;
-    int done; /* copied or released: its ring bytes may be reused */
+    uint32_t idx; /* in recs[], events[] and the ring's pieces */
     struct wst_data_hdr hdr;
     size_t len;
     uint64_t tag;
@@ -37,12 +33,11 @@ struct wst_rx_device {
     wst_rx_copied_fn copied_fn;
     void *arg;
 
-    /* landing (progress thread): the ring, records [rec_tail, rec_head)
-     * in allocation order, bytes [tail, head) held by them */
+    /* landing (progress thread): the ring's memory and pieces */
     unsigned char *ring;
     ucp_mem_h memh;
-    uint64_t head, tail;
-    uint64_t rec_head, rec_tail;
+    struct wst_landing_ring room;
+    struct wst_landing_piece pieces[WST_LANDING_RECORDS];
     struct copy_rec recs[WST_LANDING_RECORDS];
     wst_gpu_event_t events[WST_LANDING_RECORDS];
     struct wst_landing_stats stats; /* since the last take */
@@ -69,35 +64,20 @@ struct wst_rx_device {
     wst_gpu_event_t repacked;
 };
 
-/* Progress thread: frees the ring bytes of the oldest records that are
- * done. Copies complete in enqueue order but receives do not, so a
- * record may be done before an older one: it waits for it here. */
-static void retire(struct wst_rx_device *dev)
-{
-    while (dev->rec_tail < dev->rec_head) {
-        struct copy_rec *rec = &dev->recs[dev->rec_tail % WST_LANDING_RECORDS];
-        if (!rec->done)
-            break;
-        dev->tail = rec->end;
-        dev->rec_tail++;
-    }
-}
-
-/* Progress thread: a copy is done; its ring bytes are free again. */
+/* Progress thread: a copy is done; its room is free again. */
 static void copied(void *arg)
 {
     struct copy_rec *rec = arg;
     struct wst_rx_device *dev = rec->dev;
     uint64_t ns = rec->done_ns - rec->enqueued_ns;
 
-    rec->done = 1;
-    retire(dev);
     dev->stats.copies++;
     dev->stats.bytes += rec->len;
     dev->stats.latency_sum_ns += ns;
     if (ns > dev->stats.latency_max_ns)
         dev->stats.latency_max_ns = ns;
     dev->copied_fn(dev->arg, &rec->hdr, rec->len, rec->tag, rec->status);
+    wst_landing_ring_done(&dev->room, rec->idx);
     wst_worker_data_resume(dev->worker);
 }
 
@@ -157,6 +137,8 @@ static wst_status_t create_ring(struct wst_rx_device *dev)
                             &dev->memh);
     if (st != WST_OK)
         return st;
+    wst_landing_ring_init(&dev->room, dev->ring, WST_LANDING_BYTES, dev->pieces,
+                          WST_LANDING_RECORDS);
     for (uint32_t i = 0; i < WST_LANDING_RECORDS; i++) {
         dev->recs[i].dev = dev;
         dev->recs[i].idx = i;
@@ -237,24 +219,11 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
 
 void *wst_rx_device_land(struct wst_rx_device *dev, size_t len)
 {
-    uint64_t at = dev->head, room = WST_LANDING_BYTES;
-    uint64_t into = at % room;
+    int64_t i = len <= WST_LANDING_SLOT_BYTES
+                    ? wst_landing_ring_take(&dev->room, len)
+                    : -1;
 
-    if (len > WST_LANDING_SLOT_BYTES ||
-        dev->rec_head - dev->rec_tail == WST_LANDING_RECORDS)
-        return NULL;
-    if (into + len > room)
-        at += room - into; /* keep the message's bytes contiguous */
-    if (at + len - dev->tail > room)
-        return NULL; /* the oldest records still hold the bytes */
-    struct copy_rec *rec = &dev->recs[dev->rec_head % WST_LANDING_RECORDS];
-    rec->start = dev->head;
-    rec->end = at + len;
-    rec->bytes = dev->ring + at % room;
-    rec->done = 0;
-    dev->rec_head++;
-    dev->head = rec->end;
-    return rec->bytes;
+    return i >= 0 ? dev->pieces[i].bytes : NULL;
 }
 
 int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr)
@@ -264,26 +233,12 @@ int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr)
     return p >= dev->ring && p < dev->ring + WST_LANDING_BYTES;
 }
 
-/* The live record whose bytes start at 'ptr' (the newest first: a message
- * is copied or dropped soon after it lands). */
-static struct copy_rec *record_of(struct wst_rx_device *dev, const void *ptr)
-{
-    for (uint64_t i = dev->rec_head; i > dev->rec_tail; i--) {
-        struct copy_rec *rec = &dev->recs[(i - 1) % WST_LANDING_RECORDS];
-        if (rec->bytes == ptr && !rec->done)
-            return rec;
-    }
-    return NULL;
-}
-
 void wst_rx_device_release(struct wst_rx_device *dev, void *ptr)
 {
-    struct copy_rec *rec = record_of(dev, ptr);
+    int64_t i = wst_landing_ring_find(&dev->room, ptr);
 
-    if (rec != NULL) {
-        rec->done = 1;
-        retire(dev);
-    }
+    if (i >= 0)
+        wst_landing_ring_done(&dev->room, (uint32_t)i);
     wst_worker_data_resume(dev->worker);
 }
 
@@ -291,7 +246,8 @@ wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
                                 size_t len, const struct wst_data_hdr *hdr,
                                 uint64_t tag)
 {
-    struct copy_rec *rec = record_of(dev, ptr);
+    int64_t i = wst_landing_ring_find(&dev->room, ptr);
+    struct copy_rec *rec = i >= 0 ? &dev->recs[i] : NULL;
     /* Each calling thread makes the device current: streams belong to it. */
     wst_status_t st =
         rec != NULL ? wst_gpu_set_device(dev->log, dev->device) : WST_ERR_STATE;

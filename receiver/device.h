@@ -63,7 +63,7 @@ void wst_rx_device_destroy(struct wst_rx_device *dev);
 /* Progress thread: room for a 'len'-byte message in the landing ring, or
  * NULL when the ring or its records are full (the caller answers
  * WST_ERR_BUSY and the message is parked). Room is taken in arrival
- * order and given back in that order (device.c: retire). */
+ * order and given back in that order (landing_ring.h). */
 void *wst_rx_device_land(struct wst_rx_device *dev, size_t len);
 
 /* Nonzero when 'ptr' points into the landing ring. */
