@@ -211,6 +211,8 @@ static wst_status_t am_move(struct wst_mover *m, const struct wst_move *mv,
     r->hdr.item = mv->item;
     r->hdr.offset = mv->item_offset;
     r->hdr.version = mv->version;
+    r->hdr.count = mv->item_count > 1 ? mv->item_count : 1;
+    r->hdr.reserved = 0;
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |

@@ -50,6 +50,7 @@ struct wst_move {
     uint64_t dst_offset;
     uint32_t item;        /* plan item index (am: tells the receiver where) */
     uint64_t item_offset; /* bytes into the item of this run */
+    uint32_t item_count;  /* items gathered into this run (0 or 1: one) */
     uint64_t version;
 };
 

@@ -43,10 +43,14 @@ enum {
 /* Header of a data active message. Peers are assumed to share byte order
  * (the protocol targets little-endian x86_64 and aarch64 only). */
 struct wst_data_hdr {
-    uint32_t token;   /* receiver-assigned id of the sending peer */
-    uint32_t item;    /* index into that peer's plan items */
-    uint64_t offset;  /* bytes into the item (items move in chunks) */
-    uint64_t version; /* refit version the bytes belong to */
+    uint32_t token;    /* receiver-assigned id of the sending peer */
+    uint32_t item;     /* index into that peer's plan items */
+    uint64_t offset;   /* bytes into the item (items move in chunks) */
+    uint64_t version;  /* refit version the bytes belong to */
+    uint32_t count;    /* items [item, item + count) back to back, whose
+                          destinations follow each other (offset 0); 1 for
+                          a chunk of one item */
+    uint32_t reserved; /* 0 */
 };
 
 /* Callbacks, all invoked on the progress thread with ops.arg. Any may be

@@ -23,7 +23,7 @@
 #include "mover.h" /* enum wst_mover_kind */
 #include "planner.h"
 
-#define WST_PROTOCOL_VERSION 1
+#define WST_PROTOCOL_VERSION 2 /* 2: data headers carry an item count */
 #define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
 #define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
 #define WST_MAX_PLAN_ITEMS (1u << 24)

@@ -1324,6 +1324,30 @@ static void on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
 
 /* ---- data (am mover) ---- */
 
+/* Whether a data message lands exactly where the plan puts it: 'len'
+ * bytes at 'offset' into one item, or (count > 1) whole items [item,
+ * item + count) of one layer and region whose destinations follow each
+ * other, 'len' bytes in all. items[0..n) are the sender's. */
+static int data_fits(const struct wst_plan_item *items, size_t n,
+                     const struct wst_data_hdr *hdr, size_t len)
+{
+    const struct wst_plan_item *it = &items[hdr->item];
+    uint64_t sum = 0;
+
+    if (hdr->count == 1)
+        return hdr->offset <= it->length && len <= it->length - hdr->offset;
+    if (hdr->count == 0 || hdr->count > n - hdr->item || hdr->offset != 0)
+        return 0;
+    for (uint32_t k = 0; k < hdr->count; k++) {
+        const struct wst_plan_item *x = &it[k];
+        if (x->layer != it->layer || x->region != it->region ||
+            x->staged != it->staged || x->dst_offset != it->dst_offset + sum)
+            return 0;
+        sum += x->length;
+    }
+    return sum == len;
+}
+
 static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                                  size_t len, void **dest_p)
 {
@@ -1340,12 +1364,13 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
     size_t n = r->plan->sender_first[p->rank + 1] - first;
     const struct wst_plan_item *it =
         hdr->item < n ? &r->plan->items[first + hdr->item] : NULL;
-    if (it == NULL || p->mover != WST_MOVER_AM || hdr->offset > it->length ||
-        len > it->length - hdr->offset) {
+    if (it == NULL || p->mover != WST_MOVER_AM ||
+        !data_fits(r->plan->items + first, n, hdr, len)) {
         refit_fail(r, WST_ERR_PROTOCOL,
-                   "sender %s: data for item %u at %llu+%zu outside its "
+                   "sender %s: data for item %u (x%u) at %llu+%zu outside its "
                    "plan",
-                   p->name, hdr->item, (unsigned long long)hdr->offset, len);
+                   p->name, hdr->item, hdr->count,
+                   (unsigned long long)hdr->offset, len);
         return WST_ERR_PROTOCOL;
     }
     if (it->staged && (r->layer_moe[it->layer] == NULL ||

@@ -48,6 +48,13 @@
 
 #define DEFAULT_WINDOW (64ull << 20)
 
+/* Items this small whose destinations follow each other (a tensor-parallel
+ * slice: one item per row) are gathered into one message of at most
+ * GATHER_BYTES, through GATHER_BUFS buffers per link registered once. */
+#define GATHER_ITEM_MAX (64u << 10)
+#define GATHER_BYTES (1u << 20)
+#define GATHER_BUFS 8u
+
 enum link_state {
     LINK_IDLE,
     LINK_CONNECTING,
@@ -101,6 +108,9 @@ struct link {
     int pumping, pump_again;
     struct chunk_done *free_chunks; /* recycled move contexts (owned) */
     uint64_t bytes_moved;
+    unsigned char *gather; /* [GATHER_BUFS][GATHER_BYTES], owned; lazily */
+    ucp_mem_h gather_memh;
+    uint32_t gather_free; /* bit i: buffer i is free */
 };
 
 struct wst_sender {
@@ -526,6 +536,7 @@ struct chunk_done {
     struct link *l;
     uint64_t mover_gen;
     uint64_t len;
+    int gather; /* gather buffer it holds, or -1 */
 };
 
 /* Chunk contexts are recycled: after the first refit the data path
@@ -552,6 +563,8 @@ static void move_done(void *arg, wst_status_t status)
     struct chunk_done *cd = arg;
     struct link *l = cd->l;
 
+    if (cd->gather >= 0)
+        l->gather_free |= 1u << cd->gather;
     if (cd->mover_gen != l->mover_gen) {
         chunk_release(l, cd); /* a move of a mover that failed */
         return;
@@ -568,7 +581,132 @@ static void move_done(void *arg, wst_status_t status)
     pump(l);
 }
 
-/* Posts the next chunk of the current item; returns 0 when blocked. */
+/* Items from the cursor on that can go as one message: small, in one
+ * layer and region, staged alike, each destination right after the last,
+ * GATHER_BYTES at most in all. Their byte total goes to *bytes_p. */
+static size_t gather_count(const struct link *l, uint64_t *bytes_p)
+{
+    const struct wst_plan_item *items = l->plan.items;
+    const struct wst_plan_item *first = &items[l->cursor];
+    uint64_t bytes = 0;
+    size_t n = 0;
+
+    for (size_t k = l->cursor; k < l->plan.n_items; k++, n++) {
+        const struct wst_plan_item *it = &items[k];
+        if (it->length >= GATHER_ITEM_MAX ||
+            bytes + it->length > GATHER_BYTES || it->layer != first->layer ||
+            it->region != first->region || it->staged != first->staged ||
+            it->dst_offset != first->dst_offset + bytes)
+            break;
+        bytes += it->length;
+    }
+    *bytes_p = bytes;
+    return n;
+}
+
+/* The link's gather buffers, registered once, on first use. */
+static int gather_ready(struct link *l)
+{
+    size_t bytes = (size_t)GATHER_BUFS * GATHER_BYTES;
+
+    if (l->gather != NULL)
+        return 1;
+    l->gather = aligned_alloc(4096, bytes);
+    if (l->gather == NULL)
+        return 0;
+    if (wst_worker_mem_map(l->s->worker, l->gather, bytes, &l->gather_memh) !=
+        WST_OK) {
+        free(l->gather);
+        l->gather = NULL;
+        return 0;
+    }
+    l->gather_free = (1u << GATHER_BUFS) - 1;
+    return 1;
+}
+
+/* Unregistered while the worker lives; freed once it is gone (no move
+ * can read the buffers then). */
+static void gather_unmap(struct link *l)
+{
+    if (l->gather != NULL)
+        wst_worker_mem_unmap(l->s->worker, l->gather_memh);
+}
+
+/* Posts one move; the window and cursor advance with it. */
+static int post_move(struct link *l, struct wst_move *mv, int gather,
+                     size_t items)
+{
+    struct chunk_done *cd = chunk_new(l);
+
+    if (cd == NULL) {
+        link_fail(l, WST_ERR_NO_MEMORY, "no memory for a move");
+        return 0;
+    }
+    cd->l = l;
+    cd->mover_gen = l->mover_gen;
+    cd->len = mv->length;
+    cd->gather = gather;
+    if (gather >= 0)
+        l->gather_free &= ~(1u << gather);
+    l->in_flight += mv->length;
+    if (items > 0) {
+        l->cursor += items;
+        l->cursor_off = 0;
+    } else {
+        l->cursor_off += mv->length;
+        if (l->cursor_off == l->plan.items[l->cursor].length) {
+            l->cursor++;
+            l->cursor_off = 0;
+        }
+    }
+    wst_status_t st = l->mover->ops->move(l->mover, mv, move_done, cd);
+    if (st != WST_OK) {
+        l->in_flight -= mv->length;
+        if (gather >= 0)
+            l->gather_free |= 1u << gather;
+        chunk_release(l, cd);
+        link_fail(l, st, "posting a move failed");
+        return 0;
+    }
+    return 1;
+}
+
+/* Copies the items [cursor, cursor + n) into a gather buffer and posts
+ * them as one message; 0 when blocked (window, or every buffer busy:
+ * move_done pumps again). */
+static int post_gathered(struct link *l, size_t n, uint64_t bytes)
+{
+    struct wst_sender *s = l->s;
+    const struct wst_plan_item *first = &l->plan.items[l->cursor];
+
+    if (l->in_flight > 0 && l->in_flight + bytes > s->window)
+        return 0;
+    if (l->gather_free == 0)
+        return 0;
+    int g = __builtin_ctz(l->gather_free);
+    unsigned char *buf = l->gather + (size_t)g * GATHER_BYTES, *at = buf;
+    for (size_t k = 0; k < n; k++) {
+        const struct wst_plan_item *it = &l->plan.items[l->cursor + k];
+        memcpy(at, (const char *)s->shards[it->have].data + it->src_offset,
+               it->length);
+        at += it->length;
+    }
+    struct wst_move mv = {
+        .src = buf,
+        .src_memh = l->gather_memh,
+        .length = bytes,
+        .region = first->region,
+        .dst_offset = first->dst_offset,
+        .item = (uint32_t)l->cursor,
+        .item_offset = 0,
+        .item_count = (uint32_t)n,
+        .version = l->version,
+    };
+    return post_move(l, &mv, g, n);
+}
+
+/* Posts the next chunk of the current item (or the next small items,
+ * gathered); returns 0 when blocked. */
 static int post_chunk(struct link *l)
 {
     struct wst_sender *s = l->s;
@@ -584,18 +722,16 @@ static int post_chunk(struct link *l)
                            l->version);
         l->started++;
     }
+    if (l->cursor_off == 0 && it->length < GATHER_ITEM_MAX) {
+        uint64_t bytes;
+        size_t n = gather_count(l, &bytes);
+        if (n > 1 && gather_ready(l))
+            return post_gathered(l, n, bytes);
+    }
     if (len > WST_DATA_CHUNK_MAX)
         len = WST_DATA_CHUNK_MAX;
     if (l->in_flight > 0 && l->in_flight + len > s->window)
         return 0;
-    struct chunk_done *cd = chunk_new(l);
-    if (cd == NULL) {
-        link_fail(l, WST_ERR_NO_MEMORY, "no memory for a move");
-        return 0;
-    }
-    cd->l = l;
-    cd->mover_gen = l->mover_gen;
-    cd->len = len;
     struct wst_move mv = {
         .src = (const char *)sh->data + it->src_offset + l->cursor_off,
         .src_memh = sh->memh,
@@ -604,22 +740,10 @@ static int post_chunk(struct link *l)
         .dst_offset = it->dst_offset + l->cursor_off,
         .item = (uint32_t)l->cursor,
         .item_offset = l->cursor_off,
+        .item_count = 1,
         .version = l->version,
     };
-    l->in_flight += len;
-    l->cursor_off += len;
-    if (l->cursor_off == it->length) {
-        l->cursor++;
-        l->cursor_off = 0;
-    }
-    wst_status_t st = l->mover->ops->move(l->mover, &mv, move_done, cd);
-    if (st != WST_OK) {
-        l->in_flight -= len;
-        chunk_release(l, cd);
-        link_fail(l, st, "posting a move failed");
-        return 0;
-    }
-    return 1;
+    return post_move(l, &mv, -1, 0);
 }
 
 /* One step of the pump; returns 0 when nothing more can be done now.
@@ -1168,7 +1292,11 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_worker_call(s->worker, close_links, s);
     for (size_t i = 0; i < s->n_shards; i++)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);
+    for (size_t i = 0; i < s->n_links; i++)
+        gather_unmap(&s->links[i]);
     wst_worker_destroy(s->worker); /* after it, no move calls back */
+    for (size_t i = 0; i < s->n_links; i++)
+        free(s->links[i].gather);
     for (size_t i = 0; i < s->n_links; i++)
         while (s->links[i].free_chunks != NULL) {
             struct chunk_done *cd = s->links[i].free_chunks;
