@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "layout_file.h"
+#include "layout_assert.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -507,33 +508,6 @@ static void test_layout_file_save_refuses_bad_index(void **state)
 #define XENTRY(e) "{" e "\"z\":0}"
 #define EXPERTS(entries) "{" HDR REGS WANTS(WOK) ",\"experts\":[" entries "]}"
 #define EXPERT1(e) EXPERTS(XENTRY(e))
-
-static void assert_experts_equal(const struct wst_layout_experts *a,
-                                 const struct wst_layout_experts *b)
-{
-    assert_int_equal(a->layer, b->layer);
-    assert_string_equal(a->loader, b->loader);
-    assert_int_equal(a->dtype, b->dtype);
-    assert_int_equal(a->n_experts, b->n_experts);
-    assert_int_equal(a->ep_rank, b->ep_rank);
-    assert_int_equal(a->ep_size, b->ep_size);
-    assert_int_equal(a->hidden, b->hidden);
-    assert_int_equal(a->inter, b->inter);
-    assert_int_equal(a->n_expert_ids, b->n_expert_ids);
-    if (a->n_expert_ids == 0) {
-        assert_null(a->expert_ids);
-        assert_null(b->expert_ids);
-    } else {
-        assert_memory_equal(a->expert_ids, b->expert_ids,
-                            a->n_expert_ids * sizeof(*a->expert_ids));
-    }
-    assert_int_equal(a->inter_tp_rank, b->inter_tp_rank);
-    assert_int_equal(a->inter_tp_size, b->inter_tp_size);
-    assert_int_equal(a->w13_region, b->w13_region);
-    assert_int_equal(a->w13_offset, b->w13_offset);
-    assert_int_equal(a->w2_region, b->w2_region);
-    assert_int_equal(a->w2_offset, b->w2_offset);
-}
 
 /* parse -> save -> load gives back every field, ids and inter_tp included;
  * an entry without them stays linear and unsharded. */

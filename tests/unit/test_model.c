@@ -14,6 +14,7 @@
 #include "dtype.h"
 #include "model.h"
 #include "repack.h"
+#include "layout_assert.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -110,31 +111,6 @@ static const struct wst_layout_experts *experts_of(const struct wst_layout *l,
             return &l->experts[i];
     fail_msg("no experts entry for layer %u", layer);
     return NULL;
-}
-
-/* Field by field: the structs hold a pointer and padding. */
-static void assert_experts_equal(const struct wst_layout_experts *a,
-                                 const struct wst_layout_experts *b)
-{
-    uint32_t k;
-
-    assert_int_equal(a->layer, b->layer);
-    assert_string_equal(a->loader, b->loader);
-    assert_int_equal(a->dtype, b->dtype);
-    assert_int_equal(a->n_experts, b->n_experts);
-    assert_int_equal(a->ep_rank, b->ep_rank);
-    assert_int_equal(a->ep_size, b->ep_size);
-    assert_int_equal(a->hidden, b->hidden);
-    assert_int_equal(a->inter, b->inter);
-    assert_int_equal(a->n_expert_ids, b->n_expert_ids);
-    for (k = 0; k < a->n_expert_ids; k++)
-        assert_int_equal(a->expert_ids[k], b->expert_ids[k]);
-    assert_int_equal(a->inter_tp_rank, b->inter_tp_rank);
-    assert_int_equal(a->inter_tp_size, b->inter_tp_size);
-    assert_int_equal(a->w13_region, b->w13_region);
-    assert_int_equal(a->w13_offset, b->w13_offset);
-    assert_int_equal(a->w2_region, b->w2_region);
-    assert_int_equal(a->w2_offset, b->w2_offset);
 }
 
 /* The layout file carries what the model produced, experts included. */
