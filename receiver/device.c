@@ -219,7 +219,7 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
 
 void *wst_rx_device_land(struct wst_rx_device *dev, size_t len)
 {
-    int64_t i = len <= WST_LANDING_SLOT_BYTES
+    int64_t i = len <= WST_LANDING_MESSAGE_MAX
                     ? wst_landing_ring_take(&dev->room, len)
                     : -1;
 

@@ -31,11 +31,11 @@
 #include "worker.h"
 
 /* Largest data message that lands: the senders' chunk size. */
-#define WST_LANDING_SLOT_BYTES WST_DATA_CHUNK_MAX
+#define WST_LANDING_MESSAGE_MAX WST_DATA_CHUNK_MAX
 /* The pinned ring messages land in, and how many may be in it at once:
  * small messages (a tensor-parallel slice arrives as one message per row)
  * must not each hold a whole chunk's room. */
-#define WST_LANDING_BYTES (8 * WST_LANDING_SLOT_BYTES)
+#define WST_LANDING_BYTES (8 * WST_LANDING_MESSAGE_MAX)
 #define WST_LANDING_RECORDS 1024u
 
 /* A landed message's copy is complete: 'tag' is what the receiver gave

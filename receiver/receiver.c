@@ -1381,12 +1381,12 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
         return WST_ERR_PROTOCOL;
     }
     if (r->regions[it->region].mem == WST_MEM_CUDA) {
-        if (len > WST_LANDING_SLOT_BYTES) {
+        if (len > WST_LANDING_MESSAGE_MAX) {
             refit_fail(r, WST_ERR_PROTOCOL,
                        "sender %s: a %zu-byte data message for device memory "
                        "exceeds the %llu-byte landing limit",
                        p->name, len,
-                       (unsigned long long)WST_LANDING_SLOT_BYTES);
+                       (unsigned long long)WST_LANDING_MESSAGE_MAX);
             return WST_ERR_PROTOCOL;
         }
         *dest_p = wst_rx_device_land(r->dev, len);
