@@ -26,3 +26,47 @@ if(NOT WST_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "wstream: CUDA kernels ${WST_HAVE_CUDA}")
+
+# NCCL is optional like CUDA: kernels/nccl_comm.cu builds when nccl.h and
+# libnccl are found, nccl_comm_stub.c otherwise. Looked for in NCCL_ROOT
+# (cache or environment), next to the CUDA toolkit, then in the system's
+# paths (Ubuntu's libnccl-dev: /usr/include, /usr/lib/<arch>). A runtime
+# package without the libnccl.so link still counts: libnccl.so.2 is taken.
+set(WST_HAVE_NCCL OFF)
+if(WST_HAVE_CUDA)
+  if(NOT DEFINED NCCL_ROOT AND DEFINED ENV{NCCL_ROOT})
+    set(NCCL_ROOT "$ENV{NCCL_ROOT}")
+  endif()
+  set(NCCL_ROOT "${NCCL_ROOT}" CACHE PATH "NCCL install prefix (optional)")
+  find_path(NCCL_INCLUDE_DIR nccl.h
+            HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda
+               PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+  if(EXISTS "${NCCL_INCLUDE_DIR}/nccl.h" AND EXISTS "${NCCL_LIBRARY}")
+    file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _wst_nccl_defs
+         REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    set(_wst_nccl_ver "")
+    foreach(part MAJOR MINOR PATCH)
+      string(REGEX MATCH "NCCL_${part} +([0-9]+)" _m "${_wst_nccl_defs}")
+      list(APPEND _wst_nccl_ver "${CMAKE_MATCH_1}")
+    endforeach()
+    list(JOIN _wst_nccl_ver . NCCL_VERSION)
+    if(NOT TARGET NCCL::nccl)
+      add_library(NCCL::nccl UNKNOWN IMPORTED)
+      set_target_properties(NCCL::nccl PROPERTIES
+        IMPORTED_LOCATION ${NCCL_LIBRARY}
+        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR}
+        INTERFACE_LINK_LIBRARIES CUDA::cudart)
+    endif()
+    set(WST_HAVE_NCCL ON)
+    message(STATUS "wstream: NCCL mover ON (NCCL ${NCCL_VERSION}: "
+                   "${NCCL_INCLUDE_DIR}/nccl.h, ${NCCL_LIBRARY})")
+  else()
+    message(STATUS "wstream: NCCL mover OFF (nccl.h: ${NCCL_INCLUDE_DIR}, "
+                   "libnccl: ${NCCL_LIBRARY}; set NCCL_ROOT to its prefix)")
+  endif()
+else()
+  message(STATUS "wstream: NCCL mover OFF (no CUDA)")
+endif()

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "device_path.h"
 #include "ucx_status.h"
 
 struct wst_post {
@@ -436,8 +437,7 @@ static wst_status_t ucx_init(wst_worker_t *w)
 
     ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
     if (ucp_context_query(w->context, &ca) == UCS_OK)
-        w->supports_cuda =
-            (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+        w->supports_cuda = wst_ucx_mem_types_have_cuda(ca.memory_types);
 
     ucp_worker_params_t wp = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,

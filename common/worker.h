@@ -143,8 +143,9 @@ void wst_worker_mem_unmap(wst_worker_t *worker, ucp_mem_h memh);
 wst_status_t wst_worker_rkey_pack(wst_worker_t *worker, ucp_mem_h memh,
                                   void **buf_p, size_t *len_p);
 
-/* Nonzero when the context can register CUDA device memory
- * (UCP_ATTR_FIELD_MEMORY_TYPES has UCS_MEMORY_TYPE_CUDA). */
+/* Any thread: nonzero when the context can register CUDA device memory
+ * (UCP_ATTR_FIELD_MEMORY_TYPES has UCS_MEMORY_TYPE_CUDA, tested by
+ * wst_ucx_mem_types_have_cuda). Queried once when the context is created. */
 int wst_worker_supports_cuda(const wst_worker_t *worker);
 
 /* Progress thread: count UCX requests in flight (delta +1 / -1). While

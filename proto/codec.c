@@ -290,6 +290,9 @@ static wst_status_t check_plan_header(const Wst__Plan *m, char *err,
                  m->sender, m->n_senders);
     } else if (!mover_is_known(m->mover)) {
         wst_errf(err, errlen, "plan: unknown mover %" PRIu32, m->mover);
+    } else if (m->caps & ~(uint32_t)WST_CAP_ALL) {
+        wst_errf(err, errlen, "plan: unknown capability bits 0x%" PRIx32,
+                 m->caps & ~(uint32_t)WST_CAP_ALL);
     } else if (m->n_items > WST_MAX_PLAN_ITEMS) {
         wst_errf(err, errlen, "plan: %zu items, limit %u", m->n_items,
                  WST_MAX_PLAN_ITEMS);
@@ -480,6 +483,7 @@ static wst_status_t convert_plan(const Wst__Plan *m, struct wst_plan_msg *out)
     out->n_senders = m->n_senders;
     out->n_layers = m->n_layers;
     out->mover = (enum wst_mover_kind)m->mover;
+    out->caps = m->caps;
     if (m->n_items > 0) {
         out->items = calloc(m->n_items, sizeof(*out->items));
         if (out->items == NULL) {
@@ -846,6 +850,7 @@ static wst_status_t build_plan(const struct wst_plan_msg *p, struct pb_build *b)
     b->plan.n_senders = p->n_senders;
     b->plan.n_layers = p->n_layers;
     b->plan.mover = (uint32_t)p->mover;
+    b->plan.caps = p->caps;
     b->plan.n_items = p->n_items;
     b->plan.n_regions = p->n_regions;
     return build_plan_arrays(p, b);

@@ -87,6 +87,15 @@ struct wst_wire_region {
     struct wst_blob rkey; /* packed UCX remote key; may be empty for AM */
 };
 
+/* What a receiver's side of the data path can do (Plan.caps). Our own
+ * bits: UCX's enum values changed between versions and never travel. */
+enum wst_cap {
+    WST_CAP_DEVICE_DST = 1u << 0, /* destinations include device memory */
+    WST_CAP_UCX_CUDA = 1u << 1,   /* its UCX context reports CUDA memory */
+    WST_CAP_NCCL = 1u << 2,       /* built with NCCL and has a device */
+    WST_CAP_ALL = (1u << 3) - 1,
+};
+
 /* The part of a plan one sender needs. */
 struct wst_plan_msg {
     uint64_t plan_hash;
@@ -94,6 +103,7 @@ struct wst_plan_msg {
     uint32_t n_senders;
     uint32_t n_layers; /* >= 1 */
     enum wst_mover_kind mover;
+    uint32_t caps;                   /* WST_CAP_* of the receiver */
     size_t n_items;                  /* <= WST_MAX_PLAN_ITEMS */
     struct wst_plan_item *items;     /* owned; item.sender == sender */
     size_t n_regions;                /* <= WST_MAX_REGIONS */

@@ -1,18 +1,16 @@
 /* device.c - the receiver's GPU side (see device.h). */
 #include "device.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
-#include "digest_gpu.h"
+#include "digest_batch.h"
 #include "errbuf.h"
 #include "gpu.h"
+#include "gpu_waiter.h"
 #include "landing_ring.h"
-
-#define DIGEST_BATCH 1024u /* device runs hashed per launch */
 
 /* One landed message's copy to the GPU; recs[i] goes with the ring's
  * piece i (landing_ring.h) and events[i]. */
@@ -22,8 +20,7 @@ struct copy_rec {
     struct wst_data_hdr hdr;
     size_t len;
     uint64_t tag;
-    wst_status_t status;
-    uint64_t enqueued_ns, done_ns; /* copy enqueued; its event seen */
+    uint64_t enqueued_ns; /* copy enqueued */
 };
 
 struct wst_rx_device {
@@ -43,21 +40,10 @@ struct wst_rx_device {
     struct wst_landing_stats stats; /* since the last take */
     uint64_t parked_base;           /* the worker's parked count then */
     wst_gpu_stream_t copy_stream;
-
-    /* completion thread: records whose copies were enqueued, in order */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    uint32_t fifo[WST_LANDING_RECORDS];
-    uint32_t fifo_head, fifo_len;
-    int stop;
+    struct wst_gpu_waiter *waiter; /* copies' events, in order */
 
     /* engine thread */
-    wst_gpu_stream_t verify_stream;
-    struct wst_gpu_digest *digest;
-    struct wst_digest_run runs[DIGEST_BATCH];
-    uint32_t n_runs;
+    struct wst_digest_batch verify;
 
     /* repack thread */
     wst_gpu_stream_t repack_stream;
@@ -65,47 +51,20 @@ struct wst_rx_device {
 };
 
 /* Progress thread: a copy is done; its room is free again. */
-static void copied(void *arg)
+static void copied(void *arg, wst_status_t status, uint64_t done_ns)
 {
     struct copy_rec *rec = arg;
     struct wst_rx_device *dev = rec->dev;
-    uint64_t ns = rec->done_ns - rec->enqueued_ns;
+    uint64_t ns = done_ns - rec->enqueued_ns;
 
     dev->stats.copies++;
     dev->stats.bytes += rec->len;
     dev->stats.latency_sum_ns += ns;
     if (ns > dev->stats.latency_max_ns)
         dev->stats.latency_max_ns = ns;
-    dev->copied_fn(dev->arg, &rec->hdr, rec->len, rec->tag, rec->status);
+    dev->copied_fn(dev->arg, &rec->hdr, rec->len, rec->tag, status);
     wst_landing_ring_done(&dev->room, rec->idx);
     wst_worker_data_resume(dev->worker);
-}
-
-/* Waits on each enqueued copy's event, in order, and posts it back. */
-static void *completion_main(void *arg)
-{
-    struct wst_rx_device *dev = arg;
-
-    wst_gpu_set_device(dev->log, dev->device);
-    pthread_mutex_lock(&dev->lock);
-    for (;;) {
-        while (dev->fifo_len == 0 && !dev->stop)
-            pthread_cond_wait(&dev->cond, &dev->lock);
-        if (dev->fifo_len == 0)
-            break; /* stopping, nothing left in flight */
-        uint32_t idx = dev->fifo[dev->fifo_head];
-        pthread_mutex_unlock(&dev->lock);
-        struct copy_rec *rec = &dev->recs[idx];
-        rec->status = wst_gpu_event_sync(dev->log, dev->events[idx]);
-        rec->done_ns = wst_now_ns();
-        pthread_mutex_lock(&dev->lock);
-        dev->fifo_head = (dev->fifo_head + 1) % WST_LANDING_RECORDS;
-        dev->fifo_len--;
-        if (!dev->stop)
-            wst_worker_post(dev->worker, copied, rec);
-    }
-    pthread_mutex_unlock(&dev->lock);
-    return NULL;
 }
 
 static wst_status_t create_streams(struct wst_rx_device *dev)
@@ -113,15 +72,13 @@ static wst_status_t create_streams(struct wst_rx_device *dev)
     wst_status_t st = wst_gpu_stream_create(dev->log, &dev->copy_stream);
 
     if (st == WST_OK)
-        st = wst_gpu_stream_create(dev->log, &dev->verify_stream);
-    if (st == WST_OK)
         st = wst_gpu_stream_create(dev->log, &dev->repack_stream);
     if (st == WST_OK)
         st = wst_gpu_event_create(dev->log, 0, &dev->repacked);
     for (uint32_t i = 0; st == WST_OK && i < WST_LANDING_RECORDS; i++)
         st = wst_gpu_event_create(dev->log, 0, &dev->events[i]);
     if (st == WST_OK)
-        st = wst_gpu_digest_create(dev->log, DIGEST_BATCH, &dev->digest);
+        st = wst_digest_batch_init(&dev->verify, dev->log, dev->device);
     return st;
 }
 
@@ -162,22 +119,19 @@ wst_status_t wst_rx_device_create(const struct wst_logger *log,
     dev->device = device;
     dev->copied_fn = copied_fn;
     dev->arg = arg;
-    pthread_mutex_init(&dev->lock, NULL);
-    pthread_cond_init(&dev->cond, NULL);
     st = wst_gpu_set_device(log, device);
     if (st == WST_OK)
         st = create_streams(dev);
     if (st == WST_OK)
         st = create_ring(dev);
-    if (st == WST_OK &&
-        pthread_create(&dev->thread, NULL, completion_main, dev) != 0)
-        st = WST_ERR_NO_MEMORY;
+    if (st == WST_OK)
+        st = wst_gpu_waiter_create(log, worker, device, WST_LANDING_RECORDS,
+                                   &dev->waiter);
     if (st != WST_OK) {
         wst_rx_device_stop(dev);
         wst_rx_device_destroy(dev);
         return st;
     }
-    dev->thread_started = 1;
     *dev_p = dev;
     return WST_OK;
 }
@@ -186,14 +140,7 @@ void wst_rx_device_stop(struct wst_rx_device *dev)
 {
     if (dev == NULL)
         return;
-    if (dev->thread_started) {
-        pthread_mutex_lock(&dev->lock);
-        dev->stop = 1;
-        pthread_cond_signal(&dev->cond);
-        pthread_mutex_unlock(&dev->lock);
-        pthread_join(dev->thread, NULL);
-        dev->thread_started = 0;
-    }
+    wst_gpu_waiter_stop(dev->waiter);
     if (dev->memh != NULL) {
         wst_worker_mem_unmap(dev->worker, dev->memh);
         dev->memh = NULL;
@@ -204,16 +151,14 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
 {
     if (dev == NULL)
         return;
-    wst_gpu_digest_destroy(dev->digest);
+    wst_gpu_waiter_destroy(dev->waiter);
+    wst_digest_batch_fini(&dev->verify);
     for (uint32_t i = 0; i < WST_LANDING_RECORDS; i++)
         wst_gpu_event_destroy(dev->events[i]);
     wst_gpu_event_destroy(dev->repacked);
     wst_gpu_stream_destroy(dev->copy_stream);
-    wst_gpu_stream_destroy(dev->verify_stream);
     wst_gpu_stream_destroy(dev->repack_stream);
     wst_gpu_host_free(dev->ring);
-    pthread_cond_destroy(&dev->cond);
-    pthread_mutex_destroy(&dev->lock);
     free(dev);
 }
 
@@ -257,21 +202,19 @@ wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
     if (st == WST_OK)
         st = wst_gpu_event_record(dev->log, dev->events[rec->idx],
                                   dev->copy_stream);
+    if (st == WST_OK) {
+        rec->hdr = *hdr;
+        rec->len = len;
+        rec->tag = tag;
+        rec->enqueued_ns = wst_now_ns();
+        /* The waiter has a record for every ring piece: never busy. */
+        st =
+            wst_gpu_waiter_add(dev->waiter, dev->events[rec->idx], copied, rec);
+    }
     if (st != WST_OK) {
         wst_rx_device_release(dev, ptr);
         return st;
     }
-    rec->hdr = *hdr;
-    rec->len = len;
-    rec->tag = tag;
-    rec->status = WST_OK;
-    rec->enqueued_ns = wst_now_ns();
-    pthread_mutex_lock(&dev->lock);
-    dev->fifo[(dev->fifo_head + dev->fifo_len) % WST_LANDING_RECORDS] =
-        rec->idx;
-    dev->fifo_len++;
-    pthread_cond_signal(&dev->cond);
-    pthread_mutex_unlock(&dev->lock);
     return WST_OK;
 }
 
@@ -289,33 +232,14 @@ void wst_rx_device_take_stats(struct wst_rx_device *dev,
 wst_status_t wst_rx_device_digest_flush(struct wst_rx_device *dev,
                                         struct wst_digest *d)
 {
-    uint64_t pos = d->pos;
-    wst_status_t st = WST_OK;
-
-    if (dev->n_runs > 0)
-        st = wst_gpu_set_device(dev->log, dev->device);
-    if (dev->n_runs > 0 && st == WST_OK)
-        st = wst_gpu_digest_runs(dev->digest, dev->runs, dev->n_runs,
-                                 dev->verify_stream, d);
-    d->pos = pos; /* positions were advanced as runs were added */
-    dev->n_runs = 0;
-    return st;
+    return wst_digest_batch_flush(&dev->verify, d);
 }
 
 wst_status_t wst_rx_device_digest_add(struct wst_rx_device *dev,
                                       struct wst_digest *d, const void *data,
                                       uint64_t len)
 {
-    wst_status_t st = WST_OK;
-
-    if (dev->n_runs == DIGEST_BATCH)
-        st = wst_rx_device_digest_flush(dev, d);
-    dev->runs[dev->n_runs].data = data;
-    dev->runs[dev->n_runs].length = len;
-    dev->runs[dev->n_runs].pos = d->pos;
-    dev->n_runs++;
-    d->pos += len;
-    return st;
+    return wst_digest_batch_add(&dev->verify, d, data, len);
 }
 
 wst_status_t wst_rx_device_repack(struct wst_rx_device *dev,

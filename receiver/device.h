@@ -5,8 +5,8 @@
  * (no CUDA support, as in Debian's and Ubuntu's builds), data messages land
  * in a ring of pinned host memory, registered with UCX once, and each
  * landed message is copied to its device destination on a copy stream.
- * A completion thread waits on each copy's event in order and posts the
- * completion to the progress thread, which gives the message's room back,
+ * A waiter thread (gpu_waiter.h) waits on each copy's event in order and posts
+ * the completion to the progress thread, which gives the message's room back,
  * tells the receiver (copied_fn) and lets parked messages in
  * (wst_worker_data_resume).
  *

@@ -57,6 +57,7 @@
 #include "jobq.h"
 #include "log.h"
 #include "manifest.h"
+#include "nccl_comm.h"
 #include "planner.h"
 #include "worker.h"
 
@@ -937,6 +938,10 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
     m.u.plan.n_senders = pl->n_senders;
     m.u.plan.n_layers = pl->n_layers;
     m.u.plan.mover = r->allow_put ? WST_MOVER_PUT : WST_MOVER_AM;
+    m.u.plan.caps =
+        (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
+        (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
+        (r->device >= 0 && wst_nccl_available() ? WST_CAP_NCCL : 0);
     m.u.plan.n_items = n;
     m.u.plan.items = &pl->items[first];
     m.u.plan.n_regions = r->n_regions;

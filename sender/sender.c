@@ -26,6 +26,13 @@
  * restarts it. A layer's dense items come first in plan order, so they are
  * not held up.
  *
+ * Device shards (sender/device.h) travel by the path chosen per receiver
+ * (common/device_path.h): directly when UCX can read device memory, else
+ * through the pinned bounce ring: a chunk (or small items gathered) is
+ * copied into a slot, and moved from there once the copy's event has
+ * completed. A layer's fence waits until every copy of it has become a
+ * move.
+ *
  * Locking: link fields belong to the progress thread. What the application
  * thread waits on (state, error, committed version) is written under
  * s->lock and signalled on s->cond.
@@ -39,14 +46,20 @@
 
 #include "clock.h"
 #include "codec.h"
+#include "device.h"
+#include "device_path.h"
 #include "digest.h"
 #include "dtype.h"
+#include "gpu.h"
+#include "gpu_probe.h"
 #include "log.h"
 #include "manifest.h"
 #include "mover.h"
+#include "nccl_comm.h"
 #include "worker.h"
 
 #define DEFAULT_WINDOW (64ull << 20)
+#define DEFAULT_BOUNCE (64ull << 20)
 
 /* Items this small whose destinations follow each other (a tensor-parallel
  * slice: one item per row) are gathered into one message of at most
@@ -69,7 +82,8 @@ struct shard {
     struct wst_have have;
     const void *data;
     uint64_t bytes;
-    ucp_mem_h memh;
+    ucp_mem_h memh; /* NULL for device memory UCX cannot register */
+    int device;     /* its GPU, or -1 for host memory */
 };
 
 struct link {
@@ -89,10 +103,12 @@ struct link {
     uint64_t *layer_bytes; /* [n_layers] */
     uint64_t *digests;     /* [n_layers], written by push */
     uint8_t *credits;      /* [n_layers]: staging credit for this version */
+    uint32_t *copying;     /* [n_layers]: bounce copies not yet moves */
     uint32_t digests_ready;
     struct wst_mover *mover;
     uint64_t mover_gen; /* bumped per mover: late callbacks of old ones */
     enum wst_mover_kind mover_kind;
+    enum wst_path path; /* how device shards travel */
     char lanes[256];
 
     uint64_t version;
@@ -127,8 +143,11 @@ struct wst_sender {
     uint64_t session;
     wst_layer_progress_fn progress_fn;
     void *progress_arg;
+    enum wst_path_pref path_pref;
+    uint32_t bounce_slots;
 
     wst_worker_t *worker;
+    struct wst_tx_device *dev; /* with the first device shard */
     struct shard *shards;
     size_t n_shards;
     struct link *links;
@@ -266,8 +285,9 @@ static wst_status_t index_layers(struct link *l)
     l->layer_bytes = calloc(p->n_layers, sizeof(*l->layer_bytes));
     l->digests = calloc(p->n_layers, sizeof(*l->digests));
     l->credits = calloc(p->n_layers, sizeof(*l->credits));
+    l->copying = calloc(p->n_layers, sizeof(*l->copying));
     if (l->layer_first == NULL || l->layer_bytes == NULL ||
-        l->digests == NULL || l->credits == NULL)
+        l->digests == NULL || l->credits == NULL || l->copying == NULL)
         return WST_ERR_NO_MEMORY;
     /* Items arrive sorted by layer (checked here, relied on by pump). */
     size_t i = 0;
@@ -299,11 +319,55 @@ static int choose_mover(struct link *l, int rma_real)
     return rma_real ? WST_MOVER_PUT : WST_MOVER_AM;
 }
 
+/* How this link's device shards travel, logged once per plan. */
+static wst_status_t choose_path(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    char why[WST_PATH_WHY_LEN];
+    struct wst_path_inputs in = {
+        .dst_device = (l->plan.caps & WST_CAP_DEVICE_DST) != 0,
+        .local_ucx_cuda = wst_worker_supports_cuda(s->worker),
+        .peer_ucx_cuda = (l->plan.caps & WST_CAP_UCX_CUDA) != 0,
+        .nccl_built = wst_nccl_available() && s->dev != NULL,
+        .peer_nccl = (l->plan.caps & WST_CAP_NCCL) != 0,
+        .pref = s->path_pref,
+    };
+
+    for (size_t i = 0; i < l->plan.n_items && !in.src_device; i++)
+        in.src_device = s->shards[l->plan.items[i].have].device >= 0;
+    wst_status_t st = wst_path_choose(&in, &l->path, why, sizeof(why));
+    if (st != WST_OK) {
+        link_fail(l, st, "no device path: %s", why);
+        return st;
+    }
+    if (l->path == WST_PATH_NCCL) {
+        /* The NCCL mover exists (kernels/nccl_comm.h) but refits do not
+         * drive it yet. */
+        link_fail(l, WST_ERR_UNSUPPORTED,
+                  "the nccl device path is not wired into refits yet");
+        return WST_ERR_UNSUPPORTED;
+    }
+    if (l->path == WST_PATH_DIRECT && in.src_device &&
+        !wst_worker_supports_cuda(s->worker)) {
+        link_fail(l, WST_ERR_UNSUPPORTED, "direct path without CUDA in UCX");
+        return WST_ERR_UNSUPPORTED;
+    }
+    if (l->path == WST_PATH_HOST)
+        WST_DEBUG(&s->log, "receiver %s: device path host: %s", l->name, why);
+    else
+        wst_path_log(&s->log, l->name, l->path, why);
+    return WST_OK;
+}
+
 static wst_status_t open_mover(struct link *l)
 {
     struct wst_sender *s = l->s;
     int rma_real = 0;
     wst_status_t st;
+
+    st = choose_path(l);
+    if (st != WST_OK)
+        return st;
 
     if (wst_conn_data_ep(l->conn) == NULL) {
         st = wst_conn_open_data(l->conn, l->address.data, l->address.len,
@@ -350,6 +414,8 @@ static void drop_plan(struct link *l)
     free(l->layer_bytes);
     free(l->digests);
     free(l->credits);
+    free(l->copying);
+    l->copying = NULL;
     l->layer_first = NULL;
     l->layer_bytes = NULL;
     l->digests = NULL;
@@ -537,6 +603,9 @@ struct chunk_done {
     uint64_t mover_gen;
     uint64_t len;
     int gather; /* gather buffer it holds, or -1 */
+    int slot;   /* bounce slot it holds, or -1 */
+    uint32_t layer;
+    struct wst_move mv; /* bounce: posted once the slot is filled */
 };
 
 /* Chunk contexts are recycled: after the first refit the data path
@@ -558,6 +627,16 @@ static void chunk_release(struct link *l, struct chunk_done *cd)
     l->free_chunks = cd;
 }
 
+/* A bounce slot is free again: links that found none try again ('skip'
+ * pumps itself once its own accounting is done). */
+static void slot_give(struct wst_sender *s, int slot, const struct link *skip)
+{
+    wst_tx_device_slot_give(s->dev, slot);
+    for (size_t i = 0; i < s->n_links; i++)
+        if (&s->links[i] != skip && s->links[i].state == LINK_STREAMING)
+            pump(&s->links[i]);
+}
+
 static void move_done(void *arg, wst_status_t status)
 {
     struct chunk_done *cd = arg;
@@ -565,6 +644,8 @@ static void move_done(void *arg, wst_status_t status)
 
     if (cd->gather >= 0)
         l->gather_free |= 1u << cd->gather;
+    if (cd->slot >= 0)
+        slot_give(l->s, cd->slot, l);
     if (cd->mover_gen != l->mover_gen) {
         chunk_release(l, cd); /* a move of a mover that failed */
         return;
@@ -586,14 +667,17 @@ static void move_done(void *arg, wst_status_t status)
  * GATHER_BYTES at most in all. Their byte total goes to *bytes_p. */
 static size_t gather_count(const struct link *l, uint64_t *bytes_p)
 {
+    const struct shard *shards = l->s->shards;
     const struct wst_plan_item *items = l->plan.items;
     const struct wst_plan_item *first = &items[l->cursor];
+    int first_device = shards[first->have].device >= 0;
     uint64_t bytes = 0;
     size_t n = 0;
 
     for (size_t k = l->cursor; k < l->plan.n_items; k++, n++) {
         const struct wst_plan_item *it = &items[k];
         if (it->length >= GATHER_ITEM_MAX ||
+            (shards[it->have].device >= 0) != first_device ||
             bytes + it->length > GATHER_BYTES || it->layer != first->layer ||
             it->region != first->region || it->staged != first->staged ||
             it->dst_offset != first->dst_offset + bytes)
@@ -632,6 +716,121 @@ static void gather_unmap(struct link *l)
         wst_worker_mem_unmap(l->s->worker, l->gather_memh);
 }
 
+/* The cursor passes 'items' whole items, or (items 0) 'len' bytes of the
+ * current one. */
+static void advance(struct link *l, size_t items, uint64_t len)
+{
+    if (items > 0) {
+        l->cursor += items;
+        l->cursor_off = 0;
+        return;
+    }
+    l->cursor_off += len;
+    if (l->cursor_off == l->plan.items[l->cursor].length) {
+        l->cursor++;
+        l->cursor_off = 0;
+    }
+}
+
+/* Progress thread: a bounce slot is filled; its move goes now. */
+static void bounce_filled(void *arg, wst_status_t status, uint64_t done_ns)
+{
+    struct chunk_done *cd = arg;
+    struct link *l = cd->l;
+    struct wst_sender *s = l->s;
+
+    (void)done_ns;
+    if (cd->mover_gen != l->mover_gen || l->mover == NULL ||
+        l->state != LINK_STREAMING) {
+        /* A refit that failed meanwhile: nothing of it is moved. */
+        slot_give(s, cd->slot, NULL);
+        chunk_release(l, cd);
+        return;
+    }
+    l->copying[cd->layer]--;
+    if (status != WST_OK) {
+        slot_give(s, cd->slot, NULL);
+        chunk_release(l, cd);
+        link_fail(l, status, "copying layer %u from the GPU failed", cd->layer);
+        return;
+    }
+    wst_status_t st = l->mover->ops->move(l->mover, &cd->mv, move_done, cd);
+    if (st != WST_OK) {
+        slot_give(s, cd->slot, NULL);
+        chunk_release(l, cd);
+        link_fail(l, st, "posting a move failed");
+        return;
+    }
+    pump(l); /* the layer's fence may be due */
+}
+
+/* Bounce path: copies the device bytes of the next chunk (items 0, 'len'
+ * bytes) or of 'items' gathered small items into a free slot; the move
+ * follows in bounce_filled. 0 when blocked (window, or no free slot:
+ * a slot given back pumps again). */
+static int post_bounce(struct link *l, size_t items, uint64_t len)
+{
+    struct wst_sender *s = l->s;
+    const struct wst_plan_item *first = &l->plan.items[l->cursor];
+    wst_status_t st = WST_OK;
+
+    if (l->in_flight > 0 && l->in_flight + len > s->window)
+        return 0;
+    int slot = wst_tx_device_slot_take(s->dev);
+    if (slot < 0)
+        return 0;
+    struct chunk_done *cd = chunk_new(l);
+    if (cd == NULL) {
+        wst_tx_device_slot_give(s->dev, slot);
+        link_fail(l, WST_ERR_NO_MEMORY, "no memory for a move");
+        return 0;
+    }
+    cd->l = l;
+    cd->mover_gen = l->mover_gen;
+    cd->len = len;
+    cd->gather = -1;
+    cd->slot = slot;
+    cd->layer = first->layer;
+    cd->mv = (struct wst_move){
+        .src = wst_tx_device_slot(s->dev, slot),
+        .src_memh = wst_tx_device_slot_memh(s->dev),
+        .length = len,
+        .region = first->region,
+        .dst_offset = first->dst_offset + l->cursor_off,
+        .item = (uint32_t)l->cursor,
+        .item_offset = l->cursor_off,
+        .item_count = items > 0 ? (uint32_t)items : 1,
+        .version = l->version,
+    };
+    if (items == 0) {
+        st = wst_tx_device_fill(s->dev, slot, 0,
+                                (const char *)s->shards[first->have].data +
+                                    first->src_offset + l->cursor_off,
+                                len);
+    }
+    for (size_t k = 0, at = 0; st == WST_OK && k < items; k++) {
+        const struct wst_plan_item *it = &l->plan.items[l->cursor + k];
+        st = wst_tx_device_fill(s->dev, slot, at,
+                                (const char *)s->shards[it->have].data +
+                                    it->src_offset,
+                                it->length);
+        at += it->length;
+    }
+    if (st == WST_OK)
+        st = wst_tx_device_filled(s->dev, slot, bounce_filled, cd);
+    if (st != WST_OK) {
+        /* Copies already enqueued may still write the slot: it is lost
+         * until the stream drains, and this refit fails anyway. */
+        chunk_release(l, cd);
+        link_fail(l, st, "copying layer %u from the GPU failed", first->layer);
+        return 0;
+    }
+    l->copying[first->layer]++;
+    l->in_flight += len;
+    advance(l, items, len);
+    return 1;
+}
+
 /* Posts one move; the window and cursor advance with it. */
 static int post_move(struct link *l, struct wst_move *mv, int gather,
                      size_t items)
@@ -646,19 +845,11 @@ static int post_move(struct link *l, struct wst_move *mv, int gather,
     cd->mover_gen = l->mover_gen;
     cd->len = mv->length;
     cd->gather = gather;
+    cd->slot = -1;
     if (gather >= 0)
         l->gather_free &= ~(1u << gather);
     l->in_flight += mv->length;
-    if (items > 0) {
-        l->cursor += items;
-        l->cursor_off = 0;
-    } else {
-        l->cursor_off += mv->length;
-        if (l->cursor_off == l->plan.items[l->cursor].length) {
-            l->cursor++;
-            l->cursor_off = 0;
-        }
-    }
+    advance(l, items, mv->length);
     wst_status_t st = l->mover->ops->move(l->mover, mv, move_done, cd);
     if (st != WST_OK) {
         l->in_flight -= mv->length;
@@ -722,14 +913,19 @@ static int post_chunk(struct link *l)
                            l->version);
         l->started++;
     }
+    int bounce = sh->device >= 0 && l->path == WST_PATH_BOUNCE;
     if (l->cursor_off == 0 && it->length < GATHER_ITEM_MAX) {
         uint64_t bytes;
         size_t n = gather_count(l, &bytes);
+        if (n > 1 && bounce)
+            return post_bounce(l, n, bytes);
         if (n > 1 && gather_ready(l))
             return post_gathered(l, n, bytes);
     }
     if (len > WST_DATA_CHUNK_MAX)
         len = WST_DATA_CHUNK_MAX;
+    if (bounce)
+        return post_bounce(l, 0, len);
     if (l->in_flight > 0 && l->in_flight + len > s->window)
         return 0;
     struct wst_move mv = {
@@ -766,7 +962,8 @@ static int pump_step(struct link *l)
         return 1;
     }
     if (!l->fence_pending && l->fence_layer < n_layers &&
-        l->cursor >= l->layer_first[l->fence_layer + 1]) {
+        l->cursor >= l->layer_first[l->fence_layer + 1] &&
+        l->copying[l->fence_layer] == 0) {
         uint32_t layer = l->fence_layer++;
         l->fence_pending = 1;
         wst_status_t st = l->mover->ops->fence(l->mover, fence_done, l);
@@ -842,6 +1039,7 @@ static void do_begin(void *arg)
     l->digests_ready = 0;
     l->bytes_moved = 0;
     memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));
+    memset(l->copying, 0, l->plan.n_layers * sizeof(*l->copying));
     m.u.begin.version = l->version;
     m.u.begin.plan_hash = l->plan.plan_hash;
     m.u.begin.mover = l->mover_kind;
@@ -952,6 +1150,26 @@ static wst_status_t apply_params(struct wst_sender *s,
         s->progress_fn = p->progress_fn;
         s->progress_arg = p->progress_arg;
     }
+    s->path_pref = WST_PATH_PREF_AUTO;
+    if ((p->field_mask & WST_SENDER_PARAM_DEVICE_PATH) &&
+        wst_path_pref_parse(p->device_path, &s->path_pref) != WST_OK) {
+        WST_ERROR(&s->log,
+                  "device_path '%s': want auto, direct, bounce or nccl",
+                  p->device_path);
+        return WST_ERR_INVALID;
+    }
+    uint64_t bounce = (p->field_mask & WST_SENDER_PARAM_BOUNCE)
+                          ? p->bounce_bytes
+                          : DEFAULT_BOUNCE;
+    if (bounce / WST_BOUNCE_SLOT_BYTES < WST_BOUNCE_MIN_SLOTS ||
+        bounce / WST_BOUNCE_SLOT_BYTES > WST_BOUNCE_MAX_SLOTS) {
+        WST_ERROR(&s->log, "bounce_bytes %llu: want %u to %u slots of %llu MiB",
+                  (unsigned long long)bounce, WST_BOUNCE_MIN_SLOTS,
+                  WST_BOUNCE_MAX_SLOTS,
+                  (unsigned long long)(WST_BOUNCE_SLOT_BYTES >> 20));
+        return WST_ERR_INVALID;
+    }
+    s->bounce_slots = (uint32_t)(bounce / WST_BOUNCE_SLOT_BYTES);
     int shm_data = (p->field_mask & WST_SENDER_PARAM_SHM_DATA) && p->shm_data;
     s->data_peer_errors = !(shm_data && shm_possible());
     return WST_OK;
@@ -1045,11 +1263,53 @@ static wst_status_t shard_to_have(const struct wst_shard *sh,
     return WST_OK;
 }
 
-struct map_call {
-    struct wst_sender *s;
-    struct shard *sh;
-    wst_status_t st;
-};
+/* The shard's memory must be what it says (UCX given a device pointer it
+ * cannot read crashes); the first device shard brings up the GPU side. */
+static wst_status_t shard_memory(struct wst_sender *s,
+                                 const struct wst_shard *sh,
+                                 struct shard *entry)
+{
+    int device = -1;
+    enum wst_mem_type found = wst_gpu_mem_type(sh->data, &device);
+
+    entry->device = -1;
+    if (entry->bytes > 0 && (int)found != sh->mem_type) {
+        WST_ERROR(&s->log,
+                  "register '%s': declared %s memory, but the pointer is %s "
+                  "memory%s",
+                  sh->name, wst_mem_type_name((enum wst_mem_type)sh->mem_type),
+                  wst_mem_type_name(found),
+                  wst_kernels_built_with_cuda() ? "" : " (built without CUDA)");
+        return WST_ERR_INVALID;
+    }
+    if (found != WST_MEM_CUDA || entry->bytes == 0)
+        return WST_OK;
+    if (s->dev != NULL && wst_tx_device_ordinal(s->dev) != device) {
+        WST_ERROR(&s->log,
+                  "register '%s': on GPU %d, but other shards are on GPU %d; "
+                  "one sender reads one GPU",
+                  sh->name, device, wst_tx_device_ordinal(s->dev));
+        return WST_ERR_UNSUPPORTED;
+    }
+    if (s->dev == NULL) {
+        wst_status_t st = wst_tx_device_create(&s->log, s->worker, device,
+                                               s->bounce_slots, &s->dev);
+        if (st != WST_OK) {
+            WST_ERROR(&s->log, "register '%s': cannot set up GPU %d (%s)",
+                      sh->name, device, wst_status_string(st));
+            return st;
+        }
+        char name[128] = "?";
+        wst_gpu_device_name(&s->log, device, name, sizeof(name));
+        WST_INFO(&s->log,
+                 "device shards on GPU %d (%s); bounce ring %u x %llu MiB "
+                 "pinned, registered once",
+                 device, name, s->bounce_slots,
+                 (unsigned long long)(WST_BOUNCE_SLOT_BYTES >> 20));
+    }
+    entry->device = device;
+    return WST_OK;
+}
 
 wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
 {
@@ -1058,16 +1318,16 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
 
     if (s->version != 0)
         return WST_ERR_STATE;
+    if (sh->mem_type != WST_MEM_HOST && sh->mem_type != WST_MEM_CUDA) {
+        WST_ERROR(&s->log, "register '%s': unknown memory type %d",
+                  sh->name ? sh->name : "(null)", sh->mem_type);
+        return WST_ERR_INVALID;
+    }
     st = shard_to_have(sh, &entry.have, &entry.bytes);
     if (st != WST_OK) {
         WST_ERROR(&s->log, "register '%s': invalid shard description",
                   sh->name ? sh->name : "(null)");
         return st;
-    }
-    if (entry.have.mem != WST_MEM_HOST) {
-        WST_ERROR(&s->log, "register '%s': %s memory is not supported yet",
-                  sh->name, wst_mem_type_name(entry.have.mem));
-        return WST_ERR_UNSUPPORTED;
     }
     for (size_t i = 0; i < s->n_shards; i++)
         if (strcmp(s->shards[i].have.tensor.name, sh->name) == 0) {
@@ -1077,7 +1337,13 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
     if (entry.bytes > 0 && sh->data == NULL)
         return WST_ERR_INVALID;
     entry.data = sh->data;
-    if (entry.bytes > 0) {
+    st = shard_memory(s, sh, &entry);
+    if (st != WST_OK)
+        return st;
+    /* Device memory is registered only with a UCX that can read it; the
+     * bounce path reads it through its own registered ring. */
+    if (entry.bytes > 0 &&
+        (entry.device < 0 || wst_worker_supports_cuda(s->worker))) {
         st = wst_worker_mem_map(s->worker, (void *)sh->data, entry.bytes,
                                 &entry.memh);
         if (st != WST_OK)
@@ -1154,6 +1420,31 @@ static int link_committed(const struct link *l, uint64_t version)
     return l->state == LINK_COMMITTED && l->committed == version;
 }
 
+/* One layer's digest for one link: host runs on this thread, device runs
+ * on the GPU. */
+static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
+                                 uint32_t layer, uint64_t *digest_p)
+{
+    struct wst_digest d;
+    wst_status_t st = WST_OK;
+
+    wst_digest_init(&d);
+    for (size_t k = l->layer_first[layer];
+         st == WST_OK && k < l->layer_first[layer + 1]; k++) {
+        const struct wst_plan_item *it = &l->plan.items[k];
+        const struct shard *sh = &s->shards[it->have];
+        const char *run = (const char *)sh->data + it->src_offset;
+        if (sh->device >= 0)
+            st = wst_tx_device_digest_add(s->dev, &d, run, it->length);
+        else
+            wst_digest_update(&d, run, it->length);
+    }
+    if (st == WST_OK && s->dev != NULL)
+        st = wst_tx_device_digest_flush(s->dev, &d);
+    *digest_p = wst_digest_final(&d);
+    return st;
+}
+
 static void compute_digests(struct wst_sender *s, uint64_t version)
 {
     uint32_t max_layers = 0;
@@ -1167,14 +1458,13 @@ static void compute_digests(struct wst_sender *s, uint64_t version)
             struct link *l = &s->links[i];
             if (layer >= l->plan.n_layers)
                 continue;
-            struct wst_digest d;
-            wst_digest_init(&d);
-            for (size_t k = l->layer_first[layer];
-                 k < l->layer_first[layer + 1]; k++) {
-                const struct wst_plan_item *it = &l->plan.items[k];
-                wst_digest_update(
-                    &d, (const char *)s->shards[it->have].data + it->src_offset,
-                    it->length);
+            uint64_t digest;
+            if (layer_digest(s, l, layer, &digest) != WST_OK) {
+                WST_ERROR(&s->log,
+                          "receiver %s: cannot digest layer %u on the GPU: "
+                          "the refit stalls into its deadline",
+                          l->name, layer);
+                continue;
             }
             struct digest_ready *dr = malloc(sizeof(*dr));
             if (dr == NULL)
@@ -1182,13 +1472,19 @@ static void compute_digests(struct wst_sender *s, uint64_t version)
             dr->l = l;
             dr->version = version;
             dr->layer = layer;
-            dr->digest = wst_digest_final(&d);
+            dr->digest = digest;
             wst_worker_post(s->worker, do_digest_ready, dr);
         }
     }
 }
 
 wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
+{
+    return wst_sender_push_after(s, version, NULL);
+}
+
+wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
+                                   void *cuda_event)
 {
     wst_status_t st;
 
@@ -1224,11 +1520,40 @@ wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
     pthread_mutex_unlock(&s->lock);
     if (st != WST_OK)
         return st;
+    /* Before the first copy or digest of this push is enqueued. */
+    if (cuda_event != NULL && s->dev != NULL) {
+        st = wst_tx_device_after(s->dev, cuda_event);
+        if (st != WST_OK) {
+            snprintf(s->last_error, sizeof(s->last_error),
+                     "cannot wait for the shards' ready event (%s)",
+                     wst_status_string(st));
+            return st;
+        }
+    }
     s->version = version;
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, do_begin, &s->links[i]);
     compute_digests(s, version);
     return WST_OK;
+}
+
+/* Progress thread: one line per refit on what the bounce path did. */
+static void log_bounce(void *arg)
+{
+    struct wst_sender *s = arg;
+    struct wst_bounce_stats b;
+
+    wst_tx_device_take_stats(s->dev, &b);
+    if (b.fills == 0)
+        return;
+    WST_INFO(&s->log,
+             "bounce: %llu slots filled, %.1f MiB from GPU %d; "
+             "device-to-host %.3f ms mean, %.3f ms max per slot; "
+             "no free slot %llu times",
+             (unsigned long long)b.fills, (double)b.bytes / (1 << 20),
+             wst_tx_device_ordinal(s->dev),
+             (double)b.copy_ns_sum / (double)b.fills / 1e6,
+             (double)b.copy_ns_max / 1e6, (unsigned long long)b.no_slot);
 }
 
 wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
@@ -1238,6 +1563,8 @@ wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
     pthread_mutex_lock(&s->lock);
     st = wait_links(s, link_committed, s->version, timeout_s, "the commit");
     pthread_mutex_unlock(&s->lock);
+    if (s->dev != NULL)
+        wst_worker_call(s->worker, log_bounce, s);
     return st;
 }
 
@@ -1294,7 +1621,9 @@ void wst_sender_destroy(wst_sender_t *s)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);
     for (size_t i = 0; i < s->n_links; i++)
         gather_unmap(&s->links[i]);
+    wst_tx_device_stop(s->dev);    /* no copy completes into a link after it */
     wst_worker_destroy(s->worker); /* after it, no move calls back */
+    wst_tx_device_destroy(s->dev);
     for (size_t i = 0; i < s->n_links; i++)
         free(s->links[i].gather);
     for (size_t i = 0; i < s->n_links; i++)

@@ -47,6 +47,8 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_HEARTBEAT = 1u << 7,
     WST_SENDER_PARAM_SHM_DATA = 1u << 8,
     WST_SENDER_PARAM_PROGRESS = 1u << 9,
+    WST_SENDER_PARAM_DEVICE_PATH = 1u << 10,
+    WST_SENDER_PARAM_BOUNCE = 1u << 11,
 };
 
 /* Progress: 'layer' of 'version' starts streaming to receiver 'receiver'
@@ -89,18 +91,30 @@ struct wst_sender_params {
     int shm_data;
     wst_layer_progress_fn progress_fn; /* WST_SENDER_PARAM_PROGRESS */
     void *progress_arg;
+    /* How device shards travel, per receiver: "auto" (default: directly
+     * through UCX where every side holding device memory has a CUDA-aware
+     * UCX, else "bounce"), "direct", "bounce" (through pinned host
+     * memory) or "nccl". The choice and its reason are logged once per
+     * receiver. Borrowed during create. */
+    const char *device_path;
+    /* Pinned host memory the bounce path copies device shards through,
+     * allocated and registered once, in slots of one message (8 MiB);
+     * default 64 MiB, at least two slots. */
+    uint64_t bounce_bytes;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a
  * dense row-major array of the box's extents (or, for a flat shard, the
  * flattened elements [box_start[0], box_stop[0]) of the tensor). */
 struct wst_shard {
-    const char *name;      /* checkpoint name, e.g. "model.norm.weight" */
-    const void *data;      /* borrowed until wst_sender_destroy */
-    int mem_type;          /* enum wst_mem_type; only WST_MEM_HOST for now */
-    int dtype;             /* enum wst_dtype */
-    uint32_t ndim;         /* of the global shape, 1..8 */
-    const uint64_t *shape; /* [ndim] global shape */
+    const char *name; /* checkpoint name, e.g. "model.norm.weight" */
+    const void *data; /* borrowed until wst_sender_destroy */
+    /* enum wst_mem_type: WST_MEM_HOST, or WST_MEM_CUDA for device memory
+     * (checked; every device shard of a sender on one GPU). */
+    int mem_type;
+    int dtype;                 /* enum wst_dtype */
+    uint32_t ndim;             /* of the global shape, 1..8 */
+    const uint64_t *shape;     /* [ndim] global shape */
     const uint64_t *box_start; /* [ndim], or [1] when flat */
     const uint64_t *box_stop;  /* [ndim], or [1] when flat */
     int flat;                  /* nonzero: a 1-D box over the flattened view */
@@ -124,6 +138,14 @@ wst_status_t wst_sender_register(wst_sender_t *sender,
  * WST_ERR_DTYPE_MISMATCH, ...), WST_ERR_TIMED_OUT, or WST_ERR_BUSY while
  * the previous version is still in flight (wait for it first). */
 wst_status_t wst_sender_push(wst_sender_t *sender, uint64_t version);
+
+/* The same, for shards written by asynchronous GPU work: 'cuda_event' (a
+ * cudaEvent_t the application recorded on its stream after that work, or
+ * NULL) is waited for on the GPU before this push reads any device shard,
+ * so nothing stale is sent or digested. The event may be recorded again
+ * once this returns. */
+wst_status_t wst_sender_push_after(wst_sender_t *sender, uint64_t version,
+                                   void *cuda_event);
 
 /* Waits until every receiver has committed the pushed version (WST_OK), a
  * receiver or connection reports an error (that error), or timeout_s passes

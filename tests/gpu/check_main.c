@@ -63,12 +63,15 @@ int main(int argc, char **argv)
     check_repack(&g);
     check_digest(&g);
     check_pack(&g);
+    check_nccl(&g);
     printf("%d checks, %d failed\n", g.checks, g.failures);
     if (bench) {
         double copy_gbs = bench_copy(&g);
         bench_repack(&g, copy_gbs);
         bench_digest(&g, copy_gbs);
         bench_pack(&g, copy_gbs);
+        bench_nccl(&g, copy_gbs);
+        bench_pinned(&g);
         gbench_print_table();
     }
     wst_gpu_stream_destroy(g.stream);

@@ -51,10 +51,16 @@ void gbench_print_table(void);
 void check_repack(struct gcheck *g);
 void check_digest(struct gcheck *g);
 void check_pack(struct gcheck *g);
+/* The NCCL mover on one rank; a build without NCCL fails it loudly. */
+void check_nccl(struct gcheck *g);
 /* copy_gbs: device-to-device copy GB/s (read + written) measured in the
  * same run, the ceiling each kernel is reported against. */
 void bench_repack(struct gcheck *g, double copy_gbs);
 void bench_digest(struct gcheck *g, double copy_gbs);
 void bench_pack(struct gcheck *g, double copy_gbs);
+void bench_nccl(struct gcheck *g, double copy_gbs);
+/* The bounce path's stages alone: pinned copies each way, whole and in
+ * bounce-slot chunks. */
+void bench_pinned(struct gcheck *g);
 
 #endif

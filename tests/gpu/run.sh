@@ -1,7 +1,9 @@
 #!/bin/bash
 # tests/gpu/run.sh OUT_DIR [DEPS_DIR] - everything that needs a GPU, in one
-# go: build with CUDA, run every kernel check against its CPU twin, the
-# unit tests, the device-memory refits of the demo, then the benchmarks.
+# go: build with CUDA, run every kernel check against its CPU twin (and the
+# NCCL mover on one GPU), the unit tests, the device-memory refits of the
+# demo (agents' live memory on the GPU; senders' shards on the GPU, moved
+# by the bounce path), then the benchmarks.
 # Full logs go to OUT_DIR/log.txt; the summary (every check's line and the
 # benchmark table) is printed last and kept in OUT_DIR/summary.txt.
 #
@@ -81,10 +83,17 @@ demo() { # demo NAME ARGS...
     local st=$?
     cat "$out/demo.tmp" >>"$log"
     result "demo $name" $st "$(grep -E 'GB/s|verified' "$out/demo.tmp" | tail -1)"
-    # With --log-level info: how the agents' device bytes came in.
-    grep -E "landed and copied" "$out/demo.tmp" | tail -2 | sed 's/^/    /' |
-        tee -a "$summary"
+    # With --log-level info: how device bytes left the senders and came
+    # into the agents, and the path each sender chose.
+    grep -E "device path|bounce:|landed and copied" "$out/demo.tmp" |
+        sed 's/^[0-9.]* //' | sort | uniq -c | sort -rn | head -4 |
+        sed 's/^/    /' | tee -a "$summary"
+    # Refits after the first (set-up, first touch): their median GB/s.
+    grep -oE '^refit [0-9]+/[0-9]+: .*\(([0-9.]+) GB/s\)' "$out/demo.tmp" |
+        tail -n +2 | grep -oE '[0-9.]+ GB/s' | sort -n |
+        awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}' >"$out/gbs.tmp"
 }
+median_gbs() { cat "$out/gbs.tmp" 2>/dev/null; }
 [ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
 # Each device case next to the same refit in host memory, same run.
 both() { # both NAME ARGS...: the refit with --device 0, then in host shm
@@ -105,8 +114,67 @@ both "tiny-moe 1 slot 2->1" --senders 2 --receivers 1 --refits 5 \
     --transport tcp --staging-slots 1
 both "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 --refits 5 \
     --transport tcp
-both "qwen3-30b-a3b 2 layers 1->1" --preset qwen3-30b-a3b --layers 2 \
-    --senders 1 --receivers 1 --refits 3 --transport tcp
+# 4. Device to device: the senders' shards on the GPU too, moved through
+#    their pinned bounce rings (Debian's UCX has no CUDA support), landed
+#    through the agents' pinned rings; copied in asynchronously before each
+#    push, which waits for them with the ready event.
+d2d() { demo "d2d $1" --device 0 --sender-device 0 "${@:2}"; }
+d2d "tiny-moe 2->2 (info log)" --senders 2 --receivers 2 --refits 3 \
+    --transport tcp --log-level info
+d2d "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5 --transport tcp
+d2d "tiny-moe checkpoint 1->2" --senders 1 --receivers 2 --refits 5 \
+    --transport tcp --loader checkpoint
+d2d "tiny-moe 1 slot 4->2" --senders 4 --receivers 2 --refits 5 \
+    --transport tcp --staging-slots 1
+d2d "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 --refits 5 \
+    --transport tcp
+demo "sender-device only: tiny-moe 2->2" --sender-device 0 --senders 2 \
+    --receivers 2 --refits 3 --transport tcp --log-level info
+# The direct path needs a CUDA-aware UCX, which this machine lacks: asked
+# for, it must be refused with the reason, not crash UCX.
+refused() { # refused NAME PATTERN ARGS...: must exit nonzero, saying PATTERN
+    local name=$1 pattern=$2
+    shift 2
+    echo "== refused $name: wstream-demo $*" >>"$log"
+    timeout 120 "$bin/wstream-demo" "$@" >"$out/demo.tmp" 2>&1
+    local st=$?
+    cat "$out/demo.tmp" >>"$log"
+    local why
+    why=$(grep -oE "$pattern" "$out/demo.tmp" | head -1)
+    [ $st -ne 0 ] && [ -n "$why" ]
+    result "refused $name" $? "(exit $st) $why"
+}
+refused "d2d device-path direct (UCX without CUDA)" "no device path: [^(]*" \
+    --device 0 --sender-device 0 --senders 1 --receivers 1 --refits 1 \
+    --transport tcp --device-path direct
+
+# 5. A bounce refit of real size next to the same refit host to device and
+#    host to host, and next to each of its stages alone in this run.
+q3="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5 --transport tcp --log-level info"
+# shellcheck disable=SC2086
+demo "host->host qwen3-30b-a3b 2 layers 1->1" $q3
+gbs_hh=$(median_gbs)
+# shellcheck disable=SC2086
+demo "host->device qwen3-30b-a3b 2 layers 1->1" --device 0 $q3
+gbs_hd=$(median_gbs)
+# shellcheck disable=SC2086
+demo "device->device qwen3-30b-a3b 2 layers 1->1" --device 0 --sender-device 0 $q3
+gbs_dd=$(median_gbs)
+# UCX host to host on the same lanes (TCP over loopback), messages of one
+# bounce slot.
+perftest=$(command -v ucx_perftest)
+ucx_gbs=""
+if [ -n "$perftest" ]; then
+    UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 60 "$perftest" -p 13377 >>"$log" 2>&1 &
+    srv=$!
+    sleep 1
+    UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 60 "$perftest" 127.0.0.1 -p 13377 \
+        -t ucp_am_bw -s 8388608 -n 400 -w 40 >"$out/perf.tmp" 2>&1
+    cat "$out/perf.tmp" >>"$log"
+    wait $srv
+    # Final: iters, latencies x3, bandwidth avg and overall (MB/s = 2^20 B/s)
+    ucx_gbs=$(awk '/Final:/ {printf "%.2f", $7 * 1048576 / 1e9}' "$out/perf.tmp")
+fi
 # Fail closed with device memory: sender 0 is killed in layer 2 of version
 # 2, with copies to the GPU and parked messages in flight. The demo exits
 # nonzero and prints "fail-closed held" only when every agent is either
@@ -122,7 +190,20 @@ held=$(grep -E "fail-closed held" "$out/demo.tmp" | tail -1)
 result "demo device fault kill-sender:2" $? "(exit $st) $held"
 rm -f "$out/demo.tmp"
 
-# 4. The benchmark table, last.
+# 6. The tables, last.
 sed -n '/^| benchmark/,$p' "$out/kernels.txt" | tee -a "$summary"
+stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
+{
+    echo
+    echo "| bounce refit and its stages (GB/s, medians; refits: refits 2-5) | GB/s |"
+    echo "|---|---|"
+    echo "| refit device->device qwen3-30b-a3b 2 layers, bounce both sides | ${gbs_dd:-?} |"
+    echo "| refit host->device, same (agent's landing ring only) | ${gbs_hd:-?} |"
+    echo "| refit host->host, same | ${gbs_hh:-?} |"
+    echo "| stage: pinned device-to-host, 8 MiB chunks | $(stage 'pinned device-to-host 1 GiB, 8 MiB')  |"
+    echo "| stage: UCX host-to-host, tcp/lo, am_bw 8 MiB (ucx_perftest) | ${ucx_gbs:-?} |"
+    echo "| stage: pinned host-to-device, 8 MiB chunks | $(stage 'pinned host-to-device 1 GiB, 8 MiB') |"
+} | tee -a "$summary"
+rm -f "$out/gbs.tmp" "$out/perf.tmp"
 echo "total $(($(date +%s) - t0)) s; failed=$failed" | tee -a "$summary"
 exit $failed

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # demo_no_gpu.sh DEMO_EXPECT DEMO - on a machine without a GPU, the demo's
-# --device fails at once with exit 2 and says why; with a GPU this test
-# skips (tests/gpu/run.sh runs the device refits there).
+# --device (engines' memory) and --sender-device (trainer shards) fail at
+# once with exit 2 and say why; with a GPU this test skips
+# (tests/gpu/run.sh runs the device refits there).
 set -euo pipefail
 if nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP: a GPU is present; tests/gpu/run.sh covers --device"
     exit 77
 fi
-exec "$1" "$2" 2 "--device needs a CUDA build and a GPU: .+" -- \
+"$1" "$2" 2 "--device needs a CUDA build and a GPU: .+" -- \
     --device 0 --refits 1
+"$1" "$2" 2 "--sender-device needs a CUDA build and a GPU: .+" -- \
+    --sender-device 0 --refits 1

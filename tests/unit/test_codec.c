@@ -138,6 +138,7 @@ static void sample_plan(struct wst_msg *m)
     m->u.plan.n_senders = 2;
     m->u.plan.n_layers = 2;
     m->u.plan.mover = WST_MOVER_PUT;
+    m->u.plan.caps = WST_CAP_DEVICE_DST | WST_CAP_NCCL;
     m->u.plan.n_items = 2;
     m->u.plan.items = sample_items;
     m->u.plan.n_regions = 2;
@@ -248,6 +249,7 @@ static void test_codec_roundtrip_plan(void **state)
     assert_int_equal(out.u.plan.n_senders, 2);
     assert_int_equal(out.u.plan.n_layers, 2);
     assert_int_equal(out.u.plan.mover, WST_MOVER_PUT);
+    assert_int_equal(out.u.plan.caps, WST_CAP_DEVICE_DST | WST_CAP_NCCL);
     assert_int_equal(out.u.plan.n_items, 2);
     for (i = 0; i < 2; i++) {
         assert_int_equal(out.u.plan.items[i].sender, sample_items[i].sender);
@@ -718,6 +720,16 @@ static void test_codec_plan_dst_overflow_refused(void **state)
         "plan item 0: dst_offset 18446744073709551552 + length 128 overflows");
 }
 
+static void test_codec_plan_unknown_caps_refused(void **state)
+{
+    struct pb_plan p;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.plan.caps = WST_CAP_UCX_CUDA | 0x40;
+    assert_control_refused(&p.ctl, "plan: unknown capability bits 0x40");
+}
+
 static void test_codec_plan_src_overflow_refused(void **state)
 {
     struct pb_plan p;
@@ -1055,6 +1067,7 @@ int main(void)
         cmocka_unit_test(test_codec_have_flat_past_elements_refused),
         cmocka_unit_test(test_codec_plan_valid_pb_accepted),
         cmocka_unit_test(test_codec_plan_dst_overflow_refused),
+        cmocka_unit_test(test_codec_plan_unknown_caps_refused),
         cmocka_unit_test(test_codec_plan_src_overflow_refused),
         cmocka_unit_test(test_codec_plan_item_past_region_refused),
         cmocka_unit_test(test_codec_plan_region_out_of_range_refused),

@@ -33,9 +33,56 @@ struct sender_ctx {
     uint32_t rank;
     struct wst_have *haves;
     size_t n_haves;
-    void **bufs;
+    void **bufs;  /* host: filled by the data generator */
+    void **dbufs; /* use_sender_device: the shards the sender reads */
+    wst_gpu_stream_t stream;
+    wst_gpu_event_t ready; /* recorded after the copies into dbufs */
+    struct wst_logger gpu_log;
     wst_sender_t *sender;
 };
+
+/* Trainer shards on the GPU: the host fill is copied there as a training
+ * step's output would be written, asynchronously, and the push waits for
+ * it through the ready event (wst_sender_push_after). */
+static int sender_device_copy(struct sender_ctx *x)
+{
+    const struct wst_logger *log = &x->gpu_log;
+
+    for (size_t i = 0; i < x->n_haves; i++) {
+        uint64_t bytes = wst_model_shard_bytes(&x->haves[i]);
+        if (bytes > 0 && wst_gpu_copy_async(log, x->dbufs[i], x->bufs[i], bytes,
+                                            x->stream) != WST_OK)
+            return -1;
+    }
+    return wst_gpu_event_record(log, x->ready, x->stream) == WST_OK ? 0 : -1;
+}
+
+static int sender_device_setup(struct sender_ctx *x)
+{
+    const struct wst_logger *log = &x->gpu_log;
+
+    x->dbufs = calloc(x->n_haves ? x->n_haves : 1, sizeof(*x->dbufs));
+    if (x->dbufs == NULL ||
+        wst_gpu_set_device(log, x->c->p.sender_device) != WST_OK ||
+        wst_gpu_stream_create(log, &x->stream) != WST_OK ||
+        wst_gpu_event_create(log, 0, &x->ready) != WST_OK)
+        return -1;
+    for (size_t i = 0; i < x->n_haves; i++) {
+        uint64_t bytes = wst_model_shard_bytes(&x->haves[i]);
+        if (wst_gpu_malloc(log, bytes ? bytes : 1, &x->dbufs[i]) != WST_OK)
+            return -1;
+    }
+    return 0;
+}
+
+static void sender_device_free(struct sender_ctx *x)
+{
+    for (size_t i = 0; x->dbufs != NULL && i < x->n_haves; i++)
+        wst_gpu_free(x->dbufs[i]);
+    free(x->dbufs);
+    wst_gpu_event_destroy(x->ready);
+    wst_gpu_stream_destroy(x->stream);
+}
 
 /* What `ip netns exec` does, in this process: join the namespace, then
  * remount /sys in a private mount namespace. UCX lists TCP devices from
@@ -71,7 +118,11 @@ err:
  * registration). */
 static int sender_register(struct sender_ctx *x, double *register_s)
 {
+    int on_device = x->c->p.use_sender_device;
+
     *register_s = 0;
+    if (on_device && sender_device_setup(x) != 0)
+        return -1;
     for (size_t i = 0; i < x->n_haves; i++) {
         const struct wst_have *h = &x->haves[i];
         uint64_t bytes = wst_model_shard_bytes(h);
@@ -81,6 +132,10 @@ static int sender_register(struct sender_ctx *x, double *register_s)
         /* Touch every page now: first-touch faults are not refit work. */
         wst_model_fill_shard(h, x->c->p.seed, 0, x->bufs[i]);
         struct wst_shard sh = wst_model_shard(h, x->bufs[i]);
+        if (on_device) {
+            sh.data = x->dbufs[i];
+            sh.mem_type = WST_MEM_CUDA;
+        }
         double t0 = wst_now_s();
         wst_status_t st = wst_sender_register(x->sender, &sh);
         *register_s += wst_now_s() - t0;
@@ -141,6 +196,10 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
     };
     if (p->shm_data)
         sp.field_mask |= WST_SENDER_PARAM_SHM_DATA;
+    if (p->device_path != NULL) {
+        sp.field_mask |= WST_SENDER_PARAM_DEVICE_PATH;
+        sp.device_path = p->device_path;
+    }
     if (p->heartbeat_s > 0 && p->peer_timeout_s > 0) {
         sp.field_mask |= WST_SENDER_PARAM_HEARTBEAT;
         sp.heartbeat_s = p->heartbeat_s;
@@ -161,8 +220,14 @@ static void sender_push(struct sender_ctx *x, uint64_t version, FILE *out)
 
     for (size_t i = 0; i < x->n_haves; i++)
         wst_model_fill_shard(&x->haves[i], p->seed, version, x->bufs[i]);
+    wst_status_t st = WST_OK;
+    if (p->use_sender_device && sender_device_copy(x) != 0)
+        st = WST_ERR_NO_DEVICE;
+    /* The copies are enqueued, not done: the push waits for them. */
     double t0 = wst_now_s();
-    wst_status_t st = wst_sender_push(x->sender, version);
+    if (st == WST_OK)
+        st = wst_sender_push_after(x->sender, version,
+                                   p->use_sender_device ? x->ready : NULL);
     if (st == WST_OK)
         st = wst_sender_wait(x->sender, p->timeout_s);
     uint64_t end = wst_now_ns();
@@ -187,6 +252,7 @@ static int sender_main(const struct wst_cluster *c, uint32_t rank, int cmd_fd,
 
     if (in == NULL || out == NULL)
         return 1;
+    wst_logger_init(&x.gpu_log, "demo-sender", WST_LOG_WARN);
     if ((c->p.sender_netns != NULL && join_netns(c->p.sender_netns) != 0) ||
         sender_setup(&x, &reg_s) != 0) {
         fprintf(out, "failed\n");
@@ -198,6 +264,7 @@ static int sender_main(const struct wst_cluster *c, uint32_t rank, int cmd_fd,
     while (fscanf(in, "%llu", &version) == 1)
         sender_push(&x, version, out);
     wst_sender_destroy(x.sender);
+    sender_device_free(&x);
     for (size_t i = 0; i < x.n_haves; i++)
         free(x.bufs[i]);
     free(x.bufs);

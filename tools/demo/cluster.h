@@ -59,6 +59,13 @@ struct wst_cluster_params {
      * nonzero; zeroed params keep the host shm. */
     int use_device;
     int device;
+    /* Trainer shards on GPU sender_device when use_sender_device is
+     * nonzero: each sender copies its shards there after every fill and
+     * pushes from device memory, by the senders' device_path (NULL:
+     * auto). */
+    int use_sender_device;
+    int sender_device;
+    const char *device_path;
     /* Fault: sender kill_sender SIGKILLs itself as it starts streaming
      * layer kill_layer of version kill_version (0: no fault). */
     uint32_t kill_sender;

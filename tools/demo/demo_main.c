@@ -62,7 +62,9 @@ struct demo_settings {
     char *dump;
     uint64_t staging_slots;
     int engine;
-    char *device; /* text: a GPU ordinal, or -1 for host shm */
+    char *device;        /* text: a GPU ordinal, or -1 for host shm */
+    char *sender_device; /* text: a GPU ordinal, or -1 for host memory */
+    int device_path;
 };
 
 static const char *const loader_choices[] = {"trtllm-bf16", "checkpoint", NULL};
@@ -71,6 +73,8 @@ static const char *const shard_choices[] = {"expert", "intermediate", NULL};
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const char *const mover_choices[] = {"auto", "put", "am", NULL};
+static const char *const path_choices[] = {"auto", "direct", "bounce", "nccl",
+                                           NULL};
 static const char *const level_choices[] = {"error", "warn",  "info",
                                             "debug", "trace", NULL};
 
@@ -133,6 +137,15 @@ static const struct wst_config_entry demo_config[] = {
      "there and its agent imports it by CUDA IPC (needs a CUDA build and a "
      "GPU); -1: host shm",
      offsetof(struct demo_settings, device), NULL},
+    {"sender-device", WST_CONFIG_STRING, "-1",
+     "GPU for the senders' shards (trainer memory): each sender copies its "
+     "shards there after every fill and pushes from device memory (needs a "
+     "CUDA build and a GPU); -1: host memory",
+     offsetof(struct demo_settings, sender_device), NULL},
+    {"device-path", WST_CONFIG_ENUM, "auto",
+     "how senders move device shards: auto, direct (UCX with CUDA), bounce "
+     "(pinned host ring) or nccl",
+     offsetof(struct demo_settings, device_path), path_choices},
     WST_CONFIG_END,
 };
 
@@ -141,8 +154,9 @@ struct demo {
     struct wst_moe_options moe;
     uint32_t kill_layer;
     int fault_kill;
-    int exit_status; /* negated status of the first sender failure */
-    int device;      /* --device, parsed; -1: host shm */
+    int exit_status;   /* negated status of the first sender failure */
+    int device;        /* --device, parsed; -1: host shm */
+    int sender_device; /* --sender-device, parsed; -1: host memory */
     struct wst_model model;
     char workdir[1024]; /* short enough for every path built from it */
     int own_workdir;
@@ -367,36 +381,42 @@ static void teardown(struct demo *d)
     wst_model_release(&d->model);
 }
 
-/* --device: a GPU ordinal that this build and machine have, or -1. Fails
- * here, before any process starts, with what is missing. */
-static int check_device(struct demo *d)
+/* --OPTION: a GPU ordinal that this build and machine have, or -1 for
+ * host memory. Fails here, before any process starts, with what is
+ * missing. */
+static int parse_gpu(const char *option, const char *text, int *gpu_p)
 {
     char *end = NULL, why[320];
     long v;
 
     errno = 0;
-    v = strtol(d->set.device, &end, 10);
-    if (d->set.device[0] == '\0' || *end != '\0' || errno != 0 || v < -1 ||
+    v = strtol(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || v < -1 ||
         v > INT_MAX) {
         fprintf(stderr,
-                "wstream-demo: --device: bad value '%s': expected a GPU "
-                "ordinal, or -1 for host shm\n",
-                d->set.device);
+                "wstream-demo: --%s: bad value '%s': expected a GPU "
+                "ordinal, or -1 for host memory\n",
+                option, text);
         return -1;
     }
-    d->device = (int)v;
-    if (d->device < 0)
-        return 0;
-    if (!d->set.engine) {
+    *gpu_p = (int)v;
+    if (v >= 0 && wst_cluster_device_check((int)v, why, sizeof(why)) != 0) {
+        fprintf(stderr, "wstream-demo: --%s needs a CUDA build and a GPU: %s\n",
+                option, why);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_device(struct demo *d)
+{
+    if (parse_gpu("device", d->set.device, &d->device) != 0 ||
+        parse_gpu("sender-device", d->set.sender_device, &d->sender_device) !=
+            0)
+        return -1;
+    if (d->device >= 0 && !d->set.engine) {
         fprintf(stderr, "wstream-demo: --device needs the stand-in engines "
                         "(--engine yes): they own the device memory\n");
-        return -1;
-    }
-    if (wst_cluster_device_check(d->device, why, sizeof(why)) != 0) {
-        fprintf(stderr,
-                "wstream-demo: --device needs a CUDA build and a GPU: "
-                "%s\n",
-                why);
         return -1;
     }
     return 0;
@@ -462,6 +482,9 @@ static int prepare(struct demo *d, const char *agent_bin)
         printf("wstream-demo: live memory on GPU %d, imported by the agents "
                "by CUDA IPC\n",
                d->device);
+    if (d->sender_device >= 0)
+        printf("wstream-demo: trainer shards on GPU %d, device path %s\n",
+               d->sender_device, path_choices[d->set.device_path]);
     fflush(stdout);
     struct wst_cluster_params cp = {
         .model = &d->model,
@@ -482,6 +505,9 @@ static int prepare(struct demo *d, const char *agent_bin)
         .engine_bin = d->set.engine ? engine_bin : NULL,
         .use_device = d->device >= 0,
         .device = d->device,
+        .use_sender_device = d->sender_device >= 0,
+        .sender_device = d->sender_device,
+        .device_path = path_choices[d->set.device_path],
         .kill_sender = 0,
         .kill_layer = d->kill_layer,
         .kill_version = d->fault_kill ? d->set.refits : 0,

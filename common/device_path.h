@@ -1,0 +1,116 @@
+/* device_path.h - how device bytes travel between one sender and one receiver.
+ *
+ * A pure decision, taken once per (sender, receiver) pair from what each side
+ * holds and can do, and logged once with its reason (DESIGN.md section 6).
+ * Nothing here touches UCX, CUDA or NCCL: callers gather the inputs
+ * (wst_worker_supports_cuda, the receiver's plan, the NCCL stub) and act on
+ * the answer, so every combination can be tested on a machine with no GPU.
+ *
+ * The paths:
+ *   host    no device memory on either side: the UCX put or AM movers as
+ *           they are.
+ *   direct  device memory registered with UCX and moved by put or AM
+ *           (GPUDirect RDMA). Needs a CUDA-aware UCX on every side that holds
+ *           device memory; Debian's and Ubuntu's UCX builds are not.
+ *   bounce  device memory copied through pinned host rings on the side(s)
+ *           holding it, moved host to host by UCX. Always possible.
+ *   nccl    ncclSend/ncclRecv between the two GPUs.
+ *
+ * The rules (the specification; tests/unit/test_device_path.c checks every
+ * combination of inputs against them):
+ *  1. Neither side holds device memory: host, whatever the preference, and
+ *     the reason says a direct or bounce preference does not apply; except
+ *     that a nccl preference is refused (NCCL here moves device memory only).
+ *  2. Preference nccl: nccl when this sender has NCCL (nccl_built) and the
+ *     receiver can run it (peer_nccl); refused otherwise.
+ *  3. Preference direct: direct when every side holding device memory has a
+ *     CUDA-aware UCX (src_device needs local_ucx_cuda, dst_device needs
+ *     peer_ucx_cuda; a side holding only host memory needs nothing). Else
+ *     nccl when rule 2 would allow it (UCX cannot reach that device
+ *     memory). Else refused.
+ *  4. Preference bounce: bounce.
+ *  5. Preference auto: direct when rule 3 allows direct, else bounce. Auto
+ *     never picks nccl: bounce always works, and NCCL needs a communicator
+ *     the operator has to ask for.
+ * Whenever direct is ruled out, the reason names the side(s) whose UCX lacks
+ * CUDA support ("this sender's UCX", "the receiver's UCX").
+ */
+#ifndef WST_DEVICE_PATH_H
+#define WST_DEVICE_PATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <wstream/status.h>
+
+#include "log.h"
+
+/* Values may travel on the wire: append only. */
+enum wst_path {
+    WST_PATH_HOST = 1,
+    WST_PATH_DIRECT = 2,
+    WST_PATH_BOUNCE = 3,
+    WST_PATH_NCCL = 4,
+};
+
+/* Configured preference. Values are local only; their order is the order of
+ * the names wst_path_pref_parse accepts, so a config enum with the choices
+ * {"auto", "direct", "bounce", "nccl"} stores them directly. */
+enum wst_path_pref {
+    WST_PATH_PREF_AUTO = 0,
+    WST_PATH_PREF_DIRECT,
+    WST_PATH_PREF_BOUNCE,
+    WST_PATH_PREF_NCCL,
+};
+
+/* A 'why' buffer of this many bytes holds every reason without truncation. */
+#define WST_PATH_WHY_LEN 320
+
+/* "host", "direct", "bounce", "nccl"; "invalid" for other values. Static
+ * strings. */
+const char *wst_path_name(enum wst_path p);
+
+/* "auto", "direct", "bounce" or "nccl" (exact, lowercase); NULL or "" mean
+ * auto. Anything else: WST_ERR_INVALID and *out untouched (the caller names
+ * the key and the value in its error). */
+wst_status_t wst_path_pref_parse(const char *s, enum wst_path_pref *out);
+
+/* Nonzero when a UCP context's memory_types (ucp_context_attr_t, field
+ * UCP_ATTR_FIELD_MEMORY_TYPES) include UCS_MEMORY_TYPE_CUDA. Only that bit
+ * counts: CUDA_MANAGED support alone does not let UCX register the
+ * cudaMalloc'd memory that weights and staging live in. The raw mask is a
+ * local value: never send it (UCX renumbered memory types between versions);
+ * send this answer instead. */
+int wst_ucx_mem_types_have_cuda(uint64_t memory_types);
+
+/* What one sender knows about one receiver. Flags are 0 or nonzero. */
+struct wst_path_inputs {
+    int src_device;     /* the sender's bytes for this receiver include device
+                           memory */
+    int dst_device;     /* the receiver's destinations (live regions or
+                           staging) include device memory */
+    int local_ucx_cuda; /* this sender's UCX context reports CUDA memory */
+    int peer_ucx_cuda;  /* the receiver's UCX context does (from its plan) */
+    int nccl_built;     /* this sender can run NCCL (wst_nccl_available) */
+    int peer_nccl;      /* the receiver can run NCCL (has NCCL and a device) */
+    enum wst_path_pref pref;
+};
+
+/* Chooses the path for one (sender, receiver) pair by the rules above.
+ * On WST_OK *path is set and 'why' holds one lowercase sentence for the log
+ * line (without the path's name, which wst_path_log prints). On
+ * WST_ERR_UNSUPPORTED (the preference cannot be honoured) *path is untouched
+ * and 'why' says what is missing. WST_ERR_INVALID for a NULL 'in' or 'path'
+ * or a preference out of range. 'why' is borrowed for the call and always
+ * NUL-terminated when why_len > 0 (truncated below WST_PATH_WHY_LEN); it may
+ * be NULL when why_len is 0. */
+wst_status_t wst_path_choose(const struct wst_path_inputs *in,
+                             enum wst_path *path, char *why, size_t why_len);
+
+/* The one INFO line per (sender, receiver) pair:
+ * "receiver <peer_name>: device path <name>: <why>", with a note for direct
+ * that it is unverified on hardware. log, peer_name and why are borrowed for
+ * the call; NULL peer_name or why print as "?". */
+void wst_path_log(const struct wst_logger *log, const char *peer_name,
+                  enum wst_path p, const char *why);
+
+#endif
