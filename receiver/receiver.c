@@ -1162,16 +1162,10 @@ static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
         send_error(r, p, WST_ERR_PROTOCOL, "unexpected have manifest");
         return;
     }
-    for (size_t i = 0; i < m->u.have.n_entries; i++) {
-        if (m->u.have.entries[i].mem != WST_MEM_HOST) {
-            char why[WST_NAME_MAX + 64];
-            snprintf(why, sizeof(why), "tensor %s: %s memory not supported",
-                     m->u.have.entries[i].tensor.name,
-                     wst_mem_type_name(m->u.have.entries[i].mem));
-            send_error(r, p, WST_ERR_UNSUPPORTED, why);
-            return;
-        }
-    }
+    /* Shards in host or device memory alike (the codec checked the type):
+     * how the sender reads device shards is its own business (bounce ring,
+     * or UCX with CUDA), and either way the bytes arrive as a host
+     * sender's do. */
     p->have = m->u.have; /* take ownership */
     memset(&m->u.have, 0, sizeof(m->u.have));
     p->have_done = 1;
