@@ -29,6 +29,8 @@ const char *wst_mover_kind_name(enum wst_mover_kind kind)
         return "put";
     case WST_MOVER_AM:
         return "am";
+    case WST_MOVER_NCCL:
+        return "nccl";
     }
     return "invalid";
 }

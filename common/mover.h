@@ -28,10 +28,14 @@
  * sizes them by it. */
 #define WST_DATA_CHUNK_MAX (8ull << 20)
 
-/* Values travel on the wire (in a plan). */
+/* Values travel on the wire (put and am in a plan: what the receiver
+ * offers; any of them in a sender's BEGIN: what it uses). nccl moves
+ * whole layers with ncclSend/ncclRecv (kernels/nccl_link.h), not through
+ * this ops table. */
 enum wst_mover_kind {
     WST_MOVER_PUT = 1,
     WST_MOVER_AM = 2,
+    WST_MOVER_NCCL = 3,
 };
 
 const char *wst_mover_kind_name(enum wst_mover_kind kind);

@@ -31,7 +31,16 @@ struct wst_gpu_waiter {
     uint32_t taken;   /* entries from 'first' on, added and not yet run */
     uint32_t waiting; /* the last 'waiting' of those not yet waited on */
     int stop;
+    int destroyed; /* freed by the last posted callback */
 };
+
+static void waiter_free(struct wst_gpu_waiter *w)
+{
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w->entries);
+    free(w);
+}
 
 /* Progress thread: the entry's completion; then it is free again. Posts
  * run in the order they were made, which is the order of the entries. */
@@ -44,12 +53,16 @@ static void waited(void *arg)
     pthread_mutex_lock(&w->lock);
     w->first = (w->first + 1) % w->capacity;
     w->taken--;
+    int last = w->destroyed && w->taken == 0;
     pthread_mutex_unlock(&w->lock);
+    if (last)
+        waiter_free(w);
 }
 
 static void *waiter_main(void *arg)
 {
     struct wst_gpu_waiter *w = arg;
+    uint32_t dropped = 0;
 
     wst_gpu_set_device(w->log, w->device);
     pthread_mutex_lock(&w->lock);
@@ -65,10 +78,13 @@ static void *waiter_main(void *arg)
         e->done_ns = wst_now_ns();
         pthread_mutex_lock(&w->lock);
         w->waiting--;
-        if (!w->stop && wst_worker_post(w->worker, waited, e) != WST_OK)
+        if (w->stop)
+            dropped++; /* the newest entries: given back below */
+        else if (wst_worker_post(w->worker, waited, e) != WST_OK)
             WST_ERROR(w->log, "cannot post a GPU completion: a refit using "
                               "it will stall into its deadline");
     }
+    w->taken -= dropped;
     pthread_mutex_unlock(&w->lock);
     return NULL;
 }
@@ -146,8 +162,11 @@ void wst_gpu_waiter_destroy(struct wst_gpu_waiter *w)
     if (w == NULL)
         return;
     wst_gpu_waiter_stop(w);
-    pthread_cond_destroy(&w->cond);
-    pthread_mutex_destroy(&w->lock);
-    free(w->entries);
-    free(w);
+    /* Callbacks posted and not yet run still hold their entries. */
+    pthread_mutex_lock(&w->lock);
+    int pending = w->taken > 0;
+    w->destroyed = pending;
+    pthread_mutex_unlock(&w->lock);
+    if (!pending)
+        waiter_free(w);
 }

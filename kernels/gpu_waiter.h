@@ -47,7 +47,9 @@ wst_status_t wst_gpu_waiter_add(struct wst_gpu_waiter *w, wst_gpu_event_t event,
                                 wst_gpu_waited_fn fn, void *arg);
 
 /* Waits for every event added and ends the thread; nothing is posted after
- * it returns (callbacks already posted still run). NULL is fine. */
+ * it returns (callbacks already posted still run, and destroy leaves the
+ * memory to the last of them, so a waiter may go while its worker lives).
+ * NULL is fine. */
 void wst_gpu_waiter_stop(struct wst_gpu_waiter *w);
 void wst_gpu_waiter_destroy(struct wst_gpu_waiter *w);
 

@@ -79,9 +79,18 @@ static int role_is_known(uint32_t role)
     return role == WST_ROLE_SENDER || role == WST_ROLE_RECEIVER;
 }
 
-static int mover_is_known(uint32_t mover)
+/* What a receiver may offer in a plan: movers over its UCX regions. */
+static int plan_mover_is_known(uint32_t mover)
 {
     return mover == WST_MOVER_PUT || mover == WST_MOVER_AM;
+}
+
+/* What a sender may use, named in its begin request: the plan's movers, or
+ * NCCL when both sides can (Plan.caps). */
+static int begin_mover_is_known(uint32_t mover)
+{
+    return mover == WST_MOVER_PUT || mover == WST_MOVER_AM ||
+           mover == WST_MOVER_NCCL;
 }
 
 static int mem_is_known(uint32_t mem)
@@ -288,7 +297,7 @@ static wst_status_t check_plan_header(const Wst__Plan *m, char *err,
     } else if (m->sender >= m->n_senders) {
         wst_errf(err, errlen, "plan: sender %" PRIu32 " of n_senders %" PRIu32,
                  m->sender, m->n_senders);
-    } else if (!mover_is_known(m->mover)) {
+    } else if (!plan_mover_is_known(m->mover)) {
         wst_errf(err, errlen, "plan: unknown mover %" PRIu32, m->mover);
     } else if (m->caps & ~(uint32_t)WST_CAP_ALL) {
         wst_errf(err, errlen, "plan: unknown capability bits 0x%" PRIx32,
@@ -341,8 +350,6 @@ static wst_status_t check_error(const Wst__Error *m, char *err, size_t errlen)
                       errlen);
 }
 
-/* A set case whose submessage pointer is NULL can only come from a caller
- * bug on encode, but costs nothing to refuse. */
 /* Requests name the sender's mover; acknowledgements carry none. */
 static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
 {
@@ -350,14 +357,27 @@ static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
 
     if (st != WST_OK)
         return st;
-    if (b->ack ? b->mover != 0
-               : (b->mover != WST_MOVER_PUT && b->mover != WST_MOVER_AM)) {
-        wst_errf(err, errlen, "begin: bad mover %u", b->mover);
+    if (b->ack ? b->mover != 0 : !begin_mover_is_known(b->mover)) {
+        wst_errf(err, errlen, "begin: bad mover %" PRIu32, b->mover);
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
 }
 
+/* The id is copied into a fixed array, so its length must be exact. */
+static wst_status_t check_nccl_setup(const Wst__NcclSetup *m, char *err,
+                                     size_t errlen)
+{
+    if (m->unique_id.len != WST_NCCL_UNIQUE_ID_BYTES) {
+        wst_errf(err, errlen, "nccl setup: unique id of %zu bytes, want %d",
+                 m->unique_id.len, WST_NCCL_UNIQUE_ID_BYTES);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
+/* A set case whose submessage pointer is NULL can only come from a caller
+ * bug on encode, but costs nothing to refuse. */
 static wst_status_t check_control(const Wst__Control *pb, char *err,
                                   size_t errlen)
 {
@@ -388,6 +408,10 @@ static wst_status_t check_control(const Wst__Control *pb, char *err,
         return WST_OK;
     case WST__CONTROL__MSG_CREDIT:
         return check_version(pb->credit->version, "credit", err, errlen);
+    case WST__CONTROL__MSG_NCCL_SETUP:
+        return check_nccl_setup(pb->nccl_setup, err, errlen);
+    case WST__CONTROL__MSG_NCCL_READY:
+        return WST_OK;
     default:
         wst_errf(err, errlen, "control: no message set");
         return WST_ERR_PROTOCOL;
@@ -542,6 +566,13 @@ static void convert_small(const Wst__Control *pb, struct wst_msg *msg)
         msg->u.credit.version = pb->credit->version;
         msg->u.credit.layer = pb->credit->layer;
         break;
+    case WST__CONTROL__MSG_NCCL_SETUP:
+        memcpy(msg->u.nccl_setup.unique_id, pb->nccl_setup->unique_id.data,
+               WST_NCCL_UNIQUE_ID_BYTES);
+        break;
+    case WST__CONTROL__MSG_NCCL_READY:
+        msg->u.nccl_ready.plan_hash = pb->nccl_ready->plan_hash;
+        break;
     default:
         break;
     }
@@ -649,6 +680,8 @@ struct pb_build {
     Wst__Error error;
     Wst__Heartbeat heartbeat;
     Wst__Credit credit;
+    Wst__NcclSetup nccl_setup;
+    Wst__NcclReady nccl_ready;
     Wst__HaveEntry *entries;
     Wst__HaveEntry **entry_ptrs;
     Wst__PlanItem *items;
@@ -726,6 +759,9 @@ static int precheck(const struct wst_msg *msg)
         return 1;
     case WST_MSG_CREDIT:
         return msg->u.credit.version >= 1;
+    case WST_MSG_NCCL_SETUP:
+    case WST_MSG_NCCL_READY:
+        return 1;
     }
     return 0;
 }
@@ -856,8 +892,8 @@ static wst_status_t build_plan(const struct wst_plan_msg *p, struct pb_build *b)
     return build_plan_arrays(p, b);
 }
 
-/* Begin, layer_done, commit, error, heartbeat and credit: no arrays to
- * build. */
+/* Begin, layer_done, commit, error, heartbeat, credit and the nccl pair:
+ * no arrays to build. */
 static void build_small(const struct wst_msg *msg, struct pb_build *b)
 {
     switch (msg->type) {
@@ -893,6 +929,17 @@ static void build_small(const struct wst_msg *msg, struct pb_build *b)
         b->credit.version = msg->u.credit.version;
         b->credit.layer = msg->u.credit.layer;
         b->ctl.credit = &b->credit;
+        break;
+    case WST_MSG_NCCL_SETUP:
+        wst__nccl_setup__init(&b->nccl_setup);
+        b->nccl_setup.unique_id.len = WST_NCCL_UNIQUE_ID_BYTES;
+        b->nccl_setup.unique_id.data = (uint8_t *)msg->u.nccl_setup.unique_id;
+        b->ctl.nccl_setup = &b->nccl_setup;
+        break;
+    case WST_MSG_NCCL_READY:
+        wst__nccl_ready__init(&b->nccl_ready);
+        b->nccl_ready.plan_hash = msg->u.nccl_ready.plan_hash;
+        b->ctl.nccl_ready = &b->nccl_ready;
         break;
     default:
         wst__heartbeat__init(&b->heartbeat);
@@ -1105,6 +1152,10 @@ const char *wst_msg_type_name(enum wst_msg_type type)
         return "heartbeat";
     case WST_MSG_CREDIT:
         return "credit";
+    case WST_MSG_NCCL_SETUP:
+        return "nccl_setup";
+    case WST_MSG_NCCL_READY:
+        return "nccl_ready";
     }
     return "unknown";
 }

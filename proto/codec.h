@@ -30,6 +30,7 @@
 #define WST_MAX_REGIONS (1u << 16)
 #define WST_MAX_BLOB 4096 /* rkey, worker address, auth: bytes */
 #define WST_ERROR_MSG_MAX 512
+#define WST_NCCL_UNIQUE_ID_BYTES 128 /* sizeof(ncclUniqueId) */
 
 enum wst_msg_type {
     WST_MSG_HELLO = 1,
@@ -42,6 +43,8 @@ enum wst_msg_type {
     WST_MSG_ERROR = 8,
     WST_MSG_HEARTBEAT = 9,
     WST_MSG_CREDIT = 10,
+    WST_MSG_NCCL_SETUP = 11,
+    WST_MSG_NCCL_READY = 12,
 };
 
 enum wst_role {
@@ -114,7 +117,8 @@ struct wst_begin {
     uint64_t version; /* >= 1 */
     uint64_t plan_hash;
     int ack; /* 0: sender asks to begin; 1: receiver acknowledges */
-    enum wst_mover_kind mover; /* sender's mover; 0 in acknowledgements */
+    enum wst_mover_kind mover; /* sender's mover (put, am or nccl); 0 in
+                                  acknowledgements */
 };
 
 struct wst_layer_done {
@@ -138,6 +142,19 @@ struct wst_credit {
     uint32_t layer;   /* < the plan's n_layers: the receiver checks */
 };
 
+/* Sender to receiver: the id of a 2-rank NCCL communicator, sender rank 0,
+ * receiver rank 1. Both sides start a non-blocking init on sending and on
+ * receipt. */
+struct wst_nccl_setup {
+    uint8_t unique_id[WST_NCCL_UNIQUE_ID_BYTES]; /* an ncclUniqueId */
+};
+
+/* Receiver to sender: its side of the communicator is ready. Failures
+ * travel as struct wst_error_msg instead. */
+struct wst_nccl_ready {
+    uint64_t plan_hash; /* echoes the sender's plan slice; spots stale ones */
+};
+
 struct wst_heartbeat {
     uint64_t seq;
 };
@@ -155,6 +172,8 @@ struct wst_msg {
         struct wst_error_msg error;
         struct wst_heartbeat heartbeat;
         struct wst_credit credit;
+        struct wst_nccl_setup nccl_setup;
+        struct wst_nccl_ready nccl_ready;
     } u;
 };
 

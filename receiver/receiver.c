@@ -58,6 +58,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "nccl_comm.h"
+#include "nccl_link.h"
 #include "planner.h"
 #include "worker.h"
 
@@ -106,9 +107,17 @@ struct peer {
     uint64_t version; /* BEGIN received for this version */
     enum wst_mover_kind mover;
     int acked;
-    uint64_t *recv_bytes; /* [n_layers], am only */
+    uint64_t *recv_bytes; /* [n_layers], am and nccl */
     uint8_t *marks;       /* [n_layers] enum layer_mark */
     uint64_t *digests;    /* [n_layers] from LAYER_DONE */
+
+    /* nccl mover: the communicator (kept across refits), the next layer
+     * to post, its first item (index into this sender's items), and the
+     * next layer whose exchange completes */
+    struct wst_nccl_link *nccl;
+    int nccl_ready;
+    uint32_t nccl_next, nccl_done;
+    size_t nccl_item;
 };
 
 struct wst_receiver {
@@ -248,6 +257,9 @@ static void peer_reset_refit(struct wst_receiver *r, struct peer *p)
 
     p->version = 0;
     p->acked = 0;
+    p->nccl_next = 0;
+    p->nccl_done = 0;
+    p->nccl_item = 0;
     free(p->recv_bytes);
     free(p->marks);
     free(p->digests);
@@ -262,6 +274,7 @@ static void peer_free(struct peer *p)
         struct wst_msg m = {.type = WST_MSG_HAVE, .u.have = p->have};
         wst_msg_release(&m);
     }
+    wst_nccl_link_destroy(p->nccl);
     free(p->recv_bytes);
     free(p->marks);
     free(p->digests);
@@ -515,6 +528,13 @@ static void refit_end(struct wst_receiver *r)
     }
 }
 
+static void nccl_abort_peer(struct wst_receiver *r, struct peer *p, void *arg)
+{
+    (void)r;
+    (void)arg;
+    wst_nccl_link_abort(p->nccl);
+}
+
 static void refit_fail(struct wst_receiver *r, wst_status_t status,
                        const char *fmt, ...)
 {
@@ -543,6 +563,10 @@ static void refit_fail(struct wst_receiver *r, wst_status_t status,
     vsnprintf(j->reason, sizeof(j->reason), fmt, ap);
     va_end(ap);
     for_each_peer(r, error_to_peer, j);
+    /* No receive may go on writing live memory once the refit failed:
+     * their communicators are aborted (the senders reconnect and set up
+     * new ones). */
+    for_each_peer(r, nccl_abort_peer, NULL);
     if (r->refit == REFIT_BEGINNING) {
         /* Nothing was written: keep serving the committed version. */
         WST_ERROR(&r->log, "refit of version %llu refused: %s",
@@ -560,6 +584,137 @@ static void refit_fail(struct wst_receiver *r, wst_status_t status,
         free(j);
 }
 
+/* ---- the nccl mover ---- */
+
+static uint64_t expected_bytes(const struct wst_receiver *r, uint32_t rank,
+                               uint32_t layer)
+{
+    return r->plan->layer_bytes[(size_t)rank * r->plan->n_layers + layer];
+}
+
+static void count_layer(struct wst_receiver *r, struct peer *p, uint32_t layer,
+                        uint64_t len);
+
+/* Progress thread: layer nccl_done of this sender is in its destinations
+ * (exchanges complete in the order they were posted). */
+static void nccl_received(void *arg, wst_status_t status)
+{
+    struct peer *p = arg;
+    struct wst_receiver *r = p->r;
+    uint32_t layer = p->nccl_done++;
+
+    if (r->refit != REFIT_RECEIVING || p->version != r->version || !p->acked)
+        return;
+    if (status != WST_OK) {
+        refit_fail(r, status, "sender %s: nccl receive of layer %u failed",
+                   p->name, layer);
+        return;
+    }
+    count_layer(r, p, layer, expected_bytes(r, p->rank, layer));
+}
+
+/* Posts this sender's layers, in order, as one receive exchange each, as
+ * far as their destinations are ready: a layer that stages experts waits
+ * for its credit (its staging slot). The sender posts its sends in the
+ * same order, which is how NCCL pairs them. */
+static void nccl_post(struct wst_receiver *r, struct peer *p)
+{
+    const struct wst_plan_item *items =
+        r->plan->items + r->plan->sender_first[p->rank];
+    size_t n_items =
+        r->plan->sender_first[p->rank + 1] - r->plan->sender_first[p->rank];
+
+    if (p->mover != WST_MOVER_NCCL || p->nccl == NULL)
+        return;
+    while (p->nccl_next < r->plan->n_layers) {
+        uint32_t layer = p->nccl_next;
+        size_t first = p->nccl_item, n = 0;
+        for (; first + n < n_items && items[first + n].layer == layer; n++)
+            if (items[first + n].staged &&
+                (r->layer_moe[layer] == NULL ||
+                 r->layer_moe[layer]->ordinal >= r->credit_next))
+                return; /* credit_to_peer posts again */
+        struct wst_nccl_run *runs = calloc(n ? n : 1, sizeof(*runs));
+        if (runs == NULL) {
+            refit_fail(r, WST_ERR_NO_MEMORY, "no memory for layer %u", layer);
+            return;
+        }
+        for (size_t k = 0; k < n; k++) {
+            runs[k].ptr = item_dest(r, &items[first + k], 0);
+            runs[k].bytes = items[first + k].length;
+            runs[k].peer = 0; /* the sender */
+        }
+        wst_status_t st =
+            wst_nccl_link_post(p->nccl, runs, n, 1, nccl_received, p);
+        free(runs);
+        if (st == WST_ERR_BUSY)
+            return; /* nccl_received makes room; count_layer posts again */
+        if (st != WST_OK) {
+            refit_fail(r, st, "sender %s: posting layer %u to nccl failed",
+                       p->name, layer);
+            return;
+        }
+        p->nccl_item = first + n;
+        p->nccl_next++;
+    }
+}
+
+/* Progress thread: this side of the communicator is ready (or not). */
+static void nccl_ready(void *arg, wst_status_t status)
+{
+    struct peer *p = arg;
+    struct wst_receiver *r = p->r;
+
+    if (status != WST_OK) {
+        send_error(r, p, status, "nccl communicator failed on the receiver");
+        peer_drop_after_error(r, p);
+        return;
+    }
+    struct wst_msg m = {.type = WST_MSG_NCCL_READY};
+    m.u.nccl_ready.plan_hash = p->plan_hash;
+    p->nccl_ready = 1;
+    WST_INFO(&r->log,
+             "sender %s: nccl communicator ready on GPU %d (rank 1 of "
+             "2)",
+             p->name, r->device);
+    send_msg(r, p, &m);
+}
+
+/* Every destination of an nccl refit must be device memory. */
+static int nccl_possible(const struct wst_receiver *r)
+{
+    if (r->device < 0 || !wst_nccl_available())
+        return 0;
+    for (size_t i = 0; i < r->n_regions; i++)
+        if (r->regions[i].mem != WST_MEM_CUDA)
+            return 0;
+    return 1;
+}
+
+static void on_nccl_setup(struct wst_receiver *r, struct peer *p,
+                          const struct wst_nccl_setup *ns)
+{
+    const char *why = NULL;
+
+    if (!p->plan_sent || p->nccl != NULL || r->refit != REFIT_IDLE)
+        why = "unexpected nccl setup";
+    else if (!nccl_possible(r))
+        why = "this receiver cannot run nccl (its memory is not all on one "
+              "GPU, or it was built without NCCL)";
+    if (why != NULL) {
+        send_error(r, p, WST_ERR_UNSUPPORTED, why);
+        peer_drop_after_error(r, p);
+        return;
+    }
+    wst_status_t st =
+        wst_nccl_link_create(&r->log, r->worker, r->device, ns->unique_id, 1,
+                             r->timeout_s, nccl_ready, p, &p->nccl);
+    if (st != WST_OK) {
+        send_error(r, p, st, "cannot start an nccl communicator");
+        peer_drop_after_error(r, p);
+    }
+}
+
 static void send_credit(struct wst_receiver *r, struct peer *p, uint32_t layer)
 {
     struct wst_msg m = {.type = WST_MSG_CREDIT};
@@ -573,8 +728,10 @@ static void send_credit(struct wst_receiver *r, struct peer *p, uint32_t layer)
 
 static void credit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
-    if (p->acked && p->version == r->version)
+    if (p->acked && p->version == r->version) {
         send_credit(r, p, *(const uint32_t *)arg);
+        nccl_post(r, p);
+    }
 }
 
 /* Grants credits in MoE-layer order while slots are free: ordinal k needs
@@ -612,6 +769,7 @@ static void ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
     send_msg(r, p, &m);
     for (uint32_t k = 0; k < r->credit_next; k++)
         send_credit(r, p, r->moe.layers[k].layer);
+    nccl_post(r, p);
 }
 
 static void pub_in_progress(struct wst_receiver *r, void *arg)
@@ -941,7 +1099,7 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
     m.u.plan.caps =
         (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
         (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
-        (r->device >= 0 && wst_nccl_available() ? WST_CAP_NCCL : 0);
+        (nccl_possible(r) ? WST_CAP_NCCL : 0);
     m.u.plan.n_items = n;
     m.u.plan.items = &pl->items[first];
     m.u.plan.n_regions = r->n_regions;
@@ -1183,6 +1341,10 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
 
     if (b->ack || !p->plan_sent || b->plan_hash != p->plan_hash)
         snprintf(why, sizeof(why), "begin without the current plan");
+    else if (b->mover == WST_MOVER_NCCL && !p->nccl_ready)
+        snprintf(why, sizeof(why), "nccl mover without a ready communicator");
+    else if (b->mover == WST_MOVER_PUT && !r->allow_put)
+        snprintf(why, sizeof(why), "put mover, but no remote keys were given");
     else if (r->refit == REFIT_IDLE && b->version == p->failed_version)
         snprintf(why, sizeof(why),
                  "version %llu failed before this sender began it; retry "
@@ -1208,12 +1370,6 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
         ack_peer(r, p, NULL);
 }
 
-static uint64_t expected_bytes(const struct wst_receiver *r, uint32_t rank,
-                               uint32_t layer)
-{
-    return r->plan->layer_bytes[(size_t)rank * r->plan->n_layers + layer];
-}
-
 static void on_layer_done(struct wst_receiver *r, struct peer *p,
                           const struct wst_layer_done *ld)
 {
@@ -1235,7 +1391,7 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
     }
     r->last_progress_ns = wst_now_ns();
     p->digests[ld->layer] = ld->digest;
-    if (p->mover == WST_MOVER_AM && p->recv_bytes[ld->layer] < want) {
+    if (p->mover != WST_MOVER_PUT && p->recv_bytes[ld->layer] < want) {
         p->marks[ld->layer] = MARK_WAITING;
         return;
     }
@@ -1275,6 +1431,9 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
         break;
     case WST_MSG_LAYER_DONE:
         on_layer_done(r, p, &m.u.layer_done);
+        break;
+    case WST_MSG_NCCL_SETUP:
+        on_nccl_setup(r, p, &m.u.nccl_setup);
         break;
     case WST_MSG_HEARTBEAT:
         break;
@@ -1409,18 +1568,24 @@ static struct peer *data_peer(struct wst_receiver *r,
 }
 
 /* 'len' bytes of a message are where the plan wants them. */
-static void count_data(struct wst_receiver *r, struct peer *p,
-                       const struct wst_data_hdr *hdr, size_t len)
+static void count_layer(struct wst_receiver *r, struct peer *p, uint32_t layer,
+                        uint64_t len)
 {
-    const struct wst_plan_item *it =
-        &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
-    uint32_t layer = it->layer;
-
     p->recv_bytes[layer] += len;
     r->last_progress_ns = wst_now_ns();
     if (p->marks[layer] == MARK_WAITING &&
         p->recv_bytes[layer] == expected_bytes(r, p->rank, layer))
         queue_verify(r, p, layer);
+    nccl_post(r, p); /* an exchange completed: room for the next */
+}
+
+static void count_data(struct wst_receiver *r, struct peer *p,
+                       const struct wst_data_hdr *hdr, size_t len)
+{
+    const struct wst_plan_item *it =
+        &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
+
+    count_layer(r, p, it->layer, len);
 }
 
 static void on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,

@@ -31,7 +31,11 @@
  * through the pinned bounce ring: a chunk (or small items gathered) is
  * copied into a slot, and moved from there once the copy's event has
  * completed. A layer's fence waits until every copy of it has become a
- * move.
+ * move. On the nccl path (kernels/nccl_link.h) a layer is one grouped
+ * ncclSend exchange, posted in layer order once its credit is in, and
+ * "fenced" when the GPU has done it; the communicator is set up once per
+ * plan (NCCL_SETUP, then NCCL_READY from the receiver) and kept across
+ * refits.
  *
  * Locking: link fields belong to the progress thread. What the application
  * thread waits on (state, error, committed version) is written under
@@ -56,6 +60,7 @@
 #include "manifest.h"
 #include "mover.h"
 #include "nccl_comm.h"
+#include "nccl_link.h"
 #include "worker.h"
 
 #define DEFAULT_WINDOW (64ull << 20)
@@ -108,7 +113,10 @@ struct link {
     struct wst_mover *mover;
     uint64_t mover_gen; /* bumped per mover: late callbacks of old ones */
     enum wst_mover_kind mover_kind;
-    enum wst_path path; /* how device shards travel */
+    enum wst_path path;         /* how device shards travel */
+    struct wst_nccl_link *nccl; /* path nccl: kept across refits */
+    int nccl_ready, nccl_peer_ready;
+    uint32_t nccl_next; /* next layer to post */
     char lanes[256];
 
     uint64_t version;
@@ -174,6 +182,16 @@ static void link_set_state(struct link *l, enum link_state st)
 static void link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The NCCL link goes with the connection: aborted if it still has work,
+ * so no kernel waits on a receiver that is gone. */
+static void nccl_drop(struct link *l)
+{
+    wst_nccl_link_destroy(l->nccl);
+    l->nccl = NULL;
+    l->nccl_ready = 0;
+    l->nccl_peer_ready = 0;
+}
+
 static void link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
 {
     char msg[WST_ERROR_MSG_MAX];
@@ -198,6 +216,7 @@ static void link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
         wst_mover_destroy(l->mover);
         l->mover = NULL;
     }
+    nccl_drop(l);
     if (l->conn != NULL) {
         wst_conn_close(l->conn);
         l->conn = NULL;
@@ -340,12 +359,15 @@ static wst_status_t choose_path(struct link *l)
         link_fail(l, st, "no device path: %s", why);
         return st;
     }
-    if (l->path == WST_PATH_NCCL) {
-        /* The NCCL mover exists (kernels/nccl_comm.h) but refits do not
-         * drive it yet. */
-        link_fail(l, WST_ERR_UNSUPPORTED,
-                  "the nccl device path is not wired into refits yet");
-        return WST_ERR_UNSUPPORTED;
+    for (size_t i = 0; l->path == WST_PATH_NCCL && i < l->plan.n_items; i++) {
+        const struct shard *sh = &s->shards[l->plan.items[i].have];
+        if (sh->device < 0) {
+            link_fail(l, WST_ERR_UNSUPPORTED,
+                      "the nccl path moves device memory only, and shard "
+                      "'%s' is host memory",
+                      sh->have.tensor.name);
+            return WST_ERR_UNSUPPORTED;
+        }
     }
     if (l->path == WST_PATH_DIRECT && in.src_device &&
         !wst_worker_supports_cuda(s->worker)) {
@@ -359,6 +381,46 @@ static wst_status_t choose_path(struct link *l)
     return WST_OK;
 }
 
+/* Progress thread: this side of the communicator is ready (or not). */
+static void nccl_local_ready(void *arg, wst_status_t status)
+{
+    struct link *l = arg;
+
+    if (l->state != LINK_CONNECTING)
+        return;
+    if (status != WST_OK) {
+        link_fail(l, status, "nccl communicator with GPU %d failed",
+                  wst_tx_device_ordinal(l->s->dev));
+        return;
+    }
+    l->nccl_ready = 1;
+    WST_INFO(&l->s->log, "receiver %s: nccl communicator ready (rank 0 of 2)",
+             l->name);
+    if (l->nccl_peer_ready)
+        link_set_state(l, LINK_PLANNED);
+}
+
+/* The nccl path: a new unique id to the receiver, and this side's
+ * non-blocking init; PLANNED once both sides are ready. */
+static wst_status_t nccl_open(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    struct wst_msg m = {.type = WST_MSG_NCCL_SETUP};
+    wst_status_t st;
+
+    nccl_drop(l);
+    l->mover_kind = WST_MOVER_NCCL;
+    st = wst_nccl_get_id(&s->log, m.u.nccl_setup.unique_id);
+    if (st == WST_OK)
+        st = wst_nccl_link_create(&s->log, s->worker,
+                                  wst_tx_device_ordinal(s->dev),
+                                  m.u.nccl_setup.unique_id, 0, s->timeout_s,
+                                  nccl_local_ready, l, &l->nccl);
+    if (st == WST_OK)
+        st = link_send(l, &m);
+    return st;
+}
+
 static wst_status_t open_mover(struct link *l)
 {
     struct wst_sender *s = l->s;
@@ -368,6 +430,8 @@ static wst_status_t open_mover(struct link *l)
     st = choose_path(l);
     if (st != WST_OK)
         return st;
+    if (l->path == WST_PATH_NCCL)
+        return nccl_open(l);
 
     if (wst_conn_data_ep(l->conn) == NULL) {
         st = wst_conn_open_data(l->conn, l->address.data, l->address.len,
@@ -459,7 +523,20 @@ static void on_plan(struct link *l, struct wst_msg *m)
         link_fail(l, st, "cannot set up the data path");
         return;
     }
-    link_set_state(l, LINK_PLANNED);
+    if (l->path != WST_PATH_NCCL)
+        link_set_state(l, LINK_PLANNED);
+}
+
+static void on_nccl_ready(struct link *l, const struct wst_nccl_ready *nr)
+{
+    if (l->state != LINK_CONNECTING || l->nccl == NULL || l->nccl_peer_ready ||
+        nr->plan_hash != l->plan.plan_hash) {
+        link_fail(l, WST_ERR_PROTOCOL, "unexpected nccl-ready");
+        return;
+    }
+    l->nccl_peer_ready = 1;
+    if (l->nccl_ready)
+        link_set_state(l, LINK_PLANNED);
 }
 
 static void on_begin_ack(struct link *l, const struct wst_begin *b)
@@ -541,6 +618,9 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
         break;
     case WST_MSG_CREDIT:
         on_credit(l, &m.u.credit);
+        break;
+    case WST_MSG_NCCL_READY:
+        on_nccl_ready(l, &m.u.nccl_ready);
         break;
     case WST_MSG_ERROR:
         link_fail(l, (wst_status_t)m.u.error.status, "receiver reports: %s",
@@ -942,6 +1022,66 @@ static int post_chunk(struct link *l)
     return post_move(l, &mv, -1, 0);
 }
 
+/* Progress thread: the GPU has sent layer 'fenced' (exchanges complete
+ * in the order they were posted). */
+static void nccl_sent(void *arg, wst_status_t status)
+{
+    struct link *l = arg;
+    uint32_t layer = l->fenced;
+
+    if (l->state != LINK_STREAMING)
+        return;
+    if (status != WST_OK) {
+        link_fail(l, status, "nccl send of layer %u failed", layer);
+        return;
+    }
+    l->bytes_moved += l->layer_bytes[layer];
+    l->fenced = layer + 1;
+    pump(l);
+}
+
+/* Posts the next layer as one exchange of its items, in plan order, once
+ * its credit (if it stages experts) is in; 0 when blocked. */
+static int nccl_step(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    uint32_t layer = l->nccl_next;
+
+    if (layer >= l->plan.n_layers)
+        return 0;
+    size_t first = l->layer_first[layer], n = l->layer_first[layer + 1] - first;
+    for (size_t k = 0; k < n; k++)
+        if (l->plan.items[first + k].staged && !l->credits[layer])
+            return 0; /* on_credit pumps again */
+    while (l->started <= layer) {
+        if (s->progress_fn != NULL)
+            s->progress_fn(s->progress_arg, (size_t)(l - s->links), l->started,
+                           l->version);
+        l->started++;
+    }
+    struct wst_nccl_run *runs = calloc(n ? n : 1, sizeof(*runs));
+    if (runs == NULL) {
+        link_fail(l, WST_ERR_NO_MEMORY, "no memory for layer %u", layer);
+        return 0;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const struct wst_plan_item *it = &l->plan.items[first + k];
+        runs[k].ptr = (char *)s->shards[it->have].data + it->src_offset;
+        runs[k].bytes = it->length;
+        runs[k].peer = 1; /* the receiver */
+    }
+    wst_status_t st = wst_nccl_link_post(l->nccl, runs, n, 0, nccl_sent, l);
+    free(runs);
+    if (st == WST_ERR_BUSY)
+        return 0; /* a completion pumps again */
+    if (st != WST_OK) {
+        link_fail(l, st, "posting layer %u to nccl failed", layer);
+        return 0;
+    }
+    l->nccl_next++;
+    return 1;
+}
+
 /* One step of the pump; returns 0 when nothing more can be done now.
  * Three things, in this order of priority:
  *  1. LAYER_DONE for the next layer once it is both fenced (visible) and
@@ -961,6 +1101,8 @@ static int pump_step(struct link *l)
         send_layer_done(l, l->done_sent++);
         return 1;
     }
+    if (l->path == WST_PATH_NCCL)
+        return nccl_step(l);
     if (!l->fence_pending && l->fence_layer < n_layers &&
         l->cursor >= l->layer_first[l->fence_layer + 1] &&
         l->copying[l->fence_layer] == 0) {
@@ -1040,6 +1182,7 @@ static void do_begin(void *arg)
     l->bytes_moved = 0;
     memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));
     memset(l->copying, 0, l->plan.n_layers * sizeof(*l->copying));
+    l->nccl_next = 0;
     m.u.begin.version = l->version;
     m.u.begin.plan_hash = l->plan.plan_hash;
     m.u.begin.mover = l->mover_kind;
@@ -1602,6 +1745,7 @@ static void close_links(void *arg)
         struct link *l = &s->links[i];
         if (l->mover != NULL)
             wst_mover_destroy(l->mover);
+        nccl_drop(l);
         if (l->conn != NULL)
             wst_conn_close(l->conn);
         l->mover = NULL;

@@ -404,12 +404,103 @@ static void test_codec_roundtrip_credit(void **state)
     assert_control_refused(&ctl, "credit: version 0");
 }
 
+/* 128 distinct bytes, so a shifted, truncated or reordered copy shows. */
+static void sample_unique_id(uint8_t id[WST_NCCL_UNIQUE_ID_BYTES])
+{
+    size_t i;
+
+    for (i = 0; i < WST_NCCL_UNIQUE_ID_BYTES; i++) {
+        id[i] = (uint8_t)(0x80 + i); /* 0x80..0xff */
+    }
+}
+
+static void test_codec_roundtrip_nccl_setup(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_NCCL_SETUP;
+    sample_unique_id(in.u.nccl_setup.unique_id);
+    roundtrip(&in, &out);
+    assert_int_equal(out.type, WST_MSG_NCCL_SETUP);
+    assert_memory_equal(out.u.nccl_setup.unique_id, in.u.nccl_setup.unique_id,
+                        WST_NCCL_UNIQUE_ID_BYTES);
+    wst_msg_release(&out);
+    assert_memory_equal(&out, &zero_msg, sizeof(out));
+}
+
+static void test_codec_nccl_setup_bad_length_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__NcclSetup setup = WST__NCCL_SETUP__INIT;
+    uint8_t id[WST_NCCL_UNIQUE_ID_BYTES + 1];
+
+    (void)state;
+    memset(id, 0x5a, sizeof(id));
+    ctl.msg_case = WST__CONTROL__MSG_NCCL_SETUP;
+    ctl.nccl_setup = &setup;
+    assert_control_refused(&ctl, "nccl setup: unique id of 0 bytes, want 128");
+    setup.unique_id.data = id;
+    setup.unique_id.len = WST_NCCL_UNIQUE_ID_BYTES - 1;
+    assert_control_refused(&ctl,
+                           "nccl setup: unique id of 127 bytes, want 128");
+    setup.unique_id.len = WST_NCCL_UNIQUE_ID_BYTES + 1;
+    assert_control_refused(&ctl,
+                           "nccl setup: unique id of 129 bytes, want 128");
+}
+
+static void test_codec_roundtrip_nccl_ready(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_NCCL_READY;
+    in.u.nccl_ready.plan_hash = 0x8badf00ddeadbeefull;
+    roundtrip(&in, &out);
+    assert_int_equal(out.type, WST_MSG_NCCL_READY);
+    assert_true(out.u.nccl_ready.plan_hash == 0x8badf00ddeadbeefull);
+    wst_msg_release(&out);
+    in.u.nccl_ready.plan_hash = 0; /* any hash is a valid echo */
+    roundtrip(&in, &out);
+    assert_true(out.u.nccl_ready.plan_hash == 0);
+    wst_msg_release(&out);
+}
+
+/* A sender may use NCCL; acknowledgements still carry no mover. */
+static void test_codec_begin_nccl_mover_accepted(void **state)
+{
+    struct wst_msg in, out;
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Begin b = WST__BEGIN__INIT;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_BEGIN;
+    in.u.begin.version = 5;
+    in.u.begin.plan_hash = 0x0123456789abcdefull;
+    in.u.begin.mover = WST_MOVER_NCCL;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.begin.ack, 0);
+    assert_int_equal(out.u.begin.mover, WST_MOVER_NCCL);
+    wst_msg_release(&out);
+    ctl.msg_case = WST__CONTROL__MSG_BEGIN;
+    ctl.begin = &b;
+    b.version = 5;
+    b.ack = 1;
+    b.mover = WST_MOVER_NCCL;
+    assert_control_refused(&ctl, "begin: bad mover 3");
+}
+
 static void test_codec_type_names(void **state)
 {
     (void)state;
     assert_string_equal(wst_msg_type_name(WST_MSG_HELLO), "hello");
     assert_string_equal(wst_msg_type_name(WST_MSG_PLAN), "plan");
     assert_string_equal(wst_msg_type_name(WST_MSG_HEARTBEAT), "heartbeat");
+    assert_string_equal(wst_msg_type_name(WST_MSG_NCCL_SETUP), "nccl_setup");
+    assert_string_equal(wst_msg_type_name(WST_MSG_NCCL_READY), "nccl_ready");
     assert_string_equal(wst_msg_type_name((enum wst_msg_type)77), "unknown");
 }
 
@@ -786,11 +877,29 @@ static void test_codec_plan_bad_header_refused(void **state)
     p.plan.sender = 1; /* of n_senders 1 */
     assert_control_refused(&p.ctl, "plan: sender 1 of n_senders 1");
     pb_plan_init(&p);
-    p.plan.mover = 3;
-    assert_control_refused(&p.ctl, "plan: unknown mover 3");
+    p.plan.mover = 7;
+    assert_control_refused(&p.ctl, "plan: unknown mover 7");
     pb_plan_init(&p);
     p.item.length = 0;
     assert_control_refused(&p.ctl, "plan item 0: length 0");
+}
+
+/* NCCL is what a sender picks, never what a receiver's plan offers. */
+static void test_codec_plan_nccl_mover_refused(void **state)
+{
+    struct pb_plan p;
+    struct wst_msg m;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.plan.mover = WST_MOVER_NCCL;
+    assert_control_refused(&p.ctl, "plan: unknown mover 3");
+    sample_plan(&m);
+    m.u.plan.mover = WST_MOVER_NCCL;
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    assert_null(buf);
 }
 
 /* ---- other lying messages ---- */
@@ -1051,6 +1160,10 @@ int main(void)
         cmocka_unit_test(test_codec_roundtrip_error),
         cmocka_unit_test(test_codec_roundtrip_heartbeat),
         cmocka_unit_test(test_codec_roundtrip_credit),
+        cmocka_unit_test(test_codec_roundtrip_nccl_setup),
+        cmocka_unit_test(test_codec_nccl_setup_bad_length_refused),
+        cmocka_unit_test(test_codec_roundtrip_nccl_ready),
+        cmocka_unit_test(test_codec_begin_nccl_mover_accepted),
         cmocka_unit_test(test_codec_type_names),
         cmocka_unit_test(test_codec_oversized_refused_before_parsing),
         cmocka_unit_test(test_codec_garbage_refused),
@@ -1073,6 +1186,7 @@ int main(void)
         cmocka_unit_test(test_codec_plan_region_out_of_range_refused),
         cmocka_unit_test(test_codec_plan_layer_out_of_range_refused),
         cmocka_unit_test(test_codec_plan_bad_header_refused),
+        cmocka_unit_test(test_codec_plan_nccl_mover_refused),
         cmocka_unit_test(test_codec_error_unknown_status_refused),
         cmocka_unit_test(test_codec_blob_too_large_refused),
         cmocka_unit_test(test_codec_hello_unknown_role_refused),
