@@ -15,9 +15,8 @@
 /* One exchange, from post to done_fn. */
 struct xchg {
     struct wst_nccl_link *link;
-    struct wst_nccl_run *runs; /* owned copy */
-    size_t n_runs;
-    int recv;
+    struct wst_nccl_run *runs; /* owned copy: the sends, then the recvs */
+    size_t n_sends, n_recvs;
     wst_nccl_link_fn done_fn;
     void *arg;
     wst_gpu_event_t event;
@@ -27,7 +26,7 @@ struct xchg {
 struct wst_nccl_link {
     const struct wst_logger *log;
     wst_worker_t *worker;
-    int device, rank;
+    int device, nranks, rank;
     double timeout_s;
     unsigned char id[WST_NCCL_ID_BYTES];
     wst_nccl_link_fn ready_fn;
@@ -110,8 +109,8 @@ static void refused(void *arg)
 static void job_init(void *arg)
 {
     struct wst_nccl_link *l = arg;
-    wst_status_t st =
-        wst_nccl_comm_start(l->log, l->device, l->id, 2, l->rank, &l->comm);
+    wst_status_t st = wst_nccl_comm_start(l->log, l->device, l->id, l->nranks,
+                                          l->rank, &l->comm);
     uint64_t deadline = wst_deadline_ns(l->timeout_s);
     struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000};
 
@@ -148,9 +147,8 @@ static void job_exchange(void *arg)
     wst_status_t st = l->dead || l->comm == NULL ? WST_ERR_STATE : WST_OK;
 
     if (st == WST_OK)
-        st = wst_nccl_exchange(
-            l->comm, x->recv ? NULL : x->runs, x->recv ? 0 : x->n_runs,
-            x->recv ? x->runs : NULL, x->recv ? x->n_runs : 0, l->stream);
+        st = wst_nccl_exchange(l->comm, x->runs, x->n_sends,
+                               x->runs + x->n_sends, x->n_recvs, l->stream);
     if (st == WST_OK)
         st = wst_gpu_event_record(l->log, x->event, l->stream);
     x->status = st;
@@ -176,7 +174,7 @@ static void job_abort(void *arg)
 wst_status_t wst_nccl_link_create(const struct wst_logger *log,
                                   wst_worker_t *worker, int device,
                                   const unsigned char id[WST_NCCL_ID_BYTES],
-                                  int rank, double timeout_s,
+                                  int nranks, int rank, double timeout_s,
                                   wst_nccl_link_fn ready_fn, void *arg,
                                   struct wst_nccl_link **link_p)
 {
@@ -194,6 +192,7 @@ wst_status_t wst_nccl_link_create(const struct wst_logger *log,
     l->log = log;
     l->worker = worker;
     l->device = device;
+    l->nranks = nranks;
     l->rank = rank;
     l->timeout_s = timeout_s;
     memcpy(l->id, id, WST_NCCL_ID_BYTES);
@@ -231,22 +230,27 @@ err_free:
     return st;
 }
 
-wst_status_t wst_nccl_link_post(struct wst_nccl_link *l,
-                                const struct wst_nccl_run *runs, size_t n_runs,
-                                int recv, wst_nccl_link_fn done_fn, void *arg)
+wst_status_t
+wst_nccl_link_post(struct wst_nccl_link *l, const struct wst_nccl_run *sends,
+                   size_t n_sends, const struct wst_nccl_run *recvs,
+                   size_t n_recvs, wst_nccl_link_fn done_fn, void *arg)
 {
+    size_t n_runs = n_sends + n_recvs;
+
     if (l->aborted || l->closing)
         return WST_ERR_STATE;
     if (l->in_flight == WST_NCCL_LINK_DEPTH)
         return WST_ERR_BUSY;
     struct xchg *x = &l->xs[(l->first + l->in_flight) % WST_NCCL_LINK_DEPTH];
-    x->runs = malloc((n_runs ? n_runs : 1) * sizeof(*runs));
+    x->runs = malloc((n_runs ? n_runs : 1) * sizeof(*x->runs));
     if (x->runs == NULL)
         return WST_ERR_NO_MEMORY;
-    if (n_runs > 0)
-        memcpy(x->runs, runs, n_runs * sizeof(*runs));
-    x->n_runs = n_runs;
-    x->recv = recv;
+    if (n_sends > 0)
+        memcpy(x->runs, sends, n_sends * sizeof(*x->runs));
+    if (n_recvs > 0)
+        memcpy(x->runs + n_sends, recvs, n_recvs * sizeof(*x->runs));
+    x->n_sends = n_sends;
+    x->n_recvs = n_recvs;
     x->done_fn = done_fn;
     x->arg = arg;
     x->status = WST_OK;

@@ -37,7 +37,9 @@ typedef void (*wst_nccl_link_fn)(void *arg, wst_status_t status);
 
 struct wst_nccl_link;
 
-/* Starts the init of rank 'rank' of 2 on 'device' with unique id 'id';
+/* Starts the init of rank 'rank' of 'nranks' on 'device' with unique id
+ * 'id' (a refit link: 2 ranks, the sender 0; a check on one GPU: 1 rank
+ * exchanging with itself);
  * ready_fn(arg, status) follows on the progress thread once the
  * communicator is ready, or failed, or timeout_s passed (it is aborted
  * then). 'log' and 'worker' are borrowed for the link's lifetime. On
@@ -45,18 +47,19 @@ struct wst_nccl_link;
 wst_status_t wst_nccl_link_create(const struct wst_logger *log,
                                   wst_worker_t *worker, int device,
                                   const unsigned char id[WST_NCCL_ID_BYTES],
-                                  int rank, double timeout_s,
+                                  int nranks, int rank, double timeout_s,
                                   wst_nccl_link_fn ready_fn, void *arg,
                                   struct wst_nccl_link **link_p);
 
-/* Queues one exchange of runs to (sends) or from (recvs) the peer;
+/* Queues one grouped exchange of 'sends' and 'recvs' (wst_nccl_exchange);
  * done_fn(arg, status) follows on the progress thread once the GPU has
- * done it (or it failed). The runs are copied; their memory must stay
- * untouched until done_fn. WST_ERR_BUSY with WST_NCCL_LINK_DEPTH in
+ * done it (or it failed). The arrays are copied; the memory they name must
+ * stay untouched until done_fn. WST_ERR_BUSY with WST_NCCL_LINK_DEPTH in
  * flight; WST_ERR_STATE after an abort. */
-wst_status_t wst_nccl_link_post(struct wst_nccl_link *link,
-                                const struct wst_nccl_run *runs, size_t n_runs,
-                                int recv, wst_nccl_link_fn done_fn, void *arg);
+wst_status_t
+wst_nccl_link_post(struct wst_nccl_link *link, const struct wst_nccl_run *sends,
+                   size_t n_sends, const struct wst_nccl_run *recvs,
+                   size_t n_recvs, wst_nccl_link_fn done_fn, void *arg);
 
 /* Exchanges posted and not yet done. */
 uint32_t wst_nccl_link_in_flight(const struct wst_nccl_link *link);

@@ -645,7 +645,7 @@ static void nccl_post(struct wst_receiver *r, struct peer *p)
             runs[k].peer = 0; /* the sender */
         }
         wst_status_t st =
-            wst_nccl_link_post(p->nccl, runs, n, 1, nccl_received, p);
+            wst_nccl_link_post(p->nccl, NULL, 0, runs, n, nccl_received, p);
         free(runs);
         if (st == WST_ERR_BUSY)
             return; /* nccl_received makes room; count_layer posts again */
@@ -707,7 +707,7 @@ static void on_nccl_setup(struct wst_receiver *r, struct peer *p,
         return;
     }
     wst_status_t st =
-        wst_nccl_link_create(&r->log, r->worker, r->device, ns->unique_id, 1,
+        wst_nccl_link_create(&r->log, r->worker, r->device, ns->unique_id, 2, 1,
                              r->timeout_s, nccl_ready, p, &p->nccl);
     if (st != WST_OK) {
         send_error(r, p, st, "cannot start an nccl communicator");

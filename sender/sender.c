@@ -414,7 +414,7 @@ static wst_status_t nccl_open(struct link *l)
     if (st == WST_OK)
         st = wst_nccl_link_create(&s->log, s->worker,
                                   wst_tx_device_ordinal(s->dev),
-                                  m.u.nccl_setup.unique_id, 0, s->timeout_s,
+                                  m.u.nccl_setup.unique_id, 2, 0, s->timeout_s,
                                   nccl_local_ready, l, &l->nccl);
     if (st == WST_OK)
         st = link_send(l, &m);
@@ -1070,7 +1070,8 @@ static int nccl_step(struct link *l)
         runs[k].bytes = it->length;
         runs[k].peer = 1; /* the receiver */
     }
-    wst_status_t st = wst_nccl_link_post(l->nccl, runs, n, 0, nccl_sent, l);
+    wst_status_t st =
+        wst_nccl_link_post(l->nccl, runs, n, NULL, 0, nccl_sent, l);
     free(runs);
     if (st == WST_ERR_BUSY)
         return 0; /* a completion pumps again */

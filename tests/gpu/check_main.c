@@ -64,6 +64,7 @@ int main(int argc, char **argv)
     check_digest(&g);
     check_pack(&g);
     check_nccl(&g);
+    check_nccl_link(&g);
     printf("%d checks, %d failed\n", g.checks, g.failures);
     if (bench) {
         double copy_gbs = bench_copy(&g);

@@ -53,6 +53,9 @@ void check_digest(struct gcheck *g);
 void check_pack(struct gcheck *g);
 /* The NCCL mover on one rank; a build without NCCL fails it loudly. */
 void check_nccl(struct gcheck *g);
+/* The NCCL mover's link (thread, events, completions on a progress
+ * thread) with one rank exchanging with itself. */
+void check_nccl_link(struct gcheck *g);
 /* copy_gbs: device-to-device copy GB/s (read + written) measured in the
  * same run, the ceiling each kernel is reported against. */
 void bench_repack(struct gcheck *g, double copy_gbs);
