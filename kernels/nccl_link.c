@@ -45,6 +45,7 @@ struct wst_nccl_link {
     struct xchg xs[WST_NCCL_LINK_DEPTH]; /* a ring */
     uint32_t first, in_flight;
     int init_pending; /* the ready callback has not run yet */
+    int in_callback;  /* a callback may destroy the link: free after it */
     int aborted;
     int closing; /* destroyed: callbacks are dropped, the last frees */
 };
@@ -59,7 +60,8 @@ static void link_free(struct wst_nccl_link *l)
 
 static void maybe_free(struct wst_nccl_link *l)
 {
-    if (l->closing && l->in_flight == 0 && !l->init_pending)
+    if (l->closing && l->in_flight == 0 && !l->init_pending &&
+        l->in_callback == 0)
         link_free(l);
 }
 
@@ -70,8 +72,10 @@ static void ready(void *arg)
     struct wst_nccl_link *l = arg;
 
     l->init_pending = 0;
+    l->in_callback++;
     if (!l->closing && !l->aborted)
         l->ready_fn(l->ready_arg, l->init_status);
+    l->in_callback--;
     maybe_free(l);
 }
 
@@ -86,8 +90,10 @@ static void finish(struct xchg *x, wst_status_t status)
     /* After an abort the kernels were stopped, not finished. */
     if (status == WST_OK && (l->aborted || x->status != WST_OK))
         status = x->status != WST_OK ? x->status : WST_ERR_STATE;
+    l->in_callback++;
     if (!l->closing)
         x->done_fn(x->arg, status);
+    l->in_callback--;
     maybe_free(l);
 }
 
@@ -116,8 +122,9 @@ static void job_init(void *arg)
 
     /* Polled here rather than in wst_nccl_comm_wait, so that an abort (the
      * peer is gone) ends it at once instead of at the deadline. */
-    while (st == WST_OK &&
-           (st = wst_nccl_comm_poll(l->comm)) == WST_INPROGRESS) {
+    if (st == WST_OK)
+        st = wst_nccl_comm_poll(l->comm);
+    while (st == WST_INPROGRESS) {
         if (atomic_load(&l->stop)) {
             st = WST_ERR_STATE;
         } else if (wst_now_ns() >= deadline) {
@@ -128,6 +135,7 @@ static void job_init(void *arg)
             st = WST_ERR_TIMED_OUT;
         } else {
             nanosleep(&ms, NULL);
+            st = wst_nccl_comm_poll(l->comm);
         }
     }
     if (st != WST_OK) {

@@ -666,7 +666,8 @@ static void nccl_ready(void *arg, wst_status_t status)
     struct wst_receiver *r = p->r;
 
     if (status != WST_OK) {
-        send_error(r, p, status, "nccl communicator failed on the receiver");
+        send_error(r, p, status < 0 ? status : WST_ERR_TRANSPORT,
+                   "nccl communicator failed on the receiver");
         peer_drop_after_error(r, p);
         return;
     }

@@ -47,6 +47,10 @@ if [ -n "$deps" ]; then
     export CMAKE_PREFIX_PATH=/opt/deps/usr
 fi
 
+# The device machines' rule: NVLink multicast stays off.
+export NCCL_NVLS_ENABLE=0
+n_gpus=$(nvidia-smi -L | grep -c '^GPU ')
+
 t0=$(date +%s)
 rm -f "$build/CMakeCache.txt" # pkg-config results are cached: configure afresh
 # The kernel checks first, on their own: they need the least of the tree.
@@ -200,7 +204,40 @@ held=$(grep -E "fail-closed held" "$out/demo.tmp" | tail -1)
 result "demo device fault kill-sender:2" $? "(exit $st) $held"
 rm -f "$out/demo.tmp"
 
-# 6. The tables, last.
+# 6. With two GPUs (the nvidia-h200-x2 kind): senders on GPU 1, agents on
+#    GPU 0, over the NCCL mover (two ranks on two GPUs, two processes) and
+#    over the bounce path; and a sender killed mid-refit on the NCCL path,
+#    whose communicators must be aborted with the agents failing closed.
+gbs_nccl=""
+if [ "$n_gpus" -ge 2 ]; then
+    demo "2 GPUs nccl tiny-moe 1->1 (info log)" --device 0 --sender-device 1 \
+        --device-path nccl --senders 1 --receivers 1 --refits 3 \
+        --transport tcp --log-level info
+    demo "2 GPUs nccl tiny-moe 2->2" --device 0 --sender-device 1 \
+        --device-path nccl --senders 2 --receivers 2 --refits 5 --transport tcp
+    demo "2 GPUs nccl tiny-moe checkpoint 3->2, 1 slot" --device 0 \
+        --sender-device 1 --device-path nccl --senders 3 --receivers 2 \
+        --refits 5 --transport tcp --loader checkpoint --staging-slots 1
+    demo "2 GPUs bounce tiny-moe 2->2" --device 0 --sender-device 1 \
+        --senders 2 --receivers 2 --refits 5 --transport tcp
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl qwen3-30b-a3b 2 layers 1->1" --device 0 --sender-device 1 \
+        --device-path nccl $q3
+    gbs_nccl=$(median_gbs)
+    echo "== demo 2 GPUs nccl fault: kill sender 0 in layer 2" >>"$log"
+    timeout 300 "$bin/wstream-demo" --device 0 --sender-device 1 \
+        --device-path nccl --senders 4 --receivers 2 --refits 2 \
+        --transport tcp --fault kill-sender:2 >"$out/demo.tmp" 2>&1
+    st=$?
+    cat "$out/demo.tmp" >>"$log"
+    held=$(grep -E "fail-closed held" "$out/demo.tmp" | tail -1)
+    [ $st -ne 0 ] && [ $st -ne 124 ] && [ -n "$held" ]
+    result "demo 2 GPUs nccl fault kill-sender:2" $? "(exit $st) $held"
+else
+    say "SKIP two-GPU refits: $n_gpus GPU visible (the nvidia-h200-x2 kind runs them)"
+fi
+
+# 7. The tables, last.
 sed -n '/^| benchmark/,$p' "$out/kernels.txt" | tee -a "$summary"
 stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
 {
@@ -213,6 +250,8 @@ stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print
     echo "| stage: pinned device-to-host, 8 MiB chunks | $(stage 'pinned device-to-host 1 GiB, 8 MiB')  |"
     echo "| stage: UCX host-to-host, tcp/lo, am_bw 8 MiB (ucx_perftest) | ${ucx_gbs:-?} |"
     echo "| stage: pinned host-to-device, 8 MiB chunks | $(stage 'pinned host-to-device 1 GiB, 8 MiB') |"
+    [ -n "$gbs_nccl" ] &&
+        echo "| refit GPU 1 -> GPU 0 over nccl, same preset (two GPUs) | $gbs_nccl |"
 } | tee -a "$summary"
 rm -f "$out/gbs.tmp" "$out/perf.tmp"
 echo "total $(($(date +%s) - t0)) s; failed=$failed" | tee -a "$summary"
