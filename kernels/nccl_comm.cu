@@ -23,6 +23,7 @@ extern "C" {
 #include "nccl_comm.h"
 }
 #include "cuda_status.h"
+#include "nccl_args.h"
 
 enum comm_state { COMM_INIT, COMM_READY, COMM_FAILED, COMM_ABORTED };
 
@@ -152,15 +153,8 @@ wst_nccl_comm_start(const struct wst_logger *log, int device,
     ncclUniqueId uid;
     wst_status_t st;
 
-    if (id == NULL || comm_p == NULL || device < 0 || nranks < 1 || rank < 0 ||
-        rank >= nranks) {
-        WST_ERROR(log,
-                  "nccl: communicator of rank %d/%d on device %d: bad "
-                  "arguments (id %s, output %s)",
-                  rank, nranks, device, id == NULL ? "NULL" : "given",
-                  comm_p == NULL ? "NULL" : "given");
+    if (wst_nccl_start_args(log, device, id, nranks, rank, comm_p) != WST_OK)
         return WST_ERR_INVALID;
-    }
     /* NCCL binds the communicator to the device current at init. */
     st = wst_cuda_status(cudaSetDevice(device), log, "cudaSetDevice");
     if (st != WST_OK)

@@ -5,6 +5,8 @@
  * to say so and only return the status. */
 #include "nccl_comm.h"
 
+#include "nccl_args.h"
+
 static wst_status_t none(const struct wst_logger *log, const char *what)
 {
     WST_ERROR(log, "nccl: %s: built without NCCL", what);
@@ -31,15 +33,8 @@ wst_status_t wst_nccl_comm_start(const struct wst_logger *log, int device,
                                  int nranks, int rank,
                                  struct wst_nccl_comm **comm_p)
 {
-    if (id == NULL || comm_p == NULL || device < 0 || nranks < 1 || rank < 0 ||
-        rank >= nranks) {
-        WST_ERROR(log,
-                  "nccl: communicator of rank %d/%d on device %d: bad "
-                  "arguments (id %s, output %s)",
-                  rank, nranks, device, id == NULL ? "NULL" : "given",
-                  comm_p == NULL ? "NULL" : "given");
+    if (wst_nccl_start_args(log, device, id, nranks, rank, comm_p) != WST_OK)
         return WST_ERR_INVALID;
-    }
     return none(log, "ncclCommInitRankConfig");
 }
 

@@ -11,6 +11,7 @@
 #include "gpu.h"
 #include "gpu_waiter.h"
 #include "landing_ring.h"
+#include "pinned.h"
 
 /* One landed message's copy to the GPU; recs[i] goes with the ring's
  * piece i (landing_ring.h) and events[i]. */
@@ -31,8 +32,7 @@ struct wst_rx_device {
     void *arg;
 
     /* landing (progress thread): the ring's memory and pieces */
-    unsigned char *ring;
-    ucp_mem_h memh;
+    struct wst_pinned ring;
     struct wst_landing_ring room;
     struct wst_landing_piece pieces[WST_LANDING_RECORDS];
     struct copy_rec recs[WST_LANDING_RECORDS];
@@ -85,17 +85,12 @@ static wst_status_t create_streams(struct wst_rx_device *dev)
 static wst_status_t create_ring(struct wst_rx_device *dev)
 {
     wst_status_t st =
-        wst_gpu_host_alloc(dev->log, WST_LANDING_BYTES, (void **)&dev->ring);
+        wst_pinned_create(&dev->ring, dev->log, dev->worker, WST_LANDING_BYTES);
 
     if (st != WST_OK)
         return st;
-    /* Registered once, here: never on the per-refit path. */
-    st = wst_worker_mem_map(dev->worker, dev->ring, WST_LANDING_BYTES,
-                            &dev->memh);
-    if (st != WST_OK)
-        return st;
-    wst_landing_ring_init(&dev->room, dev->ring, WST_LANDING_BYTES, dev->pieces,
-                          WST_LANDING_RECORDS);
+    wst_landing_ring_init(&dev->room, dev->ring.mem, WST_LANDING_BYTES,
+                          dev->pieces, WST_LANDING_RECORDS);
     for (uint32_t i = 0; i < WST_LANDING_RECORDS; i++) {
         dev->recs[i].dev = dev;
         dev->recs[i].idx = i;
@@ -141,10 +136,7 @@ void wst_rx_device_stop(struct wst_rx_device *dev)
     if (dev == NULL)
         return;
     wst_gpu_waiter_stop(dev->waiter);
-    if (dev->memh != NULL) {
-        wst_worker_mem_unmap(dev->worker, dev->memh);
-        dev->memh = NULL;
-    }
+    wst_pinned_unregister(&dev->ring);
 }
 
 void wst_rx_device_destroy(struct wst_rx_device *dev)
@@ -158,7 +150,7 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
     wst_gpu_event_destroy(dev->repacked);
     wst_gpu_stream_destroy(dev->copy_stream);
     wst_gpu_stream_destroy(dev->repack_stream);
-    wst_gpu_host_free(dev->ring);
+    wst_pinned_free(&dev->ring);
     free(dev);
 }
 
@@ -175,7 +167,7 @@ int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr)
 {
     const unsigned char *p = ptr;
 
-    return p >= dev->ring && p < dev->ring + WST_LANDING_BYTES;
+    return p >= dev->ring.mem && p < dev->ring.mem + WST_LANDING_BYTES;
 }
 
 void wst_rx_device_release(struct wst_rx_device *dev, void *ptr)

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "digest_batch.h"
 #include "gpu.h"
+#include "pinned.h"
 
 /* One slot's current fill. */
 struct slot {
@@ -27,8 +28,7 @@ struct wst_tx_device {
     /* progress thread */
     wst_gpu_stream_t copy_stream;
     struct wst_gpu_waiter *waiter;
-    unsigned char *ring; /* [n_slots][WST_BOUNCE_SLOT_BYTES], pinned */
-    ucp_mem_h memh;
+    struct wst_pinned ring; /* [n_slots][WST_BOUNCE_SLOT_BYTES] */
     uint32_t n_slots;
     uint64_t free_slots; /* bit i: slot i is free */
     struct slot slots[WST_BOUNCE_MAX_SLOTS];
@@ -40,13 +40,10 @@ struct wst_tx_device {
 
 static wst_status_t create_ring(struct wst_tx_device *dev, uint32_t n_slots)
 {
-    size_t bytes = (size_t)n_slots * WST_BOUNCE_SLOT_BYTES;
-    wst_status_t st = wst_gpu_host_alloc(dev->log, bytes, (void **)&dev->ring);
+    wst_status_t st =
+        wst_pinned_create(&dev->ring, dev->log, dev->worker,
+                          (size_t)n_slots * WST_BOUNCE_SLOT_BYTES);
 
-    if (st != WST_OK)
-        return st;
-    /* Registered once, here: never on the per-refit path. */
-    st = wst_worker_mem_map(dev->worker, dev->ring, bytes, &dev->memh);
     if (st != WST_OK)
         return st;
     for (uint32_t i = 0; i < n_slots; i++) {
@@ -107,10 +104,7 @@ void wst_tx_device_stop(struct wst_tx_device *dev)
     if (dev == NULL)
         return;
     wst_gpu_waiter_stop(dev->waiter);
-    if (dev->memh != NULL) {
-        wst_worker_mem_unmap(dev->worker, dev->memh);
-        dev->memh = NULL;
-    }
+    wst_pinned_unregister(&dev->ring);
 }
 
 void wst_tx_device_destroy(struct wst_tx_device *dev)
@@ -122,7 +116,7 @@ void wst_tx_device_destroy(struct wst_tx_device *dev)
         wst_gpu_event_destroy(dev->slots[i].event);
     wst_digest_batch_fini(&dev->digest);
     wst_gpu_stream_destroy(dev->copy_stream);
-    wst_gpu_host_free(dev->ring);
+    wst_pinned_free(&dev->ring);
     free(dev);
 }
 
@@ -156,12 +150,12 @@ int wst_tx_device_slot_take(struct wst_tx_device *dev)
 
 void *wst_tx_device_slot(const struct wst_tx_device *dev, int slot)
 {
-    return dev->ring + (size_t)slot * WST_BOUNCE_SLOT_BYTES;
+    return dev->ring.mem + (size_t)slot * WST_BOUNCE_SLOT_BYTES;
 }
 
 ucp_mem_h wst_tx_device_slot_memh(const struct wst_tx_device *dev)
 {
-    return dev->memh;
+    return dev->ring.memh;
 }
 
 void wst_tx_device_slot_give(struct wst_tx_device *dev, int slot)
