@@ -106,7 +106,7 @@ struct wst_region {
     const char *name; /* copied */
     void *data;       /* borrowed until wst_receiver_destroy */
     uint64_t length;  /* bytes */
-    int mem_type;     /* enum wst_mem_type; only WST_MEM_HOST for now */
+    int mem_type;     /* enum wst_mem_type (checked): host or CUDA memory */
 };
 
 /* A box of a checkpoint tensor this receiver needs, and where it goes: a

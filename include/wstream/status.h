@@ -83,9 +83,9 @@ enum wst_dtype {
 #undef WST_DTYPE_ENUM_
 };
 
-/* Where a buffer lives. Values travel on the wire: append only.
- * Only WST_MEM_HOST is implemented in this version; WST_MEM_CUDA is refused
- * with WST_ERR_UNSUPPORTED until the GPU paths land. */
+/* Where a buffer lives. Values travel on the wire: append only. Both
+ * sides check a declared type against the pointer (with CUDA) and refuse
+ * a mismatch: handing UCX a device pointer it cannot read crashes it. */
 enum wst_mem_type {
     WST_MEM_HOST = 1,
     WST_MEM_CUDA = 2,
