@@ -73,6 +73,7 @@ int main(int argc, char **argv)
         bench_pack(&g, copy_gbs);
         bench_nccl(&g, copy_gbs);
         bench_pinned(&g);
+        bench_nccl_pair(&g);
         gbench_print_table();
     }
     wst_gpu_stream_destroy(g.stream);

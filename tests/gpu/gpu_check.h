@@ -65,5 +65,7 @@ void bench_nccl(struct gcheck *g, double copy_gbs);
 /* The bounce path's stages alone: pinned copies each way, whole and in
  * bounce-slot chunks. */
 void bench_pinned(struct gcheck *g);
+/* Bare ncclSend/ncclRecv from GPU 1 to GPU 0 (skips with one GPU). */
+void bench_nccl_pair(struct gcheck *g);
 
 #endif

@@ -209,6 +209,7 @@ rm -f "$out/demo.tmp"
 #    over the bounce path; and a sender killed mid-refit on the NCCL path,
 #    whose communicators must be aborted with the agents failing closed.
 gbs_nccl=""
+gbs_tp2=""
 if [ "$n_gpus" -ge 2 ]; then
     demo "2 GPUs nccl tiny-moe 1->1 (info log)" --device 0 --sender-device 1 \
         --device-path nccl --senders 1 --receivers 1 --refits 3 \
@@ -220,6 +221,15 @@ if [ "$n_gpus" -ge 2 ]; then
         --refits 5 --transport tcp --loader checkpoint --staging-slots 1
     demo "2 GPUs bounce tiny-moe 2->2" --device 0 --sender-device 1 \
         --senders 2 --receivers 2 --refits 5 --transport tcp
+    # A sender on each GPU (half the shards each) to an agent on each GPU
+    # (a TP=2 engine), over the bounce path.
+    demo "2 GPUs bounce tiny-moe 2->2, TP=2 (GPU 0,1 -> GPU 0,1)" \
+        --device 0,1 --sender-device 0,1 --senders 2 --receivers 2 \
+        --refits 5 --transport tcp --log-level info
+    demo "2 GPUs bounce qwen3-30b-a3b 2 layers 2->2, TP=2" --device 0,1 \
+        --sender-device 0,1 --preset qwen3-30b-a3b --layers 2 --senders 2 \
+        --receivers 2 --refits 5 --transport tcp
+    gbs_tp2=$(median_gbs)
     # shellcheck disable=SC2086
     demo "2 GPUs nccl qwen3-30b-a3b 2 layers 1->1" --device 0 --sender-device 1 \
         --device-path nccl $q3
@@ -250,8 +260,11 @@ stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print
     echo "| stage: pinned device-to-host, 8 MiB chunks | $(stage 'pinned device-to-host 1 GiB, 8 MiB')  |"
     echo "| stage: UCX host-to-host, tcp/lo, am_bw 8 MiB (ucx_perftest) | ${ucx_gbs:-?} |"
     echo "| stage: pinned host-to-device, 8 MiB chunks | $(stage 'pinned host-to-device 1 GiB, 8 MiB') |"
-    [ -n "$gbs_nccl" ] &&
+    if [ -n "$gbs_nccl" ]; then
         echo "| refit GPU 1 -> GPU 0 over nccl, same preset (two GPUs) | $gbs_nccl |"
+        echo "| bare ncclSend/ncclRecv GPU 1 -> GPU 0, 1 GiB, 4 MiB runs | $(stage 'nccl bare GPU 1 -> GPU 0, 1 GiB, 4 MiB') |"
+        echo "| refit qwen3-30b-a3b 2 layers 2->2, TP=2, bounce (two GPUs) | ${gbs_tp2:-?} |"
+    fi
 } | tee -a "$summary"
 rm -f "$out/gbs.tmp" "$out/perf.tmp"
 echo "total $(($(date +%s) - t0)) s; failed=$failed" | tee -a "$summary"

@@ -63,7 +63,9 @@ static int sender_device_setup(struct sender_ctx *x)
 
     x->dbufs = calloc(x->n_haves ? x->n_haves : 1, sizeof(*x->dbufs));
     if (x->dbufs == NULL ||
-        wst_gpu_set_device(log, x->c->p.sender_device) != WST_OK ||
+        wst_gpu_set_device(
+            log, x->c->p.sender_devices[x->rank % x->c->p.n_sender_devices]) !=
+            WST_OK ||
         wst_gpu_stream_create(log, &x->stream) != WST_OK ||
         wst_gpu_event_create(log, 0, &x->ready) != WST_OK)
         return -1;
@@ -383,7 +385,7 @@ static void engine_exec(const struct wst_cluster *c,
     int n = 0;
 
     snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)live_size(a));
-    snprintf(device, sizeof(device), "%d", c->p.device);
+    snprintf(device, sizeof(device), "%u", a->layout.cuda_device);
     /* Its chatter ("standin: got LAYER ...") is for debugging. */
     if (c->p.log_level < 3 && freopen("/dev/null", "w", stdout) == NULL)
         _exit(127);
@@ -467,8 +469,8 @@ static int engine_wait_live(const struct wst_cluster *c,
     if (c->p.use_device)
         fprintf(stderr,
                 "cluster: the stand-in engine did not export device memory "
-                "on GPU %d\n",
-                c->p.device);
+                "on GPU %u\n",
+                a->layout.cuda_device);
     else
         fprintf(stderr, "cluster: the stand-in engine did not create %s\n",
                 a->shm_name);
@@ -497,7 +499,7 @@ static void place_live(const struct wst_cluster *c, struct wst_cluster_agent *a,
     if (c->p.use_device) {
         l->has_cuda_ipc = 1;
         l->cuda_bytes = l->shm_bytes;
-        l->cuda_device = (uint32_t)c->p.device;
+        l->cuda_device = (uint32_t)c->p.devices[k % c->p.n_devices];
         l->shm_bytes = 0;
         l->shm[0] = '\0';
         return;
@@ -663,9 +665,16 @@ int wst_cluster_start(struct wst_cluster *c,
     if (c->p.n_senders == 0 || c->p.n_senders > 64 || c->p.n_receivers == 0 ||
         c->p.n_receivers > 64)
         return -1;
-    if (c->p.use_device && (c->p.engine_bin == NULL || c->p.device < 0)) {
+    if (c->p.use_device && (c->p.engine_bin == NULL || c->p.n_devices == 0 ||
+                            c->p.n_devices > WST_CLUSTER_MAX_GPUS)) {
         fprintf(stderr, "cluster: device memory needs the stand-in engine, "
-                        "which allocates it, and a GPU ordinal\n");
+                        "which allocates it, and GPU ordinals\n");
+        return -1;
+    }
+    if (c->p.use_sender_device &&
+        (c->p.n_sender_devices == 0 ||
+         c->p.n_sender_devices > WST_CLUSTER_MAX_GPUS)) {
+        fprintf(stderr, "cluster: device shards need GPU ordinals\n");
         return -1;
     }
     c->agents = calloc(c->p.n_receivers, sizeof(*c->agents));

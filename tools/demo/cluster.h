@@ -35,6 +35,8 @@ enum wst_transport {
     WST_TRANSPORT_SHM = 2,  /* UCX_TLS=sm,tcp: control on TCP, data on shm */
 };
 
+#define WST_CLUSTER_MAX_GPUS 16
+
 struct wst_cluster_params {
     const struct wst_model *model; /* borrowed for the cluster's lifetime */
     uint32_t n_senders;
@@ -55,16 +57,19 @@ struct wst_cluster_params {
     const struct wst_moe_options *moe; /* engine's experts; NULL: defaults */
     uint32_t staging_slots; /* agents' --staging-slots; 0: their default */
     const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
-    /* Live memory on GPU 'device' (needs engine_bin) when use_device is
-     * nonzero; zeroed params keep the host shm. */
+    /* Live memory on the GPUs 'devices' (needs engine_bin) when
+     * use_device is nonzero: agent k's on devices[k % n_devices]. Zeroed
+     * params keep the host shm. */
     int use_device;
-    int device;
-    /* Trainer shards on GPU sender_device when use_sender_device is
-     * nonzero: each sender copies its shards there after every fill and
-     * pushes from device memory, by the senders' device_path (NULL:
-     * auto). */
+    int devices[WST_CLUSTER_MAX_GPUS];
+    uint32_t n_devices;
+    /* Trainer shards on the GPUs 'sender_devices' when use_sender_device
+     * is nonzero (sender r's on sender_devices[r % n_sender_devices]):
+     * each sender copies its shards there after every fill and pushes
+     * from device memory, by the senders' device_path (NULL: auto). */
     int use_sender_device;
-    int sender_device;
+    int sender_devices[WST_CLUSTER_MAX_GPUS];
+    uint32_t n_sender_devices;
     const char *device_path;
     /* Fault: sender kill_sender SIGKILLs itself as it starts streaming
      * layer kill_layer of version kill_version (0: no fault). */

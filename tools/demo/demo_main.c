@@ -19,10 +19,11 @@
  * refuse; --fault kill-sender:LAYER kills sender 0 mid-layer in the last
  * version, which must leave them failed closed (check_fail_closed).
  *
- * --device N puts every engine's live memory on GPU N: each stand-in
- * engine allocates it there and exports it by CUDA IPC, its agent imports
- * it from its layout file, and this process imports it to copy it out and
- * verify the copy, bit-exact as for shm.
+ * --device N puts every engine's live memory on GPU N (N,M,...: agent k
+ * on the (k mod n)-th): each stand-in engine allocates it there and
+ * exports it by CUDA IPC, its agent imports it from its layout file, and
+ * this process imports it to copy it out and verify the copy, bit-exact as
+ * for shm. --sender-device puts the trainer shards on GPUs the same way.
  *
  * Exit status: 0 every byte verified; 1 failed; 2 bad usage; a refusal or
  * failure a sender reported exits with its negated wst_status_t (19
@@ -133,14 +134,15 @@ static const struct wst_config_entry demo_config[] = {
      "run a stand-in engine process per agent that owns its live memory",
      offsetof(struct demo_settings, engine), NULL},
     {"device", WST_CONFIG_STRING, "-1",
-     "GPU for the engines' live memory: each stand-in engine allocates it "
-     "there and its agent imports it by CUDA IPC (needs a CUDA build and a "
-     "GPU); -1: host shm",
+     "GPU(s) for the engines' live memory, N or N,M,... (agent k on the "
+     "(k mod n)-th): each stand-in engine allocates it there and its agent "
+     "imports it by CUDA IPC (needs a CUDA build and a GPU); -1: host shm",
      offsetof(struct demo_settings, device), NULL},
     {"sender-device", WST_CONFIG_STRING, "-1",
-     "GPU for the senders' shards (trainer memory): each sender copies its "
-     "shards there after every fill and pushes from device memory (needs a "
-     "CUDA build and a GPU); -1: host memory",
+     "GPU(s) for the senders' shards (trainer memory), N or N,M,... "
+     "(sender r on the (r mod n)-th): each sender copies its shards there "
+     "after every fill and pushes from device memory (needs a CUDA build "
+     "and a GPU); -1: host memory",
      offsetof(struct demo_settings, sender_device), NULL},
     {"device-path", WST_CONFIG_ENUM, "auto",
      "how senders move device shards: auto, direct (UCX with CUDA), bounce "
@@ -154,9 +156,12 @@ struct demo {
     struct wst_moe_options moe;
     uint32_t kill_layer;
     int fault_kill;
-    int exit_status;   /* negated status of the first sender failure */
-    int device;        /* --device, parsed; -1: host shm */
-    int sender_device; /* --sender-device, parsed; -1: host memory */
+    int exit_status; /* negated status of the first sender failure */
+    /* --device and --sender-device, parsed; none: host memory */
+    int devices[WST_CLUSTER_MAX_GPUS];
+    uint32_t n_devices;
+    int sender_devices[WST_CLUSTER_MAX_GPUS];
+    uint32_t n_sender_devices;
     struct wst_model model;
     char workdir[1024]; /* short enough for every path built from it */
     int own_workdir;
@@ -383,40 +388,51 @@ static void teardown(struct demo *d)
     wst_model_release(&d->model);
 }
 
-/* --OPTION: a GPU ordinal that this build and machine have, or -1 for
- * host memory. Fails here, before any process starts, with what is
- * missing. */
-static int parse_gpu(const char *option, const char *text, int *gpu_p)
+/* --OPTION: GPU ordinals this build and machine have ("0", or "0,1":
+ * rank i takes the (i mod n)-th), or -1 for host memory (*n_p = 0). Fails
+ * here, before any process starts, with what is missing. */
+static int parse_gpus(const char *option, const char *text, int *gpus,
+                      uint32_t *n_p)
 {
-    char *end = NULL, why[320];
-    long v;
+    const char *at = text;
+    char why[320];
 
-    errno = 0;
-    v = strtol(text, &end, 10);
-    if (text[0] == '\0' || *end != '\0' || errno != 0 || v < -1 ||
-        v > INT_MAX) {
-        fprintf(stderr,
-                "wstream-demo: --%s: bad value '%s': expected a GPU "
-                "ordinal, or -1 for host memory\n",
-                option, text);
-        return -1;
-    }
-    *gpu_p = (int)v;
-    if (v >= 0 && wst_cluster_device_check((int)v, why, sizeof(why)) != 0) {
-        fprintf(stderr, "wstream-demo: --%s needs a CUDA build and a GPU: %s\n",
-                option, why);
-        return -1;
-    }
+    *n_p = 0;
+    if (strcmp(text, "-1") == 0)
+        return 0;
+    do {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(at, &end, 10);
+        if (end == at || (*end != '\0' && *end != ',') || errno != 0 || v < 0 ||
+            v > INT_MAX || *n_p == WST_CLUSTER_MAX_GPUS) {
+            fprintf(stderr,
+                    "wstream-demo: --%s: bad value '%s': expected GPU "
+                    "ordinals (N or N,M,...; at most %d), or -1 for host "
+                    "memory\n",
+                    option, text, WST_CLUSTER_MAX_GPUS);
+            return -1;
+        }
+        gpus[(*n_p)++] = (int)v;
+        at = *end == ',' ? end + 1 : end;
+    } while (*at != '\0');
+    for (uint32_t i = 0; i < *n_p; i++)
+        if (wst_cluster_device_check(gpus[i], why, sizeof(why)) != 0) {
+            fprintf(stderr,
+                    "wstream-demo: --%s needs a CUDA build and a GPU: %s\n",
+                    option, why);
+            return -1;
+        }
     return 0;
 }
 
 static int check_device(struct demo *d)
 {
-    if (parse_gpu("device", d->set.device, &d->device) != 0 ||
-        parse_gpu("sender-device", d->set.sender_device, &d->sender_device) !=
-            0)
+    if (parse_gpus("device", d->set.device, d->devices, &d->n_devices) != 0 ||
+        parse_gpus("sender-device", d->set.sender_device, d->sender_devices,
+                   &d->n_sender_devices) != 0)
         return -1;
-    if (d->device >= 0 && !d->set.engine) {
+    if (d->n_devices > 0 && !d->set.engine) {
         fprintf(stderr, "wstream-demo: --device needs the stand-in engines "
                         "(--engine yes): they own the device memory\n");
         return -1;
@@ -480,13 +496,13 @@ static int prepare(struct demo *d, const char *agent_bin)
            wst_model_bytes(&d->model) / 1e6, (unsigned long long)d->set.senders,
            (unsigned long long)d->set.receivers,
            transport_choices[d->set.transport]);
-    if (d->device >= 0)
-        printf("wstream-demo: live memory on GPU %d, imported by the agents "
+    if (d->n_devices > 0)
+        printf("wstream-demo: live memory on GPU %s, imported by the agents "
                "by CUDA IPC\n",
-               d->device);
-    if (d->sender_device >= 0)
-        printf("wstream-demo: trainer shards on GPU %d, device path %s\n",
-               d->sender_device, path_choices[d->set.device_path]);
+               d->set.device);
+    if (d->n_sender_devices > 0)
+        printf("wstream-demo: trainer shards on GPU %s, device path %s\n",
+               d->set.sender_device, path_choices[d->set.device_path]);
     fflush(stdout);
     struct wst_cluster_params cp = {
         .model = &d->model,
@@ -505,15 +521,17 @@ static int prepare(struct demo *d, const char *agent_bin)
         .moe = &d->moe,
         .staging_slots = (uint32_t)d->set.staging_slots,
         .engine_bin = d->set.engine ? engine_bin : NULL,
-        .use_device = d->device >= 0,
-        .device = d->device,
-        .use_sender_device = d->sender_device >= 0,
-        .sender_device = d->sender_device,
+        .use_device = d->n_devices > 0,
+        .n_devices = d->n_devices,
+        .use_sender_device = d->n_sender_devices > 0,
+        .n_sender_devices = d->n_sender_devices,
         .device_path = path_choices[d->set.device_path],
         .kill_sender = 0,
         .kill_layer = d->kill_layer,
         .kill_version = d->fault_kill ? d->set.refits : 0,
     };
+    memcpy(cp.devices, d->devices, sizeof(cp.devices));
+    memcpy(cp.sender_devices, d->sender_devices, sizeof(cp.sender_devices));
     d->moe.loader = loader_choices[d->set.loader];
     d->moe.round_robin = d->set.placement == 1;
     d->moe.shard_inter = d->set.expert_shard == 1;
