@@ -45,10 +45,100 @@ void wst_log_write(const struct wst_logger *lg, enum wst_log_level level,
         lg->sink(lg->sink_arg, (int)level, line);
         return;
     }
+    wst_log_emit(stderr, WST_LOG_FORMAT_TEXT, lg->name, (int)level, line);
+}
+
+/* Bytes in the well-formed UTF-8 sequence at 's' (a lead byte >= 0x80),
+ * or 0. */
+static size_t utf8_len(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = u[0] >= 0xC2 && u[0] <= 0xDF   ? 2
+               : u[0] >= 0xE0 && u[0] <= 0xEF ? 3
+               : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4
+                                              : 0;
+
+    for (size_t i = 1; i < n; i++)
+        if (u[i] < 0x80 || u[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* 'in' as the body of a JSON string; truncated (never mid-escape) to fit. */
+static void json_escape(const char *in, char *out, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    for (; *in != '\0'; in++) {
+        unsigned char c = (unsigned char)*in;
+        char esc[7];
+        size_t k = 0;
+        if (c == '"' || c == '\\') {
+            esc[k++] = '\\';
+            esc[k++] = (char)c;
+        } else if (c == '\n') {
+            esc[k++] = '\\';
+            esc[k++] = 'n';
+        } else if (c == '\t') {
+            esc[k++] = '\\';
+            esc[k++] = 't';
+        } else if (c < 0x20 || c == 0x7f) {
+            memcpy(esc, "\\u00", 4);
+            k = 4;
+            esc[k++] = hex[c >> 4];
+            esc[k++] = hex[c & 15];
+        } else if (c < 0x80) {
+            esc[k++] = (char)c;
+        } else {
+            /* Valid UTF-8 passes through; any other byte (names come off
+             * the wire) is escaped as the code point of its value, so the
+             * line stays valid JSON. */
+            size_t seq = utf8_len(in);
+            if (seq > 0) {
+                memcpy(esc, in, seq);
+                k = seq;
+                in += seq - 1;
+            } else {
+                memcpy(esc, "\\u00", 4);
+                k = 4;
+                esc[k++] = hex[c >> 4];
+                esc[k++] = hex[c & 15];
+            }
+        }
+        if (n + k + 1 > len)
+            break;
+        memcpy(out + n, esc, k);
+        n += k;
+    }
+    out[n] = '\0';
+}
+
+void wst_log_emit(FILE *out, enum wst_log_format format, const char *name,
+                  int level, const char *line)
+{
     struct timespec ts;
+    const char *lvl = wst_log_level_name((enum wst_log_level)level);
+
     clock_gettime(CLOCK_REALTIME, &ts);
-    /* One fprintf per line so concurrent threads do not interleave. */
-    fprintf(stderr, "%ld.%03ld wstream[%s] %s: %s\n", (long)ts.tv_sec,
-            ts.tv_nsec / 1000000, lg->name ? lg->name : "-",
-            wst_log_level_name(level), line);
+    if (format != WST_LOG_FORMAT_JSON) {
+        /* One fprintf per line so concurrent threads do not interleave. */
+        fprintf(out, "%ld.%03ld wstream[%s] %s: %s\n", (long)ts.tv_sec,
+                ts.tv_nsec / 1000000, name ? name : "-", lvl, line);
+        return;
+    }
+    char msg[6 * 1024 + 1], who[6 * 64 + 1];
+    json_escape(line, msg, sizeof(msg));
+    json_escape(name ? name : "-", who, sizeof(who));
+    fprintf(out,
+            "{\"ts\":%ld.%03ld,\"level\":\"%s\",\"component\":\"%s\","
+            "\"msg\":\"%s\"}\n",
+            (long)ts.tv_sec, ts.tv_nsec / 1000000, lvl, who, msg);
+}
+
+void wst_log_stream_sink(void *arg, int level, const char *line)
+{
+    const struct wst_log_stream *s = arg;
+
+    wst_log_emit(s->out, s->format, s->name, level, line);
 }

@@ -9,6 +9,7 @@
 #define WST_LOG_H
 
 #include <stdarg.h>
+#include <stdio.h>
 
 enum wst_log_level {
     WST_LOG_ERROR = 0,
@@ -37,6 +38,30 @@ void wst_log_write(const struct wst_logger *lg, enum wst_log_level level,
                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 const char *wst_log_level_name(enum wst_log_level level);
+
+/* How a line is written out: text, "<s.ms> wstream[<name>] <level>:
+ * <line>", or one JSON object per line for log collectors,
+ * {"ts":<s.ms>,"level":"<level>","component":"<name>","msg":"<line>"},
+ * with the message escaped (quotes, backslashes, control bytes). */
+enum wst_log_format {
+    WST_LOG_FORMAT_TEXT = 0,
+    WST_LOG_FORMAT_JSON = 1,
+};
+
+/* Writes one line to 'out' in one stdio call, so threads do not
+ * interleave. 'name' may be NULL. */
+void wst_log_emit(FILE *out, enum wst_log_format format, const char *name,
+                  int level, const char *line);
+
+/* A sink (wst_log_sink_fn, and the public wst_log_fn) writing through
+ * wst_log_emit; its arg is a struct wst_log_stream, borrowed for as long
+ * as the sink is in use. */
+struct wst_log_stream {
+    FILE *out;
+    enum wst_log_format format;
+    const char *name;
+};
+void wst_log_stream_sink(void *arg, int level, const char *line);
 
 /* Parses "error|warn|info|debug|trace"; returns -1 if unknown. */
 int wst_log_level_parse(const char *s);

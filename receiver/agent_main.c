@@ -53,11 +53,14 @@ struct agent_settings {
     uint64_t staging_slots;
     int verify;
     int log_level;
+    int log_format;
 };
 
 static const char *const mover_choices[] = {"auto", "am", NULL};
 static const char *const level_choices[] = {"error", "warn",  "info",
                                             "debug", "trace", NULL};
+/* Indexes are enum wst_log_format values. */
+static const char *const format_choices[] = {"text", "json", NULL};
 
 static const struct wst_config_entry agent_config[] = {
     {"layout", WST_CONFIG_STRING, "", "layout file (JSON) to serve",
@@ -95,12 +98,17 @@ static const struct wst_config_entry agent_config[] = {
      offsetof(struct agent_settings, verify), NULL},
     {"log-level", WST_CONFIG_ENUM, "info", "error, warn, info, debug, trace",
      offsetof(struct agent_settings, log_level), level_choices},
+    {"log-format", WST_CONFIG_ENUM, "text",
+     "text, or json: one object per line (ts, level, component, msg) for "
+     "log collectors",
+     offsetof(struct agent_settings, log_format), format_choices},
     WST_CONFIG_END,
 };
 
 struct agent {
     struct agent_settings set;
     struct wst_logger log;
+    struct wst_log_stream log_stream; /* --log-format, for log and the receiver */
     struct wst_layout layout;
     wst_receiver_t *receiver;
     struct wst_engine_socket *engine; /* NULL without --engine-socket */
@@ -481,6 +489,8 @@ static wst_status_t agent_start(struct agent *a)
         .staging_slots = (uint32_t)a->set.staging_slots,
         .log_level = a->set.log_level,
         .log_name = a->log.name,
+        .log_fn = wst_log_stream_sink,
+        .log_arg = &a->log_stream,
         .hooks = {.arg = a,
                   .begin = hook_begin,
                   .layer_finalized = hook_layer_finalized,
@@ -559,6 +569,13 @@ int main(int argc, char **argv)
 
     snprintf(a.name, sizeof(a.name), "agent");
     wst_logger_init(&a.log, a.name, (enum wst_log_level)a.set.log_level);
+    a.log_stream = (struct wst_log_stream){
+        .out = stderr,
+        .format = (enum wst_log_format)a.set.log_format,
+        .name = a.name,
+    };
+    a.log.sink = wst_log_stream_sink;
+    a.log.sink_arg = &a.log_stream;
     st = agent_start(&a);
     if (st == WST_OK) {
         /* Hooks write the status file at commits and failures; a plan
