@@ -1,6 +1,6 @@
 # deps.cmake - third-party dependencies, all from Debian packages by name:
 # libucx-dev, libprotobuf-c-dev + protobuf-c-compiler, libxxhash-dev,
-# libjson-c-dev, libcmocka-dev (tests), pkg-config.
+# libjson-c-dev, libcmocka-dev (tests), libmicrohttpd-dev, pkg-config.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
@@ -8,6 +8,8 @@ pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(JSONC REQUIRED IMPORTED_TARGET json-c)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+# The agent's /metrics, /healthz and /readyz.
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 find_program(PROTOC_C NAMES protoc-c REQUIRED)
 
 # UCX's pkg-config file names libucp but not libucs, which we call directly.

@@ -35,6 +35,7 @@
 #include "gpu_probe.h"
 #include "layout_file.h"
 #include "log.h"
+#include "metrics.h"
 
 /* The layout parser keeps its own copy of the handle size. */
 _Static_assert(WST_LAYOUT_CUDA_IPC_BYTES == WST_GPU_IPC_HANDLE_BYTES,
@@ -54,6 +55,8 @@ struct agent_settings {
     int verify;
     int log_level;
     int log_format;
+    char *metrics_listen;
+    char *metrics_port_file;
 };
 
 static const char *const mover_choices[] = {"auto", "am", NULL};
@@ -102,13 +105,22 @@ static const struct wst_config_entry agent_config[] = {
      "text, or json: one object per line (ts, level, component, msg) for "
      "log collectors",
      offsetof(struct agent_settings, log_format), format_choices},
+    {"metrics-listen", WST_CONFIG_STRING, "",
+     "HOST:PORT for Prometheus /metrics, /healthz and /readyz (port 0: any); "
+     "empty: no HTTP server",
+     offsetof(struct agent_settings, metrics_listen), NULL},
+    {"metrics-port-file", WST_CONFIG_STRING, "",
+     "write the bound metrics port here once serving",
+     offsetof(struct agent_settings, metrics_port_file), NULL},
     WST_CONFIG_END,
 };
 
 struct agent {
     struct agent_settings set;
     struct wst_logger log;
-    struct wst_log_stream log_stream; /* --log-format, for log and the receiver */
+    struct wst_log_stream
+        log_stream;              /* --log-format, for log and the receiver */
+    struct wst_metrics *metrics; /* NULL without --metrics-listen */
     struct wst_layout layout;
     wst_receiver_t *receiver;
     struct wst_engine_socket *engine; /* NULL without --engine-socket */
@@ -231,6 +243,7 @@ static void hook_committed(void *arg, uint64_t version)
 
     WST_INFO(&a->log, "engine: serving version %llu",
              (unsigned long long)version);
+    wst_metrics_refit_committed(a->metrics);
     if (a->engine != NULL)
         wst_engine_socket_committed(a->engine, version);
     write_status(a);
@@ -242,6 +255,7 @@ static void hook_unusable(void *arg, wst_status_t status, const char *reason)
 
     WST_ERROR(&a->log, "engine: unusable (%s): %s", wst_status_string(status),
               reason);
+    wst_metrics_refit_failed(a->metrics, status);
     if (a->engine != NULL)
         wst_engine_socket_unusable(a->engine, status, reason);
     write_status(a);
@@ -440,6 +454,33 @@ static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
     return WST_OK;
 }
 
+/* --metrics-listen: the HTTP endpoints, once the receiver is serving. */
+static wst_status_t start_metrics(struct agent *a)
+{
+    char host[256], text[16];
+    uint16_t port;
+    wst_status_t st;
+
+    if (split_listen(a->set.metrics_listen, host, sizeof(host), &port) !=
+        WST_OK) {
+        WST_ERROR(&a->log,
+                  "--metrics-listen: bad value '%s': expected host:port",
+                  a->set.metrics_listen);
+        return WST_ERR_CONFIG;
+    }
+    st =
+        wst_metrics_start(&a->log, a->receiver, host, port, &port, &a->metrics);
+    if (st != WST_OK || a->set.metrics_port_file[0] == '\0')
+        return st;
+    snprintf(text, sizeof(text), "%u\n", port);
+    if (write_file_atomic(a->set.metrics_port_file, text) != 0) {
+        WST_ERROR(&a->log, "cannot write metrics port file %s: %s",
+                  a->set.metrics_port_file, strerror(errno));
+        return WST_ERR_IO;
+    }
+    return WST_OK;
+}
+
 static wst_status_t agent_start(struct agent *a)
 {
     char host[256], err[512];
@@ -509,6 +550,8 @@ static wst_status_t agent_start(struct agent *a)
     if (st != WST_OK)
         return st;
     write_status(a);
+    if (a->set.metrics_listen[0] != '\0' && (st = start_metrics(a)) != WST_OK)
+        return st;
     if (a->set.port_file[0] != '\0') {
         char text[16];
         snprintf(text, sizeof(text), "%u\n", port);
@@ -523,6 +566,8 @@ static wst_status_t agent_start(struct agent *a)
 
 static void agent_stop(struct agent *a)
 {
+    /* Scrapes read the receiver: the server goes first. */
+    wst_metrics_destroy(a->metrics);
     wst_receiver_destroy(a->receiver);
     /* After the receiver: its engine thread may be inside a hook. */
     wst_engine_socket_destroy(a->engine);

@@ -1,0 +1,146 @@
+/* test_metrics.c - a real wstream-agent with --metrics-listen (set through
+ * its environment, as a container would): /healthz answers at once,
+ * /readyz says 503 until a version is committed and 200 after, and
+ * /metrics, in Prometheus text format, counts the refit, its bytes and its
+ * layers' finalize durations. Plain HTTP/1.0 over a socket: the client
+ * knows nothing of the server library.
+ *
+ * usage: test_metrics PATH_TO_WSTREAM_AGENT
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent_fixture.h"
+
+static const char *agent_bin;
+
+/* GET 'path'; the status code, and the body into body[len]. */
+static int http_get(uint16_t port, const char *path, char *body, size_t len)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    char req[256], *buf = calloc(1, 1 << 20);
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), code = -1;
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (buf == NULL || fd < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        goto out;
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
+        goto out;
+    for (ssize_t r; got + 1 < (1u << 20) &&
+                    (r = read(fd, buf + got, (1u << 20) - 1 - got)) > 0;)
+        got += (size_t)r;
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1)
+        code = -1;
+    const char *b = strstr(buf, "\r\n\r\n");
+    snprintf(body, len, "%s", b != NULL ? b + 4 : "");
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return code;
+}
+
+/* The value of the sample line starting with 'name' (name and labels). */
+static double sample(const char *text, const char *name)
+{
+    char key[256];
+    const char *at = text;
+
+    snprintf(key, sizeof(key), "\n%s ", name);
+    at = strstr(text, key);
+    if (at == NULL)
+        fail_msg("no sample '%s' in:\n%s", name, text);
+    return strtod(at + strlen(key), NULL);
+}
+
+static void test_agent_metrics_and_probes(void **state)
+{
+    struct it_agent a;
+    struct it_sender s = {0};
+    char port_file[] = "/tmp/wstream-metrics-XXXXXX", body[1 << 16];
+    unsigned port = 0;
+
+    (void)state;
+    int fd = mkstemp(port_file);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(port_file); /* the agent writes it once serving */
+    setenv("WST_METRICS_LISTEN", "127.0.0.1:0", 1);
+    setenv("WST_METRICS_PORT_FILE", port_file, 1);
+    assert_int_equal(it_agent_start(&a, agent_bin), 0);
+    unsetenv("WST_METRICS_LISTEN");
+    unsetenv("WST_METRICS_PORT_FILE");
+    FILE *f = fopen(port_file, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%u", &port), 1);
+    fclose(f);
+    unlink(port_file);
+
+    assert_int_equal(http_get((uint16_t)port, "/healthz", body, sizeof(body)),
+                     200);
+    assert_int_equal(http_get((uint16_t)port, "/readyz", body, sizeof(body)),
+                     503);
+    assert_non_null(strstr(body, "no committed version yet"));
+    assert_int_equal(http_get((uint16_t)port, "/nope", body, sizeof(body)),
+                     404);
+
+    assert_int_equal(it_sender_load(&s, &a), 0);
+    assert_int_equal(it_sender_setup(&s, &a, SIZE_MAX, 1), WST_OK);
+    assert_int_equal(wst_sender_push(s.sender, 1), WST_OK);
+    assert_int_equal(wst_sender_wait(s.sender, 30.0), WST_OK);
+    assert_int_equal(it_agent_wait_status(&a, 1, 10.0), 0);
+
+    assert_int_equal(http_get((uint16_t)port, "/readyz", body, sizeof(body)),
+                     200);
+    assert_non_null(strstr(body, "serving version 1"));
+    assert_int_equal(http_get((uint16_t)port, "/metrics", body, sizeof(body)),
+                     200);
+    assert_true(sample(body, "wstream_committed_version") == 1);
+    assert_true(sample(body, "wstream_usable") == 1);
+    assert_true(sample(body, "wstream_refits_total{outcome=\"committed\"}") ==
+                1);
+    assert_true(sample(body, "wstream_refits_total{outcome=\"failed\"}") == 0);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < s.n_haves; i++)
+        bytes += wst_model_shard_bytes(&s.haves[i]);
+    assert_true(sample(body, "wstream_received_bytes_total") == (double)bytes);
+    /* Every layer (and the global tensors) finalized once: the histogram's
+     * count is the timeline's length, its +Inf bucket the same. */
+    double layers = sample(body, "wstream_layer_finalize_seconds_count");
+    assert_true(layers >= 1);
+    assert_true(
+        sample(body, "wstream_layer_finalize_seconds_bucket{le=\"+Inf\"}") ==
+        layers);
+    assert_non_null(strstr(body, "# TYPE wstream_refits_total counter"));
+    it_sender_destroy(&s);
+    it_agent_stop(&a);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_agent_metrics_and_probes),
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH_TO_WSTREAM_AGENT\n", argv[0]);
+        return 2;
+    }
+    agent_bin = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
