@@ -454,10 +454,27 @@ static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
     return WST_OK;
 }
 
+/* A bound port, for whoever started us ("" path: not asked for). */
+static wst_status_t write_port(struct agent *a, const char *path, uint16_t port,
+                               const char *what)
+{
+    char text[16];
+
+    if (path[0] == '\0')
+        return WST_OK;
+    snprintf(text, sizeof(text), "%u\n", port);
+    if (write_file_atomic(path, text) != 0) {
+        WST_ERROR(&a->log, "cannot write %s file %s: %s", what, path,
+                  strerror(errno));
+        return WST_ERR_IO;
+    }
+    return WST_OK;
+}
+
 /* --metrics-listen: the HTTP endpoints, once the receiver is serving. */
 static wst_status_t start_metrics(struct agent *a)
 {
-    char host[256], text[16];
+    char host[256];
     uint16_t port;
     wst_status_t st;
 
@@ -470,15 +487,9 @@ static wst_status_t start_metrics(struct agent *a)
     }
     st =
         wst_metrics_start(&a->log, a->receiver, host, port, &port, &a->metrics);
-    if (st != WST_OK || a->set.metrics_port_file[0] == '\0')
+    if (st != WST_OK)
         return st;
-    snprintf(text, sizeof(text), "%u\n", port);
-    if (write_file_atomic(a->set.metrics_port_file, text) != 0) {
-        WST_ERROR(&a->log, "cannot write metrics port file %s: %s",
-                  a->set.metrics_port_file, strerror(errno));
-        return WST_ERR_IO;
-    }
-    return WST_OK;
+    return write_port(a, a->set.metrics_port_file, port, "metrics port");
 }
 
 static wst_status_t agent_start(struct agent *a)
@@ -552,16 +563,7 @@ static wst_status_t agent_start(struct agent *a)
     write_status(a);
     if (a->set.metrics_listen[0] != '\0' && (st = start_metrics(a)) != WST_OK)
         return st;
-    if (a->set.port_file[0] != '\0') {
-        char text[16];
-        snprintf(text, sizeof(text), "%u\n", port);
-        if (write_file_atomic(a->set.port_file, text) != 0) {
-            WST_ERROR(&a->log, "cannot write port file %s: %s",
-                      a->set.port_file, strerror(errno));
-            return WST_ERR_IO;
-        }
-    }
-    return WST_OK;
+    return write_port(a, a->set.port_file, port, "port");
 }
 
 static void agent_stop(struct agent *a)
