@@ -15,7 +15,7 @@
 /* One exchange, from post to done_fn. */
 struct xchg {
     struct wst_nccl_link *link;
-    struct wst_nccl_run *runs; /* owned copy: the sends, then the recvs */
+    const struct wst_nccl_run *sends, *recvs; /* borrowed until done_fn */
     size_t n_sends, n_recvs;
     wst_nccl_link_fn done_fn;
     void *arg;
@@ -83,8 +83,6 @@ static void finish(struct xchg *x, wst_status_t status)
 {
     struct wst_nccl_link *l = x->link;
 
-    free(x->runs);
-    x->runs = NULL;
     l->first = (l->first + 1) % WST_NCCL_LINK_DEPTH;
     l->in_flight--;
     /* After an abort the kernels were stopped, not finished. */
@@ -155,8 +153,8 @@ static void job_exchange(void *arg)
     wst_status_t st = l->dead || l->comm == NULL ? WST_ERR_STATE : WST_OK;
 
     if (st == WST_OK)
-        st = wst_nccl_exchange(l->comm, x->runs, x->n_sends,
-                               x->runs + x->n_sends, x->n_recvs, l->stream);
+        st = wst_nccl_exchange(l->comm, x->sends, x->n_sends, x->recvs,
+                               x->n_recvs, l->stream);
     if (st == WST_OK)
         st = wst_gpu_event_record(l->log, x->event, l->stream);
     x->status = st;
@@ -243,31 +241,21 @@ wst_nccl_link_post(struct wst_nccl_link *l, const struct wst_nccl_run *sends,
                    size_t n_sends, const struct wst_nccl_run *recvs,
                    size_t n_recvs, wst_nccl_link_fn done_fn, void *arg)
 {
-    size_t n_runs = n_sends + n_recvs;
-
     if (l->aborted || l->closing)
         return WST_ERR_STATE;
     if (l->in_flight == WST_NCCL_LINK_DEPTH)
         return WST_ERR_BUSY;
     struct xchg *x = &l->xs[(l->first + l->in_flight) % WST_NCCL_LINK_DEPTH];
-    x->runs = malloc((n_runs ? n_runs : 1) * sizeof(*x->runs));
-    if (x->runs == NULL)
-        return WST_ERR_NO_MEMORY;
-    if (n_sends > 0)
-        memcpy(x->runs, sends, n_sends * sizeof(*x->runs));
-    if (n_recvs > 0)
-        memcpy(x->runs + n_sends, recvs, n_recvs * sizeof(*x->runs));
+    x->sends = sends;
+    x->recvs = recvs;
     x->n_sends = n_sends;
     x->n_recvs = n_recvs;
     x->done_fn = done_fn;
     x->arg = arg;
     x->status = WST_OK;
     wst_status_t st = wst_jobq_post(l->thread, job_exchange, x);
-    if (st != WST_OK) {
-        free(x->runs);
-        x->runs = NULL;
+    if (st != WST_OK)
         return st;
-    }
     l->in_flight++;
     return WST_OK;
 }

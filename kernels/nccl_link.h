@@ -53,8 +53,9 @@ wst_status_t wst_nccl_link_create(const struct wst_logger *log,
 
 /* Queues one grouped exchange of 'sends' and 'recvs' (wst_nccl_exchange);
  * done_fn(arg, status) follows on the progress thread once the GPU has
- * done it (or it failed). The arrays are copied; the memory they name must
- * stay untouched until done_fn. WST_ERR_BUSY with WST_NCCL_LINK_DEPTH in
+ * done it (or it failed). The arrays are borrowed, not copied (nothing is
+ * allocated per layer): they, and the memory they name, stay untouched
+ * until done_fn. WST_ERR_BUSY with WST_NCCL_LINK_DEPTH in
  * flight; WST_ERR_STATE after an abort. */
 wst_status_t
 wst_nccl_link_post(struct wst_nccl_link *link, const struct wst_nccl_run *sends,

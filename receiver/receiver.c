@@ -115,6 +115,7 @@ struct peer {
      * to post, its first item (index into this sender's items), and the
      * next layer whose exchange completes */
     struct wst_nccl_link *nccl;
+    struct wst_nccl_run *nccl_runs; /* [its items], borrowed by the link */
     int nccl_ready;
     uint32_t nccl_next, nccl_done;
     size_t nccl_item;
@@ -274,7 +275,8 @@ static void peer_free(struct peer *p)
         struct wst_msg m = {.type = WST_MSG_HAVE, .u.have = p->have};
         wst_msg_release(&m);
     }
-    wst_nccl_link_destroy(p->nccl);
+    wst_nccl_link_destroy(p->nccl); /* before its borrowed runs go */
+    free(p->nccl_runs);
     free(p->recv_bytes);
     free(p->marks);
     free(p->digests);
@@ -634,11 +636,7 @@ static void nccl_post(struct wst_receiver *r, struct peer *p)
                 (r->layer_moe[layer] == NULL ||
                  r->layer_moe[layer]->ordinal >= r->credit_next))
                 return; /* credit_to_peer posts again */
-        struct wst_nccl_run *runs = calloc(n ? n : 1, sizeof(*runs));
-        if (runs == NULL) {
-            refit_fail(r, WST_ERR_NO_MEMORY, "no memory for layer %u", layer);
-            return;
-        }
+        struct wst_nccl_run *runs = p->nccl_runs + first;
         for (size_t k = 0; k < n; k++) {
             runs[k].ptr = item_dest(r, &items[first + k], 0);
             runs[k].bytes = items[first + k].length;
@@ -646,7 +644,6 @@ static void nccl_post(struct wst_receiver *r, struct peer *p)
         }
         wst_status_t st =
             wst_nccl_link_post(p->nccl, NULL, 0, runs, n, nccl_received, p);
-        free(runs);
         if (st == WST_ERR_BUSY)
             return; /* nccl_received makes room; count_layer posts again */
         if (st != WST_OK) {
@@ -707,9 +704,15 @@ static void on_nccl_setup(struct wst_receiver *r, struct peer *p,
         peer_drop_after_error(r, p);
         return;
     }
+    /* Room for every item's run, once: a refit fills and posts slices. */
+    size_t n_items =
+        r->plan->sender_first[p->rank + 1] - r->plan->sender_first[p->rank];
+    p->nccl_runs = calloc(n_items ? n_items : 1, sizeof(*p->nccl_runs));
     wst_status_t st =
-        wst_nccl_link_create(&r->log, r->worker, r->device, ns->unique_id, 2, 1,
-                             r->timeout_s, nccl_ready, p, &p->nccl);
+        p->nccl_runs == NULL
+            ? WST_ERR_NO_MEMORY
+            : wst_nccl_link_create(&r->log, r->worker, r->device, ns->unique_id,
+                                   2, 1, r->timeout_s, nccl_ready, p, &p->nccl);
     if (st != WST_OK) {
         send_error(r, p, st, "cannot start an nccl communicator");
         peer_drop_after_error(r, p);

@@ -113,8 +113,9 @@ struct link {
     struct wst_mover *mover;
     uint64_t mover_gen; /* bumped per mover: late callbacks of old ones */
     enum wst_mover_kind mover_kind;
-    enum wst_path path;         /* how device shards travel */
-    struct wst_nccl_link *nccl; /* path nccl: kept across refits */
+    enum wst_path path;             /* how device shards travel */
+    struct wst_nccl_link *nccl;     /* path nccl: kept across refits */
+    struct wst_nccl_run *nccl_runs; /* [n_items], built with the link */
     int nccl_ready, nccl_peer_ready;
     uint32_t nccl_next; /* next layer to post */
     char lanes[256];
@@ -186,8 +187,10 @@ static void link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
  * so no kernel waits on a receiver that is gone. */
 static void nccl_drop(struct link *l)
 {
-    wst_nccl_link_destroy(l->nccl);
+    wst_nccl_link_destroy(l->nccl); /* before its borrowed runs go */
     l->nccl = NULL;
+    free(l->nccl_runs);
+    l->nccl_runs = NULL;
     l->nccl_ready = 0;
     l->nccl_peer_ready = 0;
 }
@@ -369,11 +372,6 @@ static wst_status_t choose_path(struct link *l)
             return WST_ERR_UNSUPPORTED;
         }
     }
-    if (l->path == WST_PATH_DIRECT && in.src_device &&
-        !wst_worker_supports_cuda(s->worker)) {
-        link_fail(l, WST_ERR_UNSUPPORTED, "direct path without CUDA in UCX");
-        return WST_ERR_UNSUPPORTED;
-    }
     if (l->path == WST_PATH_HOST)
         WST_DEBUG(&s->log, "receiver %s: device path host: %s", l->name, why);
     else
@@ -410,6 +408,17 @@ static wst_status_t nccl_open(struct link *l)
 
     nccl_drop(l);
     l->mover_kind = WST_MOVER_NCCL;
+    /* Every item's run, once per plan: a refit posts slices of these. */
+    l->nccl_runs =
+        calloc(l->plan.n_items ? l->plan.n_items : 1, sizeof(*l->nccl_runs));
+    if (l->nccl_runs == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t k = 0; k < l->plan.n_items; k++) {
+        const struct wst_plan_item *it = &l->plan.items[k];
+        l->nccl_runs[k].ptr = (char *)s->shards[it->have].data + it->src_offset;
+        l->nccl_runs[k].bytes = it->length;
+        l->nccl_runs[k].peer = 1; /* the receiver */
+    }
     st = wst_nccl_get_id(&s->log, m.u.nccl_setup.unique_id);
     if (st == WST_OK)
         st = wst_nccl_link_create(&s->log, s->worker,
@@ -1059,20 +1068,8 @@ static int nccl_step(struct link *l)
                            l->version);
         l->started++;
     }
-    struct wst_nccl_run *runs = calloc(n ? n : 1, sizeof(*runs));
-    if (runs == NULL) {
-        link_fail(l, WST_ERR_NO_MEMORY, "no memory for layer %u", layer);
-        return 0;
-    }
-    for (size_t k = 0; k < n; k++) {
-        const struct wst_plan_item *it = &l->plan.items[first + k];
-        runs[k].ptr = (char *)s->shards[it->have].data + it->src_offset;
-        runs[k].bytes = it->length;
-        runs[k].peer = 1; /* the receiver */
-    }
-    wst_status_t st =
-        wst_nccl_link_post(l->nccl, runs, n, NULL, 0, nccl_sent, l);
-    free(runs);
+    wst_status_t st = wst_nccl_link_post(l->nccl, l->nccl_runs + first, n, NULL,
+                                         0, nccl_sent, l);
     if (st == WST_ERR_BUSY)
         return 0; /* a completion pumps again */
     if (st != WST_OK) {

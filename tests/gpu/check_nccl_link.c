@@ -46,6 +46,7 @@ struct lc {
     wst_status_t done_st[2 * N_XCHG];
     int order[2 * N_XCHG];
     struct tag tags[2 * N_XCHG];
+    struct wst_nccl_run sends[N_XCHG][3], recvs[N_XCHG][3]; /* a round's */
 };
 
 static void on_ready(void *arg, wst_status_t status)
@@ -91,7 +92,8 @@ static void do_post(void *arg)
 
     c->st = WST_OK;
     for (int k = 0; k < N_XCHG && c->st == WST_OK; k++) {
-        struct wst_nccl_run sends[3], recvs[3];
+        /* Borrowed by the link until the exchange is done. */
+        struct wst_nccl_run *sends = c->sends[k], *recvs = c->recvs[k];
         uint64_t at = 0;
         for (int i = 0; i < 3; i++) {
             sends[i] =
