@@ -1,5 +1,7 @@
 /* check_main.c - wst-gpu-check: every kernel against its CPU twin on the
  * GPU, then (with --bench) the benchmarks and their table.
+ * wst-gpu-check --nccl-pair BYTES RUN GROUPS: only the bare two-GPU NCCL
+ * row, shaped like a refit (tests/gpu/run.sh gives it the refit's shape).
  *
  * Exit status: 0 when every check passed, 1 when one failed, 77 (skip)
  * when there is no usable device, said loudly. */
@@ -47,6 +49,7 @@ int main(int argc, char **argv)
     struct wst_logger log;
     struct gcheck g = {.log = &log, .rng = 0x9E3779B97F4A7C15ull};
     int bench = argc > 1 && strcmp(argv[1], "--bench") == 0;
+    int pair = argc == 5 && strcmp(argv[1], "--nccl-pair") == 0;
     char why[256] = "", name[128] = "";
     int n = 0;
 
@@ -60,6 +63,13 @@ int main(int argc, char **argv)
         wst_gpu_stream_create(&log, &g.stream) != WST_OK)
         return 1;
     printf("device 0: %s (%d visible)\n", name, n);
+    if (pair) {
+        bench_nccl_pair(&g, strtoull(argv[2], NULL, 0),
+                        strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
+        gbench_print_table();
+        wst_gpu_stream_destroy(g.stream);
+        return g.failures == 0 ? 0 : 1;
+    }
     check_repack(&g);
     check_digest(&g);
     check_pack(&g);
@@ -73,7 +83,7 @@ int main(int argc, char **argv)
         bench_pack(&g, copy_gbs);
         bench_nccl(&g, copy_gbs);
         bench_pinned(&g);
-        bench_nccl_pair(&g);
+        bench_nccl_pair(&g, 0, 0, 0);
         gbench_print_table();
     }
     wst_gpu_stream_destroy(g.stream);

@@ -65,7 +65,10 @@ void bench_nccl(struct gcheck *g, double copy_gbs);
 /* The bounce path's stages alone: pinned copies each way, whole and in
  * bounce-slot chunks. */
 void bench_pinned(struct gcheck *g);
-/* Bare ncclSend/ncclRecv from GPU 1 to GPU 0 (skips with one GPU). */
-void bench_nccl_pair(struct gcheck *g);
+/* Bare ncclSend/ncclRecv from GPU 0 to GPU 1 (skips with one GPU): 'bytes'
+ * as 'groups' grouped exchanges of runs of at most 'run' bytes; bytes 0:
+ * 1 GiB as one run and as 4 MiB runs. */
+void bench_nccl_pair(struct gcheck *g, uint64_t bytes, uint64_t run,
+                     uint64_t groups);
 
 #endif

@@ -45,6 +45,15 @@ if [ -n "$deps" ]; then
     export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/deps/usr/share/pkgconfig
     export PKG_CONFIG_LIBDIR=$PKG_CONFIG_PATH
     export CMAKE_PREFIX_PATH=/opt/deps/usr
+    # libmicrohttpd needs libgnutls.so.30, which the machine's image may
+    # lack: then DEPS_DIR/ifmissing's copy (and its own dependencies) come
+    # last in the search path, so the image's libraries win where it has
+    # them.
+    if ! ldconfig -p | grep -q 'libgnutls\.so\.30 ' && [ -d "$deps/ifmissing" ]; then
+        for f in "$deps"/ifmissing/*.deb; do dpkg -x "$f" /opt/deps-ifmissing; done
+        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/deps-ifmissing/usr/lib/x86_64-linux-gnu
+        echo "libgnutls.so.30 missing: using $deps/ifmissing" >>"$log"
+    fi
 fi
 
 # The device machines' rule: NVLink multicast stays off.
@@ -72,13 +81,7 @@ st=$?
 grep -E '^(PASS|FAIL)' "$out/kernels.txt" | tee -a "$summary"
 result kernels $st "($(grep -c '^PASS' "$out/kernels.txt") checks passed)"
 
-# 2. Unit tests (the GPU probe runs for real here).
-[ $built -eq 0 ] && ctest --test-dir "$build" -L unit --output-on-failure >>"$log" 2>&1
-result "unit tests" $? "($(grep -E 'tests passed' "$log" | tail -1))"
-
-# 3. Device-memory refits: agents import their engine's device buffers by
-#    CUDA IPC, land host senders' data in pinned slots, repack on the GPU,
-#    and every byte is verified on a copy of the device memory.
+# The demos' runner, used by sections 3 to 6.
 demo() { # demo NAME ARGS...
     local name=$1
     shift
@@ -99,6 +102,17 @@ demo() { # demo NAME ARGS...
 }
 median_gbs() { cat "$out/gbs.tmp" 2>/dev/null; }
 [ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
+
+# WST_GPU_ONLY_TWO=1 skips sections 2 to 5 (the one-GPU runs) to leave the
+# two-GPU section the most of a call's ten minutes.
+if [ "${WST_GPU_ONLY_TWO:-0}" != 1 ]; then
+# 2. Unit tests (the GPU probe runs for real here).
+[ $built -eq 0 ] && ctest --test-dir "$build" -L unit --output-on-failure >>"$log" 2>&1
+result "unit tests" $? "($(grep -E 'tests passed' "$log" | tail -1))"
+
+# 3. Device-memory refits: agents import their engine's device buffers by
+#    CUDA IPC, land host senders' data in pinned slots, repack on the GPU,
+#    and every byte is verified on a copy of the device memory.
 # Each device case next to the same refit in host memory, same run.
 both() { # both NAME ARGS...: the refit with --device 0, then in host shm
     local name=$1
@@ -204,48 +218,85 @@ held=$(grep -E "fail-closed held" "$out/demo.tmp" | tail -1)
 result "demo device fault kill-sender:2" $? "(exit $st) $held"
 rm -f "$out/demo.tmp"
 
-# 6. With two GPUs (the nvidia-h200-x2 kind): senders on GPU 1, agents on
-#    GPU 0, over the NCCL mover (two ranks on two GPUs, two processes) and
-#    over the bounce path; and a sender killed mid-refit on the NCCL path,
-#    whose communicators must be aborted with the agents failing closed.
+fi # WST_GPU_ONLY_TWO
+
+# 6. With two GPUs (the nvidia-h200-x2 kind): senders on GPU 0, agents on
+#    GPU 1, over the NCCL mover (two ranks on two GPUs, two processes) and
+#    over the bounce path; a sender on each GPU to an agent on each GPU (a
+#    TP=2 engine) over the bounce path; and a sender killed mid-refit on the
+#    NCCL path, whose communicators must be aborted with the agents failing
+#    closed. The Qwen3-shaped refits print agent 0's timeline of their last
+#    refit, and the bare NCCL exchange between the two GPUs runs with the
+#    NCCL refit's bytes and layer count right after it.
 gbs_nccl=""
+gbs_b2=""
 gbs_tp2=""
+timeline() { # the last demo's timeline, indented, into the summary
+    sed -n '/^timeline of agent 0/,/global tensors/p' "$out/demo.tmp" |
+        sed 's/^/    /' | tee -a "$summary"
+}
+q3x2="--preset qwen3-30b-a3b --layers 4 --refits 5 --transport tcp"
 if [ "$n_gpus" -ge 2 ]; then
-    demo "2 GPUs nccl tiny-moe 1->1 (info log)" --device 0 --sender-device 1 \
-        --device-path nccl --senders 1 --receivers 1 --refits 3 \
-        --transport tcp --log-level info
-    demo "2 GPUs nccl tiny-moe 2->2" --device 0 --sender-device 1 \
-        --device-path nccl --senders 2 --receivers 2 --refits 5 --transport tcp
-    demo "2 GPUs nccl tiny-moe checkpoint 3->2, 1 slot" --device 0 \
-        --sender-device 1 --device-path nccl --senders 3 --receivers 2 \
-        --refits 5 --transport tcp --loader checkpoint --staging-slots 1
-    demo "2 GPUs bounce tiny-moe 2->2" --device 0 --sender-device 1 \
-        --senders 2 --receivers 2 --refits 5 --transport tcp
+    two="--device 1 --sender-device 0"
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl tiny-moe 1->1 (info log)" $two --device-path nccl \
+        --senders 1 --receivers 1 --refits 3 --transport tcp --log-level info
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl tiny-moe 2->2" $two --device-path nccl --senders 2 \
+        --receivers 2 --refits 5 --transport tcp
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl tiny-moe checkpoint 3->2, 1 slot" $two \
+        --device-path nccl --senders 3 --receivers 2 --refits 5 \
+        --transport tcp --loader checkpoint --staging-slots 1
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl qwen3-30b-a3b 4 layers 1->1" $two --device-path nccl \
+        --senders 1 --receivers 1 $q3x2 --log-level info
+    gbs_nccl=$(median_gbs)
+    q3_bytes=$(grep -oE 'versions x [0-9.]+ MB' "$out/demo.tmp" |
+        awk '{printf "%.0f", $3 * 1e6}')
+    timeline
+    # shellcheck disable=SC2086
+    demo "2 GPUs bounce tiny-moe 2->2" $two --senders 2 --receivers 2 \
+        --refits 5 --transport tcp
+    # shellcheck disable=SC2086
+    demo "2 GPUs bounce qwen3-30b-a3b 4 layers 1->1" $two --senders 1 \
+        --receivers 1 $q3x2 --log-level info
+    gbs_b2=$(median_gbs)
+    timeline
     # A sender on each GPU (half the shards each) to an agent on each GPU
     # (a TP=2 engine), over the bounce path.
     demo "2 GPUs bounce tiny-moe 2->2, TP=2 (GPU 0,1 -> GPU 0,1)" \
         --device 0,1 --sender-device 0,1 --senders 2 --receivers 2 \
         --refits 5 --transport tcp --log-level info
-    demo "2 GPUs bounce qwen3-30b-a3b 2 layers 2->2, TP=2" --device 0,1 \
-        --sender-device 0,1 --preset qwen3-30b-a3b --layers 2 --senders 2 \
-        --receivers 2 --refits 5 --transport tcp
-    gbs_tp2=$(median_gbs)
     # shellcheck disable=SC2086
-    demo "2 GPUs nccl qwen3-30b-a3b 2 layers 1->1" --device 0 --sender-device 1 \
-        --device-path nccl $q3
-    gbs_nccl=$(median_gbs)
+    demo "2 GPUs bounce qwen3-30b-a3b 4 layers 2->2, TP=2" --device 0,1 \
+        --sender-device 0,1 --senders 2 --receivers 2 $q3x2
+    gbs_tp2=$(median_gbs)
+    timeline
     echo "== demo 2 GPUs nccl fault: kill sender 0 in layer 2" >>"$log"
-    timeout 300 "$bin/wstream-demo" --device 0 --sender-device 1 \
-        --device-path nccl --senders 4 --receivers 2 --refits 2 \
-        --transport tcp --fault kill-sender:2 >"$out/demo.tmp" 2>&1
+    # shellcheck disable=SC2086
+    timeout 300 "$bin/wstream-demo" $two --device-path nccl --senders 4 \
+        --receivers 2 --refits 2 --transport tcp --fault kill-sender:2 \
+        >"$out/demo.tmp" 2>&1
     st=$?
     cat "$out/demo.tmp" >>"$log"
     held=$(grep -E "fail-closed held" "$out/demo.tmp" | tail -1)
     [ $st -ne 0 ] && [ $st -ne 124 ] && [ -n "$held" ]
     result "demo 2 GPUs nccl fault kill-sender:2" $? "(exit $st) $held"
+    # The bare exchange with the NCCL refit's shape: its bytes as one group
+    # per layer (4 + the global tensors), as one run each and as runs of
+    # 4 MiB (its expert slices are 3 and 6 MiB).
+    for run in "${q3_bytes:-1073741824}" 4194304; do
+        "$bin/wst-gpu-check" --nccl-pair "${q3_bytes:-1073741824}" "$run" 5 \
+            >"$out/pair.tmp" 2>>"$log"
+        result "nccl bare pair, runs of $run" $? \
+            "$(grep -E '^(PASS|FAIL)' "$out/pair.tmp" | tail -1)"
+        grep -E '^\| nccl bare' "$out/pair.tmp" >>"$out/kernels.txt"
+    done
 else
     say "SKIP two-GPU refits: $n_gpus GPU visible (the nvidia-h200-x2 kind runs them)"
 fi
+rm -f "$out/demo.tmp" "$out/pair.tmp"
 
 # 7. The tables, last.
 sed -n '/^| benchmark/,$p' "$out/kernels.txt" | tee -a "$summary"
@@ -261,9 +312,16 @@ stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print
     echo "| stage: UCX host-to-host, tcp/lo, am_bw 8 MiB (ucx_perftest) | ${ucx_gbs:-?} |"
     echo "| stage: pinned host-to-device, 8 MiB chunks | $(stage 'pinned host-to-device 1 GiB, 8 MiB') |"
     if [ -n "$gbs_nccl" ]; then
-        echo "| refit GPU 1 -> GPU 0 over nccl, same preset (two GPUs) | $gbs_nccl |"
-        echo "| bare ncclSend/ncclRecv GPU 1 -> GPU 0, 1 GiB, 4 MiB runs | $(stage 'nccl bare GPU 1 -> GPU 0, 1 GiB, 4 MiB') |"
-        echo "| refit qwen3-30b-a3b 2 layers 2->2, TP=2, bounce (two GPUs) | ${gbs_tp2:-?} |"
+        echo
+        echo "| two GPUs: sender GPU 0 -> agent GPU 1, qwen3-30b-a3b 4 layers (medians) | GB/s |"
+        echo "|---|---|"
+        echo "| refit over nccl, 1->1 | $gbs_nccl |"
+        grep -F '| nccl bare GPU 0 -> GPU 1' "$out/kernels.txt" |
+            awk -F'|' '{gsub(/^ +| +$/,"",$2); gsub(/ /,"",$5); print "| bare: " $2 " | " $5 " |"}'
+        echo "| refit over bounce, 1->1 | ${gbs_b2:-?} |"
+        echo "| refit over bounce, 2->2, TP=2 (GPU 0,1 -> GPU 0,1) | ${gbs_tp2:-?} |"
+        echo "| stage: pinned device-to-host, 8 MiB chunks (GPU 0) | $(stage 'pinned device-to-host 1 GiB, 8 MiB') |"
+        echo "| stage: pinned host-to-device, 8 MiB chunks (GPU 0) | $(stage 'pinned host-to-device 1 GiB, 8 MiB') |"
     fi
 } | tee -a "$summary"
 rm -f "$out/gbs.tmp" "$out/perf.tmp"
