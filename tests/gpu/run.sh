@@ -54,6 +54,13 @@ if [ -n "$deps" ]; then
         export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/deps-ifmissing/usr/lib/x86_64-linux-gnu
         echo "libgnutls.so.30 missing: using $deps/ifmissing" >>"$log"
     fi
+    # libmicrohttpd.pc names gnutls in Requires.private, which pkg-config
+    # checks exists even for a shared link: a one-line gnutls.pc stands in
+    # for the -dev package (and its own -dev chain) the build never uses.
+    if ! pkg-config --exists gnutls; then
+        printf 'Name: gnutls\nDescription: stand-in\nVersion: 3.7.9\nLibs: -lgnutls\n' \
+            >/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig/gnutls.pc
+    fi
 fi
 
 # The device machines' rule: NVLink multicast stays off.
