@@ -251,6 +251,15 @@ if [ "$n_gpus" -ge 2 ]; then
     # shellcheck disable=SC2086
     demo "2 GPUs nccl tiny-moe 2->2" $two --device-path nccl --senders 2 \
         --receivers 2 --refits 5 --transport tcp
+    # Two processes on one GPU are time-sliced (no MPS), so an exchange runs
+    # only while both its ends hold their GPUs: 2->2 has two on each GPU,
+    # 2->1 and 1->2 two on one of them.
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl tiny-moe 2->1" $two --device-path nccl --senders 2 \
+        --receivers 1 --refits 5 --transport tcp
+    # shellcheck disable=SC2086
+    demo "2 GPUs nccl tiny-moe 1->2" $two --device-path nccl --senders 1 \
+        --receivers 2 --refits 5 --transport tcp
     # shellcheck disable=SC2086
     demo "2 GPUs nccl tiny-moe checkpoint 3->2, 1 slot" $two \
         --device-path nccl --senders 3 --receivers 2 --refits 5 \

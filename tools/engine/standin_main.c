@@ -16,7 +16,10 @@
  * fail-closed promise: between BEGIN
  * and its READY (sent after --ready-delay-ms) nobody may write the live
  * bytes, so it hashes the whole mapping at BEGIN and again just before
- * READY (device memory: a copy of it in a pinned host buffer). It finalizes
+ * READY (device memory: on the GPU, with the digest kernel that
+ * tests/gpu checks against its CPU twin, so that the check costs
+ * milliseconds and the demo's refit times are wstream's, not the
+ * check's). It finalizes
  * every layer, and writes its state to --state-file after every message
  * (atomic rename).
  *
@@ -42,6 +45,8 @@
 #include <xxhash.h>
 
 #include "config.h"
+#include "digest.h"
+#include "digest_gpu.h"
 #include "gpu.h"
 #include "log.h"
 
@@ -93,7 +98,9 @@ struct standin {
      * device >= 0 device memory this process allocated (wst_gpu_malloc). */
     const void *live;
     int device;      /* -1: host shm */
-    void *host_copy; /* device only: pinned buffer the hash reads */
+    /* device only: the digest context and its stream (owned) */
+    struct wst_gpu_digest *dg;
+    wst_gpu_stream_t stream;
     char ipc_hex[WST_GPU_IPC_HANDLE_BYTES * 2 + 1]; /* device only */
     int fd;
     char rbuf[LINE_MAX_BYTES];
@@ -214,9 +221,8 @@ static void hex_encode(const unsigned char *in, size_t n, char *out)
 }
 
 /* The engine's buffers on GPU e->device: allocated, poisoned like the shm,
- * exported by CUDA IPC (e->ipc_hex), and a pinned host buffer to copy them
- * into for the hash. On failure everything is freed; the seam has logged
- * CUDA's reason. */
+ * exported by CUDA IPC (e->ipc_hex), and a digest context to hash them.
+ * On failure everything is freed; the seam has logged CUDA's reason. */
 static int create_device_live(struct standin *e)
 {
     unsigned char handle[WST_GPU_IPC_HANDLE_BYTES];
@@ -231,12 +237,16 @@ static int create_device_live(struct standin *e)
     if (wst_gpu_memset(&e->log, p, 0xA5, bytes) != WST_OK ||
         wst_gpu_stream_sync(&e->log, NULL) != WST_OK ||
         wst_gpu_ipc_export(&e->log, p, handle) != WST_OK ||
-        wst_gpu_host_alloc(&e->log, bytes, &e->host_copy) != WST_OK)
+        wst_gpu_stream_create(&e->log, &e->stream) != WST_OK)
         goto err_free;
+    if (wst_gpu_digest_create(&e->log, 1, &e->dg) != WST_OK)
+        goto err_stream;
     hex_encode(handle, sizeof(handle), e->ipc_hex);
     e->live = p;
     return 0;
 
+err_stream:
+    wst_gpu_stream_destroy(e->stream);
 err_free:
     wst_gpu_free(p);
 err:
@@ -254,13 +264,15 @@ static int hash_live(struct standin *e, XXH64_hash_t *hash_p)
         *hash_p = XXH3_64bits(e->live, e->set.shm_bytes);
         return 0;
     }
-    if (wst_gpu_copy(&e->log, e->host_copy, e->live, e->set.shm_bytes) !=
-        WST_OK) {
-        fprintf(stderr, "standin: cannot copy the live device memory to "
-                        "hash it\n");
+    struct wst_digest_run run = {e->live, e->set.shm_bytes, 0};
+    struct wst_digest d;
+    wst_digest_init(&d);
+    if (wst_gpu_digest_runs(e->dg, &run, 1, e->stream, &d) != WST_OK) {
+        fprintf(stderr, "standin: cannot hash the live device memory\n");
         return -1;
     }
-    *hash_p = XXH3_64bits(e->host_copy, e->set.shm_bytes);
+    d.pos = e->set.shm_bytes;
+    *hash_p = wst_digest_final(&d);
     return 0;
 }
 
@@ -459,8 +471,9 @@ static int open_live(struct standin *e)
 static void close_live(struct standin *e)
 {
     if (e->device >= 0) {
+        wst_gpu_digest_destroy(e->dg);
+        wst_gpu_stream_destroy(e->stream);
         wst_gpu_free((void *)e->live);
-        wst_gpu_host_free(e->host_copy);
         return;
     }
     munmap((void *)e->live, e->set.shm_bytes);
