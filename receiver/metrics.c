@@ -32,7 +32,7 @@ struct wst_metrics {
     struct MHD_Daemon *daemon;
     pthread_mutex_t lock;
     uint64_t refits_committed, refits_failed;
-    uint64_t bytes_total;
+    uint64_t rx_put, rx_am, rx_nccl; /* committed bytes by mover */
     uint64_t errors[N_STATUS];
     struct histogram repack, finalize;
 };
@@ -131,9 +131,17 @@ static void scrape(struct wst_metrics *m, struct text *t)
              "wstream_refits_total{outcome=\"failed\"} %llu\n",
              (unsigned long long)m->refits_committed,
              (unsigned long long)m->refits_failed);
-    print_metric(t, "wstream_received_bytes_total", "counter",
-                 "Bytes of committed refits (every mover).",
-                 (double)m->bytes_total);
+    /* NIXL's name for the same count (agent_rx_bytes), under our prefix,
+     * one series per mover: sum() over mover gives every byte. */
+    text_add(t,
+             "# HELP wstream_rx_bytes_total Bytes of committed refits by the "
+             "mover that brought them.\n"
+             "# TYPE wstream_rx_bytes_total counter\n"
+             "wstream_rx_bytes_total{mover=\"put\"} %llu\n"
+             "wstream_rx_bytes_total{mover=\"am\"} %llu\n"
+             "wstream_rx_bytes_total{mover=\"nccl\"} %llu\n",
+             (unsigned long long)m->rx_put, (unsigned long long)m->rx_am,
+             (unsigned long long)m->rx_nccl);
     print_metric(t, "wstream_last_refit_seconds", "gauge",
                  "Last committed refit, begin acknowledged to commit.",
                  st.last_refit_seconds);
@@ -269,7 +277,9 @@ void wst_metrics_refit_committed(struct wst_metrics *m)
         n = 512;
     pthread_mutex_lock(&m->lock);
     m->refits_committed++;
-    m->bytes_total += st.last_refit_bytes;
+    m->rx_put += st.last_refit_put_bytes;
+    m->rx_am += st.last_refit_am_bytes;
+    m->rx_nccl += st.last_refit_nccl_bytes;
     for (uint32_t i = 0; i < n; i++) {
         /* Only MoE layers are repacked; every layer is finalized. */
         if (times[i].repack_seconds > 0)

@@ -902,16 +902,35 @@ static void repack_done(void *arg)
     queue_job(r, job_finalize, j);
 }
 
+/* The committed refit's bytes: in total, and by mover ([WST_MOVER_*]). */
+struct refit_bytes {
+    uint64_t total;
+    uint64_t by_mover[WST_MOVER_NCCL + 1];
+};
+
+static void add_peer_bytes(struct wst_receiver *r, struct peer *p, void *arg)
+{
+    struct refit_bytes *b = arg;
+
+    if (p->version != r->version || p->mover > WST_MOVER_NCCL)
+        return;
+    for (uint32_t layer = 0; layer < r->plan->n_layers; layer++)
+        b->by_mover[p->mover] += expected_bytes(r, p->rank, layer);
+}
+
 static void pub_committed(struct wst_receiver *r, void *arg)
 {
-    const uint64_t *bytes = arg;
+    const struct refit_bytes *bytes = arg;
 
     r->state.committed_version = r->version;
     r->state.usable = 1;
     r->state.reason[0] = '\0';
     r->state.refit_in_progress = 0;
     r->state.refits_ok++;
-    r->state.last_refit_bytes = *bytes;
+    r->state.last_refit_bytes = bytes->total;
+    r->state.last_refit_put_bytes = bytes->by_mover[WST_MOVER_PUT];
+    r->state.last_refit_am_bytes = bytes->by_mover[WST_MOVER_AM];
+    r->state.last_refit_nccl_bytes = bytes->by_mover[WST_MOVER_NCCL];
     r->state.last_refit_seconds =
         (double)(wst_now_ns() - r->refit_start_ns) / 1e9;
 }
@@ -965,11 +984,12 @@ static void finalize_done(void *arg)
     }
     /* Every byte is in place and verified: the version is committed now,
      * before the engine is told to serve it. */
-    uint64_t bytes = r->plan->total_bytes;
+    struct refit_bytes bytes = {.total = r->plan->total_bytes};
+    for_each_peer(r, add_peer_bytes, &bytes);
     r->refit = REFIT_COMMITTING;
     publish(r, pub_committed, &bytes);
     WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
-             (unsigned long long)r->version, (unsigned long long)bytes,
+             (unsigned long long)r->version, (unsigned long long)bytes.total,
              r->state.last_refit_seconds);
     log_landing(r);
     queue_job(r, job_commit, j);

@@ -188,6 +188,12 @@ struct wst_receiver_state {
     uint64_t refits_ok;
     uint64_t refits_failed;
     uint64_t last_refit_bytes;
+    /* The same bytes by the mover that brought them (each sender uses one
+     * mover per refit): put (RMA), am (active messages, also the bounce
+     * path's) and nccl. */
+    uint64_t last_refit_put_bytes;
+    uint64_t last_refit_am_bytes;
+    uint64_t last_refit_nccl_bytes;
     double last_refit_seconds; /* begin acknowledged to commit */
     double plan_seconds;       /* building the current plan (0: cached) */
 };

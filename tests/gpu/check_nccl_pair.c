@@ -162,8 +162,7 @@ void bench_nccl_pair(struct gcheck *g, uint64_t bytes, uint64_t run,
             snprintf(name, sizeof(name),
                      "nccl bare GPU 0 -> GPU 1, %.0f MB, %llu groups, "
                      "%.2f MiB runs",
-                     bytes / 1e6, (unsigned long long)groups,
-                     run / 1048576.0);
+                     bytes / 1e6, (unsigned long long)groups, run / 1048576.0);
         else
             snprintf(name, sizeof(name),
                      "nccl bare GPU 0 -> GPU 1, 1 GiB, 4 MiB runs");

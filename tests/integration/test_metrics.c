@@ -118,7 +118,18 @@ static void test_agent_metrics_and_probes(void **state)
     uint64_t bytes = 0;
     for (size_t i = 0; i < s.n_haves; i++)
         bytes += wst_model_shard_bytes(&s.haves[i]);
-    assert_true(sample(body, "wstream_received_bytes_total") == (double)bytes);
+    /* Every byte under the mover the sender says it used, none under the
+     * others. */
+    const char *movers[] = {"put", "am", "nccl"};
+    const char *used = wst_sender_mover(s.sender, 0);
+    assert_non_null(used);
+    for (size_t i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "wstream_rx_bytes_total{mover=\"%s\"}",
+                 movers[i]);
+        assert_true(sample(body, name) ==
+                    (strcmp(used, movers[i]) == 0 ? (double)bytes : 0));
+    }
     /* Every layer (and the global tensors) finalized once: the histogram's
      * count is the timeline's length, its +Inf bucket the same. */
     double layers = sample(body, "wstream_layer_finalize_seconds_count");

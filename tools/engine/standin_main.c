@@ -97,7 +97,7 @@ struct standin {
     /* The live memory, set.shm_bytes long: a read-only shm mapping, or with
      * device >= 0 device memory this process allocated (wst_gpu_malloc). */
     const void *live;
-    int device;      /* -1: host shm */
+    int device; /* -1: host shm */
     /* device only: the digest context and its stream (owned) */
     struct wst_gpu_digest *dg;
     wst_gpu_stream_t stream;
