@@ -1162,6 +1162,9 @@ static void try_plan(struct wst_receiver *r)
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] == NULL || !r->by_rank[i]->have_done)
             return;
+    /* Every manifest is in: the wait for missing ones is over, even if a
+     * sender leaves before its deadline (a one-shot wstream-send does). */
+    r->first_have_ns = 0;
     haves = calloc(r->world_size, sizeof(*haves));
     n_haves = calloc(r->world_size, sizeof(*n_haves));
     if (haves == NULL || n_haves == NULL)
