@@ -1,0 +1,217 @@
+"""wstream.engine: the inference engine's end of the agent's engine socket.
+
+An engine that serves from memory a wstream-agent refits embeds an
+EngineHook: it connects to the agent's --engine-socket and turns each
+message into a callback, answering for it:
+
+    BEGIN v         -> on_begin(v): stop serving; returns -> READY v,
+                       raises (or returns False) -> REFUSE v <reason>
+    LAYER l v       -> on_layer(l, v): refresh what derives from layer l;
+                       returns -> FINALIZED l v, raises -> FAILED l v <reason>
+    COMMITTED v     -> on_committed(v): resume serving version v
+    UNUSABLE s why  -> on_unusable(s, why): stop serving, the weights are
+                       not whole
+
+Lines are checked strictly: a malformed one, a LAYER or COMMITTED outside
+the refit that the last BEGIN started, or "ERROR busy" (another engine is
+connected) ends run() with a WstreamError, as does an exception from
+on_committed or on_unusable (there is no reply to carry it). The agent
+closing the connection ends run() normally; the agent drops an engine
+that answers late or wrongly, and run() again reconnects.
+"""
+import errno
+import socket
+import threading
+import time
+
+from . import _engine_lines as lines
+from . import errors
+
+_RETRY_ERRNOS = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
+
+
+class EngineHook:
+    """A client of one agent's engine socket; see the module docstring."""
+
+    def __init__(self, socket_path, on_begin=None, on_layer=None,
+                 on_committed=None, on_unusable=None, connect_timeout=10.0):
+        if not isinstance(socket_path, str) or not socket_path:
+            raise TypeError("socket_path must be a non-empty str")
+        if len(socket_path.encode()) >= 108:  # sizeof(sun_path)
+            raise ValueError("socket path %r is too long for a Unix socket"
+                             % socket_path)
+        for what, fn in (("on_begin", on_begin), ("on_layer", on_layer),
+                         ("on_committed", on_committed),
+                         ("on_unusable", on_unusable)):
+            if fn is not None and not callable(fn):
+                raise TypeError("%s must be callable" % what)
+        self.socket_path = socket_path
+        self.connect_timeout = float(connect_timeout)
+        self._on_begin, self._on_layer = on_begin, on_layer
+        self._on_committed, self._on_unusable = on_committed, on_unusable
+        self._sock = None
+        self._buf = b""
+        self._active = None  # the version the last READY accepted
+        self._stopping = False
+        self.error = None    # what ended serve_in_thread's run(), if any
+
+    # -- connection --
+
+    def connect(self):
+        """Connects, retrying until connect_timeout (the agent may still be
+        starting); UnreachableError if it never listens."""
+        if self._sock is not None:
+            return
+        # A new connection starts clean: no half line, no refit under way.
+        self._buf, self._active, self._stopping = b"", None, False
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(self.socket_path)
+                self._sock = sock
+                return
+            except OSError as e:
+                sock.close()
+                if e.errno not in _RETRY_ERRNOS or \
+                        time.monotonic() >= deadline:
+                    raise errors.error(-6, "cannot connect to the agent's "
+                                       "engine socket %s: %s"
+                                       % (self.socket_path, e)) from None
+            time.sleep(0.05)
+
+    def stop(self):
+        """Makes run() return (from any thread) and closes the socket."""
+        self._stopping = True
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    # -- serving --
+
+    def run(self):
+        """Serves the agent's messages until it closes the connection (or
+        stop()); connects first if needed. Raises on protocol errors."""
+        if self._sock is None:
+            self.connect()
+        try:
+            while True:
+                raw = self._read_line()
+                if raw is None:
+                    return
+                self._dispatch(lines.parse(raw))
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the agent went away: as EOF
+        finally:
+            self.close()
+
+    def serve_in_thread(self, name="wstream-engine-hook"):
+        """Connects (in this thread, so failures raise here) and runs the
+        loop in a daemon thread; its exception, if any, lands in .error."""
+        if self._sock is None:
+            self.connect()
+        thread = threading.Thread(target=self._run_catching, name=name,
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _run_catching(self):
+        try:
+            self.run()
+        except BaseException as e:  # reported through .error
+            self.error = e
+
+    def _read_line(self):
+        while b"\n" not in self._buf:
+            if len(self._buf) >= lines.LINE_MAX:
+                raise lines.protocol_error("agent line longer than %d bytes"
+                                           % lines.LINE_MAX)
+            try:
+                chunk = self._sock.recv(4096)
+            except OSError:
+                if self._stopping:
+                    return None
+                raise
+            if not chunk:
+                if self._buf and not self._stopping:
+                    raise lines.protocol_error("agent closed the connection "
+                                               "inside a line")
+                return None
+            self._buf += chunk
+        raw, _, self._buf = self._buf.partition(b"\n")
+        if len(raw) + 1 > lines.LINE_MAX:
+            raise lines.protocol_error("agent line longer than %d bytes"
+                                       % lines.LINE_MAX)
+        return raw
+
+    def _send(self, data):
+        self._sock.sendall(data)
+
+    def _dispatch(self, msg):
+        kind = msg[0]
+        if kind == "ERROR":
+            if msg[1] == "busy":
+                raise errors.error(-24, "another engine is connected to "
+                                   "the agent on %s" % self.socket_path)
+            raise lines.protocol_error("agent sent ERROR %s" % msg[1])
+        if kind == "BEGIN":
+            self._begin(msg[1])
+        elif kind == "LAYER":
+            self._layer(msg[1], msg[2])
+        elif kind == "COMMITTED":
+            self._expect_active("COMMITTED %d" % msg[1], msg[1])
+            self._active = None
+            if self._on_committed is not None:
+                self._on_committed(msg[1])
+        else:  # UNUSABLE
+            self._active = None
+            if self._on_unusable is not None:
+                self._on_unusable(msg[1], msg[2])
+
+    def _expect_active(self, what, version):
+        if self._active is None or version != self._active:
+            raise lines.protocol_error(
+                "agent sent %s while %s" % (what, "no refit is under way"
+                                            if self._active is None else
+                                            "refitting version %d"
+                                            % self._active))
+
+    @staticmethod
+    def _ask(fn, *args):
+        """(True, None) when fn accepts, else (False, why)."""
+        if fn is None:
+            return True, None
+        try:
+            result = fn(*args)
+        except Exception as e:
+            return False, str(e) or type(e).__name__
+        if result is False:
+            return False, "declined by %s" % getattr(fn, "__name__", "hook")
+        return True, None
+
+    def _begin(self, version):
+        # A BEGIN may follow a refit that failed without a COMMITTED: it
+        # starts a new one either way.
+        self._active = None
+        ok, why = self._ask(self._on_begin, version)
+        if ok:
+            self._active = version
+            self._send(lines.reply(["READY", version]))
+        else:
+            self._send(lines.reply(["REFUSE", version], why))
+
+    def _layer(self, layer, version):
+        self._expect_active("LAYER %d %d" % (layer, version), version)
+        ok, why = self._ask(self._on_layer, layer, version)
+        if ok:
+            self._send(lines.reply(["FINALIZED", layer, version]))
+        else:
+            self._send(lines.reply(["FAILED", layer, version], why))

@@ -1,0 +1,248 @@
+"""python.engine: the engine hook (wstream.engine) against real agents,
+through the Python stand-in engine; and its strictness about the lines it
+is sent."""
+import os
+import socket
+import tempfile
+import threading
+import unittest
+
+import harness
+
+harness.need_torch()
+import torch  # noqa: E402
+
+import wstream  # noqa: E402
+from wstream.engine import EngineHook  # noqa: E402
+
+TENSORS = {
+    "model.layers.0.w": torch.arange(35, dtype=torch.float32).reshape(5, 7),
+    "model.layers.1.w": torch.arange(6, dtype=torch.int64),
+    "model.norm.weight": torch.ones(9, dtype=torch.bfloat16),
+}
+WANTS = [harness.want(n, harness.wst_dtype(t.dtype), t.shape)
+         for n, t in TENSORS.items()]
+
+
+def push(rig, version=1):
+    """Pushes TENSORS; the WstreamError raised by push or wait, or None."""
+    with wstream.Sender(rig.addr, timeout=5, log_level="error") as s:
+        s.register_all(TENSORS)
+        try:
+            s.push(version)
+            s.wait(timeout=10)
+        except wstream.WstreamError as e:
+            return e
+    return None
+
+
+class EngineWithAgentTest(unittest.TestCase):
+    def test_refusing_engine(self):
+        with harness.Rig(WANTS, ["--refuse"]) as rig:
+            err = push(rig)
+            self.assertIsInstance(err, wstream.StateError)
+            self.assertEqual((err.status, err.name), (-27, "WST_ERR_STATE"))
+            self.assertIn("refused by --refuse", err.message)
+            self.assertEqual(set(rig.live()), {harness.POISON},
+                             "a refused refit wrote the live shm")
+            st = rig.engine_state()
+            self.assertEqual(st["events"], [["BEGIN", 1, "REFUSE"]])
+            self.assertEqual(st["state"], "serving")
+            self.assertEqual(rig.agent_status().get("committed_version", 0),
+                             0)
+
+    def test_failing_layer(self):
+        with harness.Rig(WANTS, ["--fail-layer", "1"]) as rig:
+            err = push(rig)
+            self.assertIsInstance(err, wstream.UnusableError)
+            self.assertEqual(err.name, "WST_ERR_UNUSABLE")
+            rig.wait_engine(lambda st: st["state"] == "unusable",
+                            "the engine to hear UNUSABLE")
+            events = rig.engine_state()["events"]
+            self.assertEqual(events[0], ["BEGIN", 1, "READY"])
+            self.assertIn(["LAYER", 1, 1, "FAILED"], events)
+            self.assertEqual(events[-1][:2], ["UNUSABLE", "WST_ERR_UNUSABLE"])
+            self.assertIn("cannot refresh layer 1", events[-1][2])
+            self.assertFalse(rig.agent_status()["usable"])
+
+    def test_slow_ready_then_versions_in_order(self):
+        # The stand-in hashes the shm at BEGIN and before its READY, 300 ms
+        # later: any write in between makes it exit 3.
+        with harness.Rig(WANTS, ["--ready-delay-ms", "300"]) as rig:
+            for version in (1, 2):
+                self.assertIsNone(push(rig, version))
+            rig.wait_engine(lambda st: st["committed_version"] == 2,
+                            "COMMITTED 2")
+            kinds = [(e[0], e[-1] if e[0] != "LAYER" else e[2])
+                     for e in rig.engine_state()["events"]]
+            layer = ("LAYER", 1), ("LAYER", 2)
+            self.assertEqual(kinds, [("BEGIN", "READY")] + [layer[0]] * 3 +
+                             [("COMMITTED", 1), ("BEGIN", "READY")] +
+                             [layer[1]] * 3 + [("COMMITTED", 2)])
+            self.assertIsNone(rig.engine.poll())
+            # A second engine is turned away by the agent.
+            hook = EngineHook(rig.path("engine.sock"), connect_timeout=5)
+            with self.assertRaises(wstream.BusyError):
+                hook.run()
+
+
+class FakeAgent:
+    """The agent's end of an engine socket, played by the test, to send
+    what a real agent never sends."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="wst-py-hook-")
+        self.path = os.path.join(self.dir, "s")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(1)
+        self.conn = self.rfile = None
+
+    def accept(self):
+        self.conn, _ = self.listener.accept()
+        self.rfile = self.conn.makefile("rb")
+
+    def send(self, data):
+        self.conn.sendall(data)
+
+    def reply(self):
+        return self.rfile.readline()
+
+    def close(self):
+        for s in (self.rfile, self.conn, self.listener):
+            if s is not None:
+                s.close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
+class HookLinesTest(unittest.TestCase):
+    def serve(self, script, **callbacks):
+        """Runs an EngineHook against 'script' (a function of the fake
+        agent); returns (exception or None, replies the script got)."""
+        agent = FakeAgent()
+        hook = EngineHook(agent.path, connect_timeout=5, **callbacks)
+        got = []
+
+        def play():
+            agent.accept()
+            try:
+                script(agent, got)
+                agent.conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the hook hung up first: it found an error
+
+        thread = threading.Thread(target=play)
+        thread.start()
+        try:
+            hook.run()
+            err = None
+        except wstream.WstreamError as e:
+            err = e
+        thread.join(10)
+        agent.close()
+        return err, got
+
+    def test_replies(self):
+        seen = []
+
+        def script(a, got):
+            for line in (b"BEGIN 7\n", b"LAYER 0 7\n", b"LAYER 1 7\n"):
+                a.send(line)
+                got.append(a.reply())
+            a.send(b"COMMITTED 7\nBEGIN 8\n")
+            got.append(a.reply())
+            a.send(b"UNUSABLE WST_ERR_INTEGRITY digest mismatch in layer 3\n")
+
+        def on_layer(layer, version):
+            seen.append(("layer", layer, version))
+            if layer == 1:
+                raise RuntimeError("bad\nweights \x01 in  layer 1")
+
+        def on_begin(version):
+            seen.append(("begin", version))
+            return version != 8
+
+        err, got = self.serve(
+            script, on_begin=on_begin, on_layer=on_layer,
+            on_committed=lambda v: seen.append(("committed", v)),
+            on_unusable=lambda s, r: seen.append(("unusable", s, r)))
+        self.assertIsNone(err)
+        self.assertEqual(got, [b"READY 7\n", b"FINALIZED 0 7\n",
+                               b"FAILED 1 7 bad weights in layer 1\n",
+                               b"REFUSE 8 declined by on_begin\n"])
+        self.assertEqual(seen, [
+            ("begin", 7), ("layer", 0, 7), ("layer", 1, 7),
+            ("committed", 7), ("begin", 8),
+            ("unusable", "WST_ERR_INTEGRITY",
+             "digest mismatch in layer 3")])
+
+    def test_long_reason_fits_a_line(self):
+        def script(a, got):
+            a.send(b"BEGIN 1\n")
+            got.append(a.reply())
+
+        def on_begin(version):
+            raise ValueError("x" * 5000)
+
+        err, got = self.serve(script, on_begin=on_begin)
+        self.assertIsNone(err)
+        self.assertEqual(len(got[0]), 600)
+        self.assertTrue(got[0].startswith(b"REFUSE 1 xxx"))
+
+    def test_protocol_errors(self):
+        bad = [b"BEGIN 01\n", b"BEGIN  1\n", b"BEGIN 1 \n", b" BEGIN 1\n",
+               b"BEGIN\n", b"BEGIN -1\n", b"BEGIN 18446744073709551616\n",
+               b"BEGIN 1\tx\n", b"BEGIN \xc3\xa9\n", b"HELLO 1\n",
+               b"LAYER 0 1\n", b"COMMITTED 1\n", b"LAYER 4294967296 1\n",
+               b"UNUSABLE WST_ERR_X\n", b"UNUSABLE bad reason here\n",
+               b"BEGIN " + b"1" * 700 + b"\n", b"BEGIN 1",
+               b"ERROR what\n"]
+        for line in bad:
+            with self.subTest(line=line[:40]):
+                err, _ = self.serve(lambda a, got: a.send(line))
+                self.assertIsInstance(err, wstream.ProtocolError)
+                self.assertEqual(err.name, "WST_ERR_PROTOCOL")
+
+    def test_layer_of_another_version(self):
+        def script(a, got):
+            a.send(b"BEGIN 2\n")
+            got.append(a.reply())
+            a.send(b"LAYER 0 3\n")
+
+        err, got = self.serve(script)
+        self.assertEqual(got, [b"READY 2\n"])
+        self.assertIsInstance(err, wstream.ProtocolError)
+        self.assertIn("refitting version 2", err.message)
+
+    def test_busy(self):
+        err, _ = self.serve(lambda a, got: a.send(b"ERROR busy\n"))
+        self.assertIsInstance(err, wstream.BusyError)
+
+    def test_serve_in_thread_and_stop(self):
+        agent = FakeAgent()
+        begun = threading.Event()
+        hook = EngineHook(agent.path, on_begin=lambda v: begun.set(),
+                          connect_timeout=5)
+        acceptor = threading.Thread(target=agent.accept)
+        acceptor.start()
+        thread = hook.serve_in_thread()
+        acceptor.join(5)
+        agent.send(b"BEGIN 5\n")
+        self.assertEqual(agent.reply(), b"READY 5\n")
+        self.assertTrue(begun.is_set())
+        hook.stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        self.assertIsNone(hook.error)
+        agent.close()
+
+    def test_nobody_listening(self):
+        hook = EngineHook("/tmp/wst-py-no-such-socket-%d" % os.getpid(),
+                          connect_timeout=0.2)
+        with self.assertRaises(wstream.UnreachableError):
+            hook.run()
+
+
+if __name__ == "__main__":
+    harness.main()

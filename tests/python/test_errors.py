@@ -1,0 +1,99 @@
+"""python.errors: what a real agent refuses reaches Python as the right
+WstreamError subclass, status, name and message; the agent keeps serving."""
+import unittest
+
+import harness
+
+harness.need_torch()
+import torch  # noqa: E402
+
+import wstream  # noqa: E402
+
+A = harness.want("model.layers.0.a", "f32", [4, 6])
+B = harness.want("model.layers.0.b", "bf16", [3, 5])
+
+
+class RefusalTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.rig = harness.Rig([A, B])
+        gen = torch.Generator().manual_seed(3)
+        cls.a = harness.random_tensor((4, 6), torch.float32, gen)
+        cls.b = harness.random_tensor((3, 5), torch.bfloat16, gen)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rig.close()
+
+    def push(self, tensors, version):
+        """Registers and pushes; the WstreamError raised, or None."""
+        with wstream.Sender(self.rig.addr, timeout=5, log_level="error") as s:
+            for name, t in tensors.items():
+                s.register(name, t)
+            try:
+                s.push(version)
+                s.wait(timeout=10)
+            except wstream.WstreamError as e:
+                return e
+        return None
+
+    def assert_refused(self, err, cls, status, name, *words):
+        self.assertIsInstance(err, cls)
+        self.assertIsInstance(err, wstream.WstreamError)
+        self.assertEqual((err.status, err.name), (status, name))
+        self.assertIn(self.rig.addr, err.message)
+        for w in words:
+            self.assertIn(w, err.message)
+        self.assertIn(name, str(err))
+        # Refused before BEGIN: nothing was written.
+        self.assertEqual(set(self.rig.live()), {harness.POISON})
+
+    def test_1_dtype_mismatch(self):
+        err = self.push({A["tensor"]: self.a.half(), B["tensor"]: self.b}, 1)
+        self.assert_refused(err, wstream.DtypeMismatchError, -12,
+                            "WST_ERR_DTYPE_MISMATCH", A["tensor"], "f16",
+                            "f32")
+
+    def test_2_shape_mismatch(self):
+        err = self.push({A["tensor"]: self.a.reshape(6, 4).contiguous(),
+                         B["tensor"]: self.b}, 1)
+        self.assert_refused(err, wstream.ShapeMismatchError, -13,
+                            "WST_ERR_SHAPE_MISMATCH", A["tensor"], "[6, 4]")
+
+    def test_3_wanted_tensor_missing(self):
+        err = self.push({A["tensor"]: self.a}, 1)
+        self.assert_refused(err, wstream.CoverageError, -14,
+                            "WST_ERR_COVERAGE", B["tensor"])
+
+    def test_4_unwanted_tensor_ignored(self):
+        # The agent takes what it wants; an extra tensor is not an error
+        # and lands nowhere.
+        extra = torch.full((64,), 7, dtype=torch.int64)
+        self.assertIsNone(self.push({A["tensor"]: self.a,
+                                     B["tensor"]: self.b,
+                                     "model.layers.0.extra": extra}, 1))
+        for w, t in ((A, self.a), (B, self.b)):
+            got, gap = self.rig.region(w["tensor"])
+            self.assertEqual(got, harness.tensor_bytes(t))
+            self.assertEqual(set(gap), {harness.POISON})
+        self.assertEqual(self.rig.agent_status()["committed_version"], 1)
+
+    def test_5_stale_version(self):
+        err = self.push({A["tensor"]: self.a, B["tensor"]: self.b}, 1)
+        self.assertIsInstance(err, wstream.StateError)
+        self.assertEqual(err.name, "WST_ERR_STATE")
+        self.assertIn("version 1", err.message)
+
+    def test_6_unreachable(self):
+        # Nothing listens on port 1 of this host.
+        with wstream.Sender("127.0.0.1:1", timeout=3, log_level="error") as s:
+            s.register("x", torch.zeros(3))
+            with self.assertRaises(wstream.WstreamError) as cm:
+                s.push(1)
+        self.assertIn(cm.exception.name, ("WST_ERR_UNREACHABLE",
+                                          "WST_ERR_TIMED_OUT"))
+        self.assertIn("127.0.0.1:1", cm.exception.message)
+
+
+if __name__ == "__main__":
+    harness.main()
