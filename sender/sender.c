@@ -1452,35 +1452,45 @@ static wst_status_t shard_memory(struct wst_sender *s,
     return WST_OK;
 }
 
+/* A refused registration: the message goes to the log and, for the
+ * application (wst_sender_last_error), into last_error. */
+static wst_status_t register_refused(struct wst_sender *s,
+                                     const struct wst_shard *sh,
+                                     wst_status_t st, const char *why)
+{
+    snprintf(s->last_error, sizeof(s->last_error), "register '%s': %s (%s)",
+             sh->name ? sh->name : "(null)", why, wst_status_name(st));
+    WST_ERROR(&s->log, "%s", s->last_error);
+    return st;
+}
+
 wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
 {
     struct shard entry = {0};
     wst_status_t st;
 
+    s->last_error[0] = '\0';
     if (s->version != 0)
-        return WST_ERR_STATE;
+        return register_refused(s, sh, WST_ERR_STATE,
+                                "shards are registered before the first push");
     if (sh->mem_type != WST_MEM_HOST && sh->mem_type != WST_MEM_CUDA) {
-        WST_ERROR(&s->log, "register '%s': unknown memory type %d",
-                  sh->name ? sh->name : "(null)", sh->mem_type);
-        return WST_ERR_INVALID;
+        char why[48];
+        snprintf(why, sizeof(why), "unknown memory type %d", sh->mem_type);
+        return register_refused(s, sh, WST_ERR_INVALID, why);
     }
     st = shard_to_have(sh, &entry.have, &entry.bytes);
-    if (st != WST_OK) {
-        WST_ERROR(&s->log, "register '%s': invalid shard description",
-                  sh->name ? sh->name : "(null)");
-        return st;
-    }
+    if (st != WST_OK)
+        return register_refused(s, sh, st, "invalid shard description");
     for (size_t i = 0; i < s->n_shards; i++)
-        if (strcmp(s->shards[i].have.tensor.name, sh->name) == 0) {
-            WST_ERROR(&s->log, "register '%s': registered twice", sh->name);
-            return WST_ERR_INVALID;
-        }
+        if (strcmp(s->shards[i].have.tensor.name, sh->name) == 0)
+            return register_refused(s, sh, WST_ERR_INVALID, "registered twice");
     if (entry.bytes > 0 && sh->data == NULL)
-        return WST_ERR_INVALID;
+        return register_refused(s, sh, WST_ERR_INVALID, "no data pointer");
     entry.data = sh->data;
     st = shard_memory(s, sh, &entry);
     if (st != WST_OK)
-        return st;
+        return register_refused(s, sh, st,
+                                "its memory cannot be used (the log says why)");
     /* Device memory is registered only with a UCX that can read it; the
      * bounce path reads it through its own registered ring. */
     if (entry.bytes > 0 &&
@@ -1488,13 +1498,14 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
         st = wst_worker_mem_map(s->worker, (void *)sh->data, entry.bytes,
                                 &entry.memh);
         if (st != WST_OK)
-            return st;
+            return register_refused(s, sh, st,
+                                    "UCX cannot register its memory");
     }
     struct shard *grown =
         realloc(s->shards, (s->n_shards + 1) * sizeof(*s->shards));
     if (grown == NULL) {
         wst_worker_mem_unmap(s->worker, entry.memh);
-        return WST_ERR_NO_MEMORY;
+        return register_refused(s, sh, WST_ERR_NO_MEMORY, "out of memory");
     }
     s->shards = grown;
     s->shards[s->n_shards++] = entry;

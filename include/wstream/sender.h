@@ -126,7 +126,8 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
                                wst_sender_t **sender_p);
 
 /* Registers one shard (copied descriptors; 'data' is borrowed) and its
- * memory with UCX, once. Only before the first push. */
+ * memory with UCX, once. Only before the first push. A refusal says why in
+ * wst_sender_last_error. */
 wst_status_t wst_sender_register(wst_sender_t *sender,
                                  const struct wst_shard *shard);
 

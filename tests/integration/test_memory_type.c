@@ -140,9 +140,14 @@ static void test_sender_shard_declared_cuda_is_refused(void **state)
     sh.mem_type = 7;
     assert_int_equal(wst_sender_register(s, &sh), WST_ERR_INVALID);
     assert_non_null(strstr(l.text, "register 'w': unknown memory type 7"));
+    /* The application gets the same words, not only the log. */
+    assert_non_null(strstr(wst_sender_last_error(s),
+                           "register 'w': unknown memory type 7 "
+                           "(WST_ERR_INVALID)"));
     /* Refused registrations left nothing behind: the shard is new. */
     sh.mem_type = WST_MEM_HOST;
     assert_int_equal(wst_sender_register(s, &sh), WST_OK);
+    assert_string_equal(wst_sender_last_error(s), "");
     wst_sender_destroy(s);
 }
 
