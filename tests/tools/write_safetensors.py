@@ -2,10 +2,15 @@
 """write_safetensors.py - checkpoints, agent layouts and checks for the
 wstream-send tests (tests/integration/send_safetensors.sh).
 
-Everything here is written and read with the standard library only: the
-safetensors bytes are put together by hand (8-byte little-endian header
-length, JSON header padded with spaces, raw tensor bytes), so the tests do
-not depend on the C parser they test, nor on a safetensors package.
+The tensors are made by Debian's python3-numpy, as a trainer's would be
+(seeded normal floats, random integers; bf16 is the upper half of numpy's
+float32, which is what bf16 is; numpy has no float8, so those two are
+random bytes), and their bytes come from numpy itself. The safetensors
+container is put together by hand (8-byte little-endian header length, JSON
+header padded with spaces, the tensors' bytes), so the tests do not depend
+on the C parser they test, nor on a safetensors package, which Debian does
+not have. Without numpy the tensors are random bytes. (numpy, not torch:
+importing torch takes seconds per call here, numpy a tenth of one.)
 
   write DIR --case single|sharded [--seed N] [--variant retype|reshape|drop]
       A checkpoint of several dtypes and odd shapes: DIR/model.safetensors,
@@ -86,16 +91,45 @@ def nbytes(dtype, shape):
     return n
 
 
+def numpy_bytes(dtype, shape, gen):
+    """The bytes of a numpy array of 'dtype' and 'shape' (seeded by 'gen'),
+    or None where numpy has no such dtype."""
+    import numpy as np
+    floats = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+    ints = {"I8": np.int8, "U8": np.uint8, "I32": np.int32, "I64": np.int64}
+    if dtype in floats:
+        a = (gen.standard_normal(shape) * 3).astype(floats[dtype])
+    elif dtype == "BF16":
+        f = (gen.standard_normal(shape) * 3).astype("<f4")
+        a = (f.view("<u4") >> 16).astype("<u2")
+    elif dtype in ints:
+        info = np.iinfo(ints[dtype])
+        a = gen.integers(info.min, info.max, size=shape, dtype=ints[dtype],
+                         endpoint=True)
+    else:
+        return None
+    return np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+
+
 def tensors(seed, variant=None):
     """[(name, dtype, shape, bytes)] for a seed."""
     rng = random.Random(seed)
+    gen = None
+    try:
+        import numpy
+        gen = numpy.random.default_rng(seed)
+    except ImportError:
+        pass
     out = []
     for name, dtype, shape in TENSORS:
         if variant == "retype" and name == "model.norm.weight":
             dtype = "F16"
         if variant == "reshape" and name == "lm_head.weight":
             shape = shape[::-1]
-        data = rng.randbytes(nbytes(dtype, shape))
+        data = numpy_bytes(dtype, shape, gen) if gen is not None else None
+        if data is None:
+            data = rng.randbytes(nbytes(dtype, shape))
+        assert len(data) == nbytes(dtype, shape)
         if variant == "drop" and name == "lm_head.weight":
             continue
         out.append((name, dtype, shape, data))
