@@ -67,10 +67,23 @@ fi
 export NCCL_NVLS_ENABLE=0
 n_gpus=$(nvidia-smi -L | grep -c '^GPU ')
 
+# A python3 whose torch sees the GPU runs the Python package's tests here,
+# CUDA tensors included (python.cuda); the image's own, if it has one.
+torch_py=""
+for py in python3 /opt/torch/.venv/bin/python3; do
+    if command -v "$py" >/dev/null &&
+        "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+            >>"$log" 2>&1; then
+        torch_py=$(command -v "$py")
+        break
+    fi
+done
+
 t0=$(date +%s)
 rm -f "$build/CMakeCache.txt" # pkg-config results are cached: configure afresh
 # The kernel checks first, on their own: they need the least of the tree.
-if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+           ${torch_py:+-DWST_PYTHON="$torch_py"} &&
        cmake --build "$build" -j"$(nproc)" --target wst-gpu-check; } >>"$log" 2>&1; then
     tail -40 "$log"
     result build 1
@@ -87,6 +100,19 @@ bin=$build/bin
 st=$?
 grep -E '^(PASS|FAIL)' "$out/kernels.txt" | tee -a "$summary"
 result kernels $st "($(grep -c '^PASS' "$out/kernels.txt") checks passed)"
+
+# 1b. The Python package with a CUDA torch: every python.* test, and CUDA
+#     tensors pushed after the trainer's event (python.cuda).
+if [ -n "$torch_py" ] && [ $built -eq 0 ]; then
+    ctest --test-dir "$build" -L python --output-on-failure >"$out/py.tmp" 2>&1
+    st=$?
+    cat "$out/py.tmp" >>"$log"
+    result "python tests ($torch_py)" $st "($(grep -E 'tests passed' "$out/py.tmp"))"
+    grep -E 'python\.cuda' "$out/py.tmp" | head -1 | tee -a "$summary"
+    rm -f "$out/py.tmp"
+else
+    say "SKIP python tests on the GPU: no python3 whose torch sees a GPU"
+fi
 
 # The demos' runner, used by sections 3 to 6.
 demo() { # demo NAME ARGS...
