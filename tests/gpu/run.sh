@@ -108,7 +108,7 @@ if [ -n "$torch_py" ] && [ $built -eq 0 ]; then
     st=$?
     cat "$out/py.tmp" >>"$log"
     result "python tests ($torch_py)" $st "($(grep -E 'tests passed' "$out/py.tmp"))"
-    grep -E 'python\.cuda' "$out/py.tmp" | head -1 | tee -a "$summary"
+    grep -E 'Test +#[0-9]+: python\.cuda' "$out/py.tmp" | tee -a "$summary"
     rm -f "$out/py.tmp"
 else
     say "SKIP python tests on the GPU: no python3 whose torch sees a GPU"
