@@ -2,7 +2,8 @@
  * real wstream-engine-standin: a refit runs BEGIN/READY, LAYER/FINALIZED
  * and COMMITTED over the socket with nothing written before READY; with no
  * engine connected, or an engine that refuses, the push fails, the shm is
- * untouched and the agent stays usable; a second engine is told busy.
+ * untouched and the agent stays usable; a second engine is told busy; and
+ * the stand-in's own check catches a write before READY.
  *
  * usage: test_engine_socket PATH_TO_WSTREAM_AGENT PATH_TO_STANDIN
  */
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -327,6 +329,85 @@ static void test_engine_socket_busy(void **state)
     assert_int_equal(WEXITSTATUS(c->standin_status), 0);
 }
 
+/* The stand-in's own check must be able to fail: this test plays the
+ * agent, sends BEGIN, writes one byte of the live shm while the stand-in
+ * waits --ready-delay-ms, and the stand-in must exit 3 saying VIOLATION
+ * instead of answering READY. The byte is the first, one in the middle or
+ * the last (a short last chunk): the host hash is cut into ranges over
+ * threads, and a write in any of them must show. A run without a write
+ * must answer READY. */
+static int standin_against_write(const char *dir, uint64_t write_at)
+{
+    const uint64_t bytes = (5u << 20) + 12345; /* not a chunk multiple */
+    char shm[64], sock[PATH_MAX], log[PATH_MAX], len[32], reply[64] = "";
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int status = -1;
+
+    snprintf(shm, sizeof(shm), "/wst-violate-%d", (int)getpid());
+    snprintf(sock, sizeof(sock), "%s/engine.sock", dir);
+    snprintf(log, sizeof(log), "%s/violate.log", dir);
+    snprintf(len, sizeof(len), "%llu", (unsigned long long)bytes);
+    int mfd = shm_open(shm, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(mfd >= 0);
+    assert_int_equal(ftruncate(mfd, (off_t)bytes), 0);
+    unsigned char *live =
+        mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    assert_true(live != MAP_FAILED);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(lfd, 1), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execl(standin_bin, standin_bin, "--socket", sock, "--shm", shm,
+              "--shm-bytes", len, "--ready-delay-ms", "400", (char *)NULL);
+        _exit(127);
+    }
+    int fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "BEGIN 1\n", 8), 8);
+    usleep(150000); /* inside the delay, after the first hash */
+    if (write_at != UINT64_MAX)
+        live[write_at] ^= 0x5a;
+    ssize_t n = read(fd, reply, sizeof(reply) - 1); /* READY, or EOF */
+    reply[n > 0 ? n : 0] = '\0';
+    close(fd);
+    waitpid(pid, &status, 0);
+    close(lfd);
+    unlink(sock);
+    munmap(live, bytes);
+    close(mfd);
+    shm_unlink(shm);
+    if (write_at == UINT64_MAX) {
+        assert_string_equal(reply, "READY 1\n");
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    assert_string_equal(reply, "");
+    assert_true(file_has(log, "VIOLATION: live memory written before READY"));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_standin_catches_early_write(void **state)
+{
+    struct eng_case *c = *state;
+    const uint64_t bytes = (5u << 20) + 12345;
+
+    stop_all(c); /* this test is the agent */
+    assert_int_equal(standin_against_write(c->dir, 0), 3);
+    assert_int_equal(standin_against_write(c->dir, bytes / 2 + 7), 3);
+    assert_int_equal(standin_against_write(c->dir, bytes - 1), 3);
+    /* No write: READY, then EOF ends it cleanly. */
+    assert_int_equal(standin_against_write(c->dir, UINT64_MAX), 0);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +419,8 @@ int main(int argc, char **argv)
                                         setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(test_engine_socket_busy, setup_engine,
                                         teardown_engine),
+        cmocka_unit_test_setup_teardown(test_standin_catches_early_write,
+                                        setup_engine, teardown_engine),
     };
 
     if (argc != 3) {
