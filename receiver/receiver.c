@@ -115,7 +115,8 @@ struct peer {
      * to post, its first item (index into this sender's items), and the
      * next layer whose exchange completes */
     struct wst_nccl_link *nccl;
-    struct wst_nccl_run *nccl_runs; /* [its items], borrowed by the link */
+    struct wst_nccl_run *nccl_runs; /* [nccl_cap], borrowed by the link */
+    size_t nccl_cap; /* its items in the plan the link was set up with */
     int nccl_ready;
     uint32_t nccl_next, nccl_done;
     size_t nccl_item;
@@ -636,6 +637,13 @@ static void nccl_post(struct wst_receiver *r, struct peer *p)
                 (r->layer_moe[layer] == NULL ||
                  r->layer_moe[layer]->ordinal >= r->credit_next))
                 return; /* credit_to_peer posts again */
+        if (first + n > p->nccl_cap) {
+            /* The runs were sized for the plan of the link's set-up. */
+            refit_fail(r, WST_ERR_STATE,
+                       "sender %s: the plan changed under its nccl link",
+                       p->name);
+            return;
+        }
         struct wst_nccl_run *runs = p->nccl_runs + first;
         for (size_t k = 0; k < n; k++) {
             runs[k].ptr = item_dest(r, &items[first + k], 0);
@@ -708,6 +716,7 @@ static void on_nccl_setup(struct wst_receiver *r, struct peer *p,
     size_t n_items =
         r->plan->sender_first[p->rank + 1] - r->plan->sender_first[p->rank];
     p->nccl_runs = calloc(n_items ? n_items : 1, sizeof(*p->nccl_runs));
+    p->nccl_cap = n_items;
     wst_status_t st =
         p->nccl_runs == NULL
             ? WST_ERR_NO_MEMORY
