@@ -34,7 +34,7 @@ struct sender_ctx {
     struct wst_have *haves;
     size_t n_haves;
     void **bufs;  /* host: filled by the data generator */
-    void **dbufs; /* use_sender_device: the shards the sender reads */
+    void **dbufs; /* with sender devices: the shards the sender reads */
     wst_gpu_stream_t stream;
     wst_gpu_event_t ready; /* recorded after the copies into dbufs */
     struct wst_logger gpu_log;
@@ -120,7 +120,7 @@ err:
  * registration). */
 static int sender_register(struct sender_ctx *x, double *register_s)
 {
-    int on_device = x->c->p.use_sender_device;
+    int on_device = x->c->p.n_sender_devices > 0;
 
     *register_s = 0;
     if (on_device && sender_device_setup(x) != 0)
@@ -223,13 +223,13 @@ static void sender_push(struct sender_ctx *x, uint64_t version, FILE *out)
     for (size_t i = 0; i < x->n_haves; i++)
         wst_model_fill_shard(&x->haves[i], p->seed, version, x->bufs[i]);
     wst_status_t st = WST_OK;
-    if (p->use_sender_device && sender_device_copy(x) != 0)
+    if (p->n_sender_devices > 0 && sender_device_copy(x) != 0)
         st = WST_ERR_NO_DEVICE;
     /* The copies are enqueued, not done: the push waits for them. */
     double t0 = wst_now_s();
     if (st == WST_OK)
         st = wst_sender_push_after(x->sender, version,
-                                   p->use_sender_device ? x->ready : NULL);
+                                   p->n_sender_devices > 0 ? x->ready : NULL);
     if (st == WST_OK)
         st = wst_sender_wait(x->sender, p->timeout_s);
     uint64_t end = wst_now_ns();
@@ -392,7 +392,7 @@ static void engine_exec(const struct wst_cluster *c,
     argv[n++] = c->p.engine_bin;
     argv[n++] = "--socket";
     argv[n++] = a->engine_socket;
-    if (c->p.use_device) {
+    if (c->p.n_devices > 0) {
         argv[n++] = "--cuda-device";
         argv[n++] = device;
     } else {
@@ -449,24 +449,24 @@ static int engine_read_ipc(struct wst_cluster_agent *a)
 }
 
 /* Waits (bounded) for the stand-in engine's live memory: its shm, or with
- * use_device the IPC handle of its device memory. */
+ * device memory the IPC handle of its device memory. */
 static int engine_wait_live(const struct wst_cluster *c,
                             struct wst_cluster_agent *a)
 {
     /* Poisoning gigabytes of fresh shm takes a while here; a GPU needs
      * only its context and a memset. */
-    uint64_t deadline = wst_deadline_ns(c->p.use_device ? 30.0 : 120.0);
+    uint64_t deadline = wst_deadline_ns(c->p.n_devices > 0 ? 30.0 : 120.0);
 
     while (wst_now_ns() < deadline) {
         if (access(a->engine_state, R_OK) == 0)
-            return c->p.use_device ? engine_read_ipc(a) : engine_map_shm(a);
+            return c->p.n_devices > 0 ? engine_read_ipc(a) : engine_map_shm(a);
         if (waitpid(a->engine_pid, NULL, WNOHANG) == a->engine_pid) {
             a->engine_pid = 0;
             break;
         }
         usleep(10000);
     }
-    if (c->p.use_device)
+    if (c->p.n_devices > 0)
         fprintf(stderr,
                 "cluster: the stand-in engine did not export device memory "
                 "on GPU %u\n",
@@ -496,7 +496,7 @@ static void place_live(const struct wst_cluster *c, struct wst_cluster_agent *a,
 {
     struct wst_layout *l = &a->layout;
 
-    if (c->p.use_device) {
+    if (c->p.n_devices > 0) {
         l->has_cuda_ipc = 1;
         l->cuda_bytes = l->shm_bytes;
         l->cuda_device = (uint32_t)c->p.devices[k % c->p.n_devices];
@@ -665,15 +665,13 @@ int wst_cluster_start(struct wst_cluster *c,
     if (c->p.n_senders == 0 || c->p.n_senders > 64 || c->p.n_receivers == 0 ||
         c->p.n_receivers > 64)
         return -1;
-    if (c->p.use_device && (c->p.engine_bin == NULL || c->p.n_devices == 0 ||
-                            c->p.n_devices > WST_CLUSTER_MAX_GPUS)) {
+    if (c->p.n_devices > 0 &&
+        (c->p.engine_bin == NULL || c->p.n_devices > WST_CLUSTER_MAX_GPUS)) {
         fprintf(stderr, "cluster: device memory needs the stand-in engine, "
                         "which allocates it, and GPU ordinals\n");
         return -1;
     }
-    if (c->p.use_sender_device &&
-        (c->p.n_sender_devices == 0 ||
-         c->p.n_sender_devices > WST_CLUSTER_MAX_GPUS)) {
+    if (c->p.n_sender_devices > WST_CLUSTER_MAX_GPUS) {
         fprintf(stderr, "cluster: device shards need GPU ordinals\n");
         return -1;
     }

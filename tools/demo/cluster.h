@@ -5,9 +5,9 @@
  * bytes, that a wstream-agent process per rank maps: with engine_bin, a
  * wstream-engine-standin process per rank creates and owns it and speaks
  * the agent's engine socket (as a real engine would); without, this
- * process creates it. With use_device the live memory is instead device
- * memory on GPU 'device' that each stand-in engine allocates and exports by
- * CUDA IPC; the agent's layout names the handle ("cuda_ipc") and this
+ * process creates it. With n_devices the live memory is instead device
+ * memory on the GPUs 'devices' that each stand-in engine allocates and exports
+ * by CUDA IPC; the agent's layout names the handle ("cuda_ipc") and this
  * process imports it only to verify (after the senders are forked: CUDA
  * does not survive a fork). Sender processes
  * are forked before this process starts any thread; each owns the FSDP
@@ -57,17 +57,15 @@ struct wst_cluster_params {
     const struct wst_moe_options *moe; /* engine's experts; NULL: defaults */
     uint32_t staging_slots; /* agents' --staging-slots; 0: their default */
     const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
-    /* Live memory on the GPUs 'devices' (needs engine_bin) when
-     * use_device is nonzero: agent k's on devices[k % n_devices]. Zeroed
-     * params keep the host shm. */
-    int use_device;
+    /* Live memory on the GPUs 'devices' (needs engine_bin) when n_devices
+     * is nonzero: agent k's on devices[k % n_devices]. Zeroed params keep
+     * the host shm. */
     int devices[WST_CLUSTER_MAX_GPUS];
     uint32_t n_devices;
-    /* Trainer shards on the GPUs 'sender_devices' when use_sender_device
-     * is nonzero (sender r's on sender_devices[r % n_sender_devices]):
-     * each sender copies its shards there after every fill and pushes
-     * from device memory, by the senders' device_path (NULL: auto). */
-    int use_sender_device;
+    /* Trainer shards on the GPUs 'sender_devices' when n_sender_devices is
+     * nonzero (sender r's on sender_devices[r % n_sender_devices]): each
+     * sender copies its shards there after every fill and pushes from
+     * device memory, by the senders' device_path (NULL: auto). */
     int sender_devices[WST_CLUSTER_MAX_GPUS];
     uint32_t n_sender_devices;
     const char *device_path;
@@ -105,13 +103,13 @@ struct wst_cluster_agent {
     char engine_socket[1200];
     char engine_state[1200];
     char shm_name[64];
-    void *shm; /* host live memory (mapped here); NULL with use_device */
-    /* use_device: the engine's memory imported here by CUDA IPC for
+    void *shm; /* host live memory (mapped here); NULL with n_devices */
+    /* with n_devices: the engine's memory imported here by CUDA IPC for
      * verification (NULL until first needed; closed by stop), and the host
      * copy of it that is verified (malloc'd, cuda_bytes long). */
     void *ipc_base;
     void *live_copy;
-    struct wst_layout layout; /* cuda_ipc from the engine with use_device */
+    struct wst_layout layout; /* cuda_ipc from the engine with n_devices */
     uint16_t port;
     char layout_path[1200];
     char port_file[1200];
@@ -132,7 +130,7 @@ struct wst_cluster {
     uint64_t live_bytes; /* wanted bytes over all agents */
 };
 
-/* Creates the shm objects (with use_device: starts the engines and waits
+/* Creates the shm objects (with n_devices: starts the engines and waits
  * for their IPC handles), starts the agents and waits for their ports,
  * then forks the senders and waits until each has registered its shards.
  * Returns 0, or -1 after printing why (the caller still calls stop). */
@@ -155,7 +153,7 @@ int wst_cluster_verify_agent(struct wst_cluster *c, uint32_t k,
                              uint64_t version);
 
 /* Agent k's live bytes as host memory, layout.shm_bytes (or cuda_bytes)
- * long: its shm, or with use_device a fresh copy of its device memory.
+ * long: its shm, or with n_devices a fresh copy of its device memory.
  * Owned by the cluster, valid until the next call for k or stop; NULL
  * after printing why. */
 const void *wst_cluster_agent_live(struct wst_cluster *c, uint32_t k);
