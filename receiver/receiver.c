@@ -509,7 +509,9 @@ static void error_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
 
 static void pub_refused(struct wst_receiver *r, void *arg)
 {
-    set_state_reason(r, arg);
+    /* An unusable receiver keeps saying why it is unusable. */
+    if (r->state.usable)
+        set_state_reason(r, arg);
     r->state.refit_in_progress = 0;
 }
 
@@ -797,10 +799,17 @@ static void begin_done(void *arg)
     struct wst_receiver *r = j->r;
 
     if (j->generation != r->generation) {
-        /* Refused meanwhile: the engine paused for nothing. */
-        if (j->status == WST_OK) {
+        /* Refused meanwhile: the engine paused for nothing. It may serve
+         * again only if its live memory is the committed version; an
+         * unusable receiver's is not, so the engine hears why instead. */
+        if (j->status == WST_OK && r->state.usable) {
             j->version = r->state.committed_version;
             if (wst_jobq_post(r->engine, job_resume, j) == WST_OK)
+                return;
+        } else if (j->status == WST_OK) {
+            j->status = WST_ERR_UNUSABLE;
+            snprintf(j->reason, sizeof(j->reason), "%s", r->state.reason);
+            if (wst_jobq_post(r->engine, job_unusable, j) == WST_OK)
                 return;
         }
         free(j);

@@ -3,7 +3,8 @@
  * and COMMITTED over the socket with nothing written before READY; with no
  * engine connected, or an engine that refuses, the push fails, the shm is
  * untouched and the agent stays usable; a second engine is told busy; and
- * the stand-in's own check catches a write before READY.
+ * the stand-in's own check catches a write before READY; and an unusable
+ * agent whose next refit is refused never tells its engine to resume.
  *
  * usage: test_engine_socket PATH_TO_WSTREAM_AGENT PATH_TO_STANDIN
  */
@@ -75,6 +76,24 @@ static int setup_engine(void **state)
     }
     *state = c;
     return 0;
+}
+
+/* As setup_engine, with every lane on tcp (the sender and agent both
+ * inherit UCX_TLS). */
+static int setup_engine_tcp(void **state)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    return setup_engine(state);
+}
+
+static int teardown_engine(void **state);
+
+static int teardown_engine_tcp(void **state)
+{
+    int rc = teardown_engine(state);
+
+    unsetenv("UCX_TLS");
+    return rc;
 }
 
 static void print_standin_log(const struct eng_case *c)
@@ -177,6 +196,23 @@ static int file_has(const char *path, const char *needle)
     fclose(f);
     text[n] = '\0';
     return strstr(text, needle) != NULL;
+}
+
+/* Nonzero when 'needle' occurs in the file after the first 'marker'. */
+static int file_has_after(const char *path, const char *marker,
+                          const char *needle)
+{
+    char text[8192];
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return 0;
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *at = strstr(text, marker);
+    return at != NULL && strstr(at + strlen(marker), needle) != NULL;
 }
 
 /* Polls the stand-in's state file for 'needle', up to 5 s. */
@@ -408,6 +444,135 @@ static void test_standin_catches_early_write(void **state)
     assert_int_equal(standin_against_write(c->dir, UINT64_MAX), 0);
 }
 
+/* An engine that answers the protocol itself, as a script: version 1 is
+ * taken whole, version 2 fails at LAYER 0, version 3 answers READY only
+ * after 'ready_delay_ms'. Every line it gets goes to 'log_path'. */
+static void scripted_engine(const char *sock, const char *log_path,
+                            unsigned ready_delay_ms)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    unsigned long long v;
+    unsigned layer;
+    char line[640], reply[640];
+    FILE *log = fopen(log_path, "w");
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    if (log == NULL || fd < 0 || strlen(sock) >= sizeof(sa.sun_path))
+        _exit(2);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        _exit(2);
+    FILE *in = fdopen(fd, "r");
+    if (in == NULL)
+        _exit(2);
+    while (fgets(line, sizeof(line), in) != NULL) {
+        fputs(line, log);
+        fflush(log);
+        reply[0] = '\0';
+        if (sscanf(line, "BEGIN %llu", &v) == 1) {
+            if (v == 3)
+                usleep(ready_delay_ms * 1000u);
+            snprintf(reply, sizeof(reply), "READY %llu\n", v);
+        } else if (sscanf(line, "LAYER %u %llu", &layer, &v) == 2) {
+            snprintf(reply, sizeof(reply),
+                     v == 2 ? "FAILED %u %llu scripted failure\n"
+                            : "FINALIZED %u %llu\n",
+                     layer, v);
+        }
+        if (reply[0] != '\0' &&
+            write(fd, reply, strlen(reply)) != (ssize_t)strlen(reply))
+            _exit(2);
+    }
+    _exit(0);
+}
+
+/* A sender process that pushes 'version' and exits 0 on success, 1
+ * otherwise. Pushes run in children: this process may fork again after,
+ * and UCX does not survive a fork. */
+static pid_t push_child(struct it_agent *a, uint64_t version)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct it_sender s;
+        wst_status_t st = WST_ERR_INVALID;
+        if (it_sender_load(&s, a) == 0 &&
+            it_sender_setup(&s, a, SIZE_MAX, version) == WST_OK) {
+            st = wst_sender_push(s.sender, version);
+            if (st == WST_OK)
+                st = wst_sender_wait(s.sender, 30.0);
+            fprintf(stderr, "push %llu: %s: %s\n", (unsigned long long)version,
+                    wst_status_string(st), wst_sender_last_error(s.sender));
+        }
+        it_sender_destroy(&s);
+        _exit(st == WST_OK ? 0 : 1);
+    }
+    return pid;
+}
+
+static int child_exit(pid_t pid)
+{
+    int ws = 0;
+
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+/* An unusable agent whose next refit is refused before anything is written
+ * (its sender is SIGKILLed while the engine is still pausing) must not tell
+ * the engine to resume: its live memory is not the committed version. It
+ * says UNUSABLE again instead, and stays unusable. */
+static void test_engine_socket_unusable_never_resumes(void **state)
+{
+    struct eng_case *c = *state;
+    char log_path[PATH_MAX];
+    uint64_t committed = 0;
+    int usable = 1;
+
+    snprintf(log_path, sizeof(log_path), "%s/scripted.log", c->dir);
+    c->standin = fork();
+    assert_true(c->standin >= 0);
+    if (c->standin == 0)
+        scripted_engine(c->a.engine_socket, log_path, 1000);
+    for (double end = now_s() + 10.0;
+         !it_agent_log_has(&c->a, "engine connected on"); usleep(10000))
+        if (now_s() > end)
+            fail_msg("the agent never logged the scripted engine");
+
+    assert_int_equal(child_exit(push_child(&c->a, 1)), 0);
+    assert_int_equal(it_agent_wait_status(&c->a, 1, 5.0), 0);
+    assert_int_not_equal(child_exit(push_child(&c->a, 2)), 0);
+    for (double end = now_s() + 5.0; usable; usleep(10000)) {
+        assert_int_equal(it_agent_status(&c->a, &committed, &usable), 0);
+        if (now_s() > end)
+            fail_msg("the agent stayed usable after the engine's FAILED");
+    }
+    assert_true(file_has(log_path, "UNUSABLE "));
+
+    /* Version 3: kill the sender once the engine holds BEGIN 3, while it
+     * waits to answer READY. */
+    pid_t sender = push_child(&c->a, 3);
+    for (double end = now_s() + 10.0; !file_has(log_path, "BEGIN 3\n");
+         usleep(2000))
+        if (now_s() > end)
+            fail_msg("the engine never got BEGIN 3");
+    kill(sender, SIGKILL);
+    child_exit(sender);
+    /* READY goes out after 1 s; what the agent says next comes soon after. */
+    usleep(2500000);
+    assert_int_equal(it_agent_status(&c->a, &committed, &usable), 0);
+    assert_false(usable);
+    assert_int_equal(committed, 1);
+    stop_all(c);
+    assert_true(file_has(log_path, "COMMITTED 1\n"));
+    if (file_has_after(log_path, "BEGIN 3\n", "COMMITTED"))
+        fail_msg("the unusable agent told its engine to resume (%s)",
+                 log_path);
+    if (!file_has_after(log_path, "BEGIN 3\n", "UNUSABLE "))
+        fail_msg("the engine was not told the agent is still unusable");
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +586,9 @@ int main(int argc, char **argv)
                                         teardown_engine),
         cmocka_unit_test_setup_teardown(test_standin_catches_early_write,
                                         setup_engine, teardown_engine),
+        cmocka_unit_test_setup_teardown(
+            test_engine_socket_unusable_never_resumes, setup_engine_tcp,
+            teardown_engine_tcp),
     };
 
     if (argc != 3) {
