@@ -4,8 +4,9 @@
  * endpoint. Movers move contiguous runs only; packing of strided runs
  * happens above them. Implementations:
  *  - put: ucp_put_nbx into the receiver's registered regions with their
- *    unpacked remote keys; a fence is ucp_ep_flush_nbx, the only thing that
- *    makes puts visible at the target. Zero copy where the lane does real
+ *    unpacked remote keys; a fence waits for the puts posted before it to
+ *    complete, then issues ucp_ep_flush_nbx, the only thing that makes
+ *    puts visible at the target. Zero copy where the lane does real
  *    RMA (RDMA, shared memory through cma).
  *  - am: ucp_am_send_nbx with rendezvous into the slot the receiver picks
  *    (its data_dest callback); a fence completes when every send has
@@ -89,17 +90,18 @@ struct wst_mover {
     struct wst_mover_region *regions; /* owned copy, rkey pointers cleared */
     ucp_rkey_h *rkeys;                /* put only; owned */
     uint64_t outstanding;             /* moves not yet completed */
-    /* am: a fence covers the moves posted before it, not those posted
+    /* A fence covers the moves posted before it, not those posted
      * while it waits (or a busy stream would starve it): moves carry an
      * epoch, a fence closes the current one. One fence at a time, so two
      * counters suffice. */
     uint64_t epoch;
     uint64_t in_epoch[2];
     uint64_t fence_epoch;
-    wst_mover_cb fence_cb; /* am: pending fence */
+    wst_mover_cb fence_cb; /* pending fence */
     void *fence_arg;
     wst_status_t error; /* first failed move, sticky */
     int destroyed;      /* freed when the last outstanding move completes */
+    int in_callback;    /* move callbacks running (one may destroy) */
     struct move_req *free_reqs; /* recycled completion contexts (owned) */
 };
 

@@ -1,0 +1,25 @@
+/* am.h - the am mover: data as UCX active messages with rendezvous into
+ * the place the receiver picks. For lanes where puts would be emulated
+ * (TCP and shared memory without cma in UCX 1.13); no remote key exists.
+ * Its sending half is chunks.h over the am wire (wire.h); its receiving
+ * half takes each message into its planned destination (am_rx.c).
+ */
+#ifndef WST_MOVERS_AM_H
+#define WST_MOVERS_AM_H
+
+#include "landing.h"
+#include "log.h"
+#include "rx.h"
+
+struct wst_rx_am_params {
+    const struct wst_logger *log;   /* borrowed for the half's lifetime */
+    struct wst_landing *landing;    /* borrowed; NULL: host regions only */
+    const struct wst_rx_plan *plan; /* borrowed for the half's lifetime */
+    struct wst_rx_events events;
+};
+
+/* On success *rx_p is owned by the caller (wst_rx_destroy). */
+wst_status_t wst_rx_am_create(const struct wst_rx_am_params *params,
+                              struct wst_rx **rx_p);
+
+#endif

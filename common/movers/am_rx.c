@@ -1,0 +1,226 @@
+/* am_rx.c - the am mover's receiving half (see am.h): data messages from
+ * one sender land where its plan puts them, or, for device memory, in the
+ * landing ring first and on the GPU after their copy.
+ *
+ * A message is accepted only while a refit of its version is receiving,
+ * only inside the sender's own items (one chunk of an item, or whole
+ * neighbouring items gathered), and, for staged items, only after their
+ * credit. Anything else fails the refit: bytes outside the plan are never
+ * written.
+ *
+ * Copies to the GPU outlive a failed refit: each carries the half's epoch
+ * (bumped by begin and abort), and a late one is not counted. The half
+ * itself is freed only once its last copy completed.
+ */
+#include "am.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct am_rx {
+    struct wst_rx rx; /* first */
+    const struct wst_logger *log;
+    struct wst_landing *landing; /* borrowed; NULL: host regions only */
+    uint32_t epoch;
+    uint64_t copies; /* landing copies in flight */
+    int destroyed;
+};
+
+static void fail(struct am_rx *a, wst_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail(struct am_rx *a, wst_status_t status, const char *fmt, ...)
+{
+    char reason[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    a->rx.ev.failed(a->rx.ev.arg, status, reason);
+}
+
+/* Whether a data message lands exactly where the plan puts it: 'len'
+ * bytes at 'offset' into one item, or (count > 1) whole items [item,
+ * item + count) of one layer and region whose destinations follow each
+ * other, 'len' bytes in all. */
+static int data_fits(const struct wst_rx_plan *pl,
+                     const struct wst_data_hdr *hdr, size_t len)
+{
+    const struct wst_plan_item *it = &pl->items[hdr->item];
+    uint64_t sum = 0;
+
+    if (hdr->count == 1)
+        return hdr->offset <= it->length && len <= it->length - hdr->offset;
+    if (hdr->count == 0 || hdr->count > pl->n_items - hdr->item ||
+        hdr->offset != 0)
+        return 0;
+    for (uint32_t k = 0; k < hdr->count; k++) {
+        const struct wst_plan_item *x = &it[k];
+        if (x->layer != it->layer || x->region != it->region ||
+            x->staged != it->staged || x->dst_offset != it->dst_offset + sum)
+            return 0;
+        sum += x->length;
+    }
+    return sum == len;
+}
+
+static int current(const struct am_rx *a, uint64_t version)
+{
+    return a->rx.receiving && version == a->rx.version;
+}
+
+static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
+                            size_t len, void **dest_p)
+{
+    struct am_rx *a = (struct am_rx *)rx;
+    const struct wst_rx_plan *pl = rx->plan;
+
+    if (!current(a, hdr->version)) {
+        WST_DEBUG(a->log, "data for version %llu dropped (not receiving it)",
+                  (unsigned long long)hdr->version);
+        return WST_ERR_STATE;
+    }
+    if (hdr->item >= pl->n_items || !data_fits(pl, hdr, len)) {
+        fail(a, WST_ERR_PROTOCOL,
+             "data for item %u (x%u) at %llu+%zu outside its plan", hdr->item,
+             hdr->count, (unsigned long long)hdr->offset, len);
+        return WST_ERR_PROTOCOL;
+    }
+    const struct wst_plan_item *it = &pl->items[hdr->item];
+    if (!wst_rx_item_allowed(rx, hdr->item)) {
+        fail(a, WST_ERR_PROTOCOL, "experts of layer %u sent before their credit",
+             it->layer);
+        return WST_ERR_PROTOCOL;
+    }
+    if (pl->regions[it->region].mem != WST_MEM_CUDA) {
+        *dest_p = wst_rx_item_dest(pl, it, hdr->offset);
+        return WST_OK;
+    }
+    if (a->landing == NULL || len > WST_LANDING_MESSAGE_MAX) {
+        fail(a, WST_ERR_PROTOCOL,
+             "a %zu-byte data message for device memory exceeds the "
+             "%llu-byte landing limit",
+             len, (unsigned long long)WST_LANDING_MESSAGE_MAX);
+        return WST_ERR_PROTOCOL;
+    }
+    *dest_p = wst_landing_take(a->landing, len);
+    return *dest_p != NULL ? WST_OK : WST_ERR_BUSY;
+}
+
+static void am_free(struct am_rx *a)
+{
+    free(a);
+}
+
+static void am_copied(void *ctx, uint64_t tag, size_t len, wst_status_t status)
+{
+    struct am_rx *a = ctx;
+    uint32_t layer = (uint32_t)tag, epoch = (uint32_t)(tag >> 32);
+
+    a->copies--;
+    if (a->destroyed) {
+        if (a->copies == 0)
+            am_free(a);
+        return;
+    }
+    if (epoch != a->epoch || !a->rx.receiving)
+        return; /* a refit that is over */
+    if (status != WST_OK) {
+        fail(a, status, "copying data to the GPU failed");
+        return;
+    }
+    a->rx.ev.landed(a->rx.ev.arg, layer, len);
+}
+
+static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
+                    void *dest, size_t len, wst_status_t status)
+{
+    struct am_rx *a = (struct am_rx *)rx;
+    int landed = a->landing != NULL && dest != NULL &&
+                 wst_landing_owns(a->landing, dest);
+
+    if (!current(a, hdr->version) || status != WST_OK) {
+        if (landed)
+            wst_landing_release(a->landing, dest);
+        if (current(a, hdr->version))
+            fail(a, status, "receiving data failed");
+        return;
+    }
+    const struct wst_plan_item *it = &rx->plan->items[hdr->item];
+    if (!landed) {
+        rx->ev.landed(rx->ev.arg, it->layer, len);
+        return;
+    }
+    /* In the landing ring: counted once it is on the GPU (am_copied). */
+    uint64_t tag = (uint64_t)a->epoch << 32 | it->layer;
+    wst_status_t st =
+        wst_landing_copy(a->landing, dest, wst_rx_item_dest(rx->plan, it, hdr->offset),
+                         len, am_copied, a, tag);
+    if (st != WST_OK) {
+        fail(a, st, "copying data to the GPU failed");
+        return;
+    }
+    a->copies++;
+}
+
+static wst_status_t am_begin(struct wst_rx *rx, uint64_t version)
+{
+    struct am_rx *a = (struct am_rx *)rx;
+
+    a->epoch++;
+    rx->version = version;
+    rx->receiving = 1;
+    return WST_OK;
+}
+
+static void am_allow(struct wst_rx *rx, uint32_t layer_bound)
+{
+    rx->layer_bound = layer_bound;
+}
+
+static void am_abort(struct wst_rx *rx)
+{
+    struct am_rx *a = (struct am_rx *)rx;
+
+    a->epoch++;
+    rx->receiving = 0;
+}
+
+static void am_destroy(struct wst_rx *rx)
+{
+    struct am_rx *a = (struct am_rx *)rx;
+
+    a->destroyed = 1;
+    rx->receiving = 0;
+    if (a->copies == 0)
+        am_free(a);
+}
+
+static const struct wst_rx_ops am_rx_ops = {
+    .name = "am",
+    .counts_bytes = 1,
+    .begin = am_begin,
+    .allow = am_allow,
+    .data_dest = am_dest,
+    .data_done = am_done,
+    .abort = am_abort,
+    .destroy = am_destroy,
+};
+
+wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
+                              struct wst_rx **rx_p)
+{
+    struct am_rx *a = calloc(1, sizeof(*a));
+
+    if (a == NULL)
+        return WST_ERR_NO_MEMORY;
+    a->rx.ops = &am_rx_ops;
+    a->rx.ev = p->events;
+    a->rx.plan = p->plan;
+    a->log = p->log;
+    a->landing = p->landing;
+    *rx_p = &a->rx;
+    return WST_OK;
+}

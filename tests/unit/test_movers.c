@@ -1,0 +1,831 @@
+/* test_movers.c - the mover conformance test: every mover's sending and
+ * receiving halves (common/movers/tx.h, rx.h) pass the same cases, over
+ * real UCX workers on loopback in this process: odd sizes and offsets,
+ * many small items, one item larger than a chunk many times over, a window
+ * so small that one piece goes at a time, a peer lost in mid-range, and a
+ * cancel (destroy) in mid-range. Results are checked bit for bit against
+ * an image built independently from the items (bytes no item names must
+ * keep their poison); fences must come back in layer order, once each;
+ * the receiving half must count every byte it is told of; after destroy
+ * no event may fire.
+ *
+ * put runs over shared memory (UCX_TLS=sm,tcp, data endpoint without
+ * peer-error mode, as the sender opens it there): on RDMA-less machines
+ * UCX 1.13 emulates it over active messages, and the case says so; am
+ * runs over tcp with peer-error mode. NCCL and bounce run the same cases
+ * in tests/gpu/ (they need a GPU).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "am.h"
+#include "chunks.h"
+#include "clock.h"
+#include "mover.h"
+#include "put.h"
+#include "worker.h"
+
+#define POISON 0xa5
+#define WAIT_S 30.0
+
+/* One case's items: layers in order, one host region on each side. */
+struct layout {
+    struct wst_plan_item *items;
+    size_t n_items;
+    uint32_t n_layers;
+    size_t *layer_first; /* [n_layers + 1] */
+    uint64_t src_bytes, dst_bytes;
+};
+
+struct fixture {
+    enum wst_mover_kind kind;
+    struct wst_logger log;
+    wst_worker_t *rw, *sw; /* receiver's and sender's workers */
+    uint16_t port;
+    wst_conn_t *sconn; /* sender side */
+    int rma_real;
+    char lanes[256];
+
+    struct layout lay;
+    unsigned char *src, *dst, *want;
+    ucp_mem_h src_memh, dst_memh;
+    void *rkey;
+    size_t rkey_len;
+    struct wst_tx_src *srcs;
+    struct wst_tx_plan tx_plan;
+    struct wst_rx_region region;
+    struct wst_rx_plan rx_plan;
+    struct wst_tx *tx;
+    struct wst_rx *rx;
+    uint64_t window;
+
+    /* the pump, on the sender's progress thread */
+    struct wst_tx_cursor cur;
+    uint32_t fence_next; /* next layer to fence */
+    int fence_pending;
+    int pumping, again;
+    uint64_t stop_after; /* cancel once this many bytes moved; 0: never */
+
+    /* results, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t moved;
+    uint32_t fenced;     /* layers fenced, in order */
+    int fence_disorder;  /* a fence out of order or twice */
+    wst_status_t tx_error;
+    uint64_t *landed;    /* [n_layers] bytes the receiving half counted */
+    wst_status_t rx_error;
+    char rx_reason[512];
+    int destroyed;       /* the tx is gone */
+    int late_events;     /* events after destroy */
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* ---- layouts ---- */
+
+static void add_item(struct layout *l, uint64_t len, uint64_t src_gap,
+                     uint64_t dst_gap, uint32_t layer)
+{
+    struct wst_plan_item *it = &l->items[l->n_items++];
+
+    l->src_bytes += src_gap;
+    l->dst_bytes += dst_gap;
+    *it = (struct wst_plan_item){
+        .src_offset = l->src_bytes,
+        .dst_offset = l->dst_bytes,
+        .length = len,
+        .layer = layer,
+    };
+    l->src_bytes += len;
+    l->dst_bytes += len;
+}
+
+static void index_layers(struct layout *l)
+{
+    l->layer_first = calloc(l->n_layers + 1, sizeof(*l->layer_first));
+    assert_non_null(l->layer_first);
+    size_t i = 0;
+    for (uint32_t layer = 0; layer < l->n_layers; layer++) {
+        l->layer_first[layer] = i;
+        while (i < l->n_items && l->items[i].layer == layer)
+            i++;
+    }
+    l->layer_first[l->n_layers] = i;
+    assert_int_equal(i, l->n_items);
+}
+
+/* Odd lengths (a byte, around the gather and chunk limits, several chunks
+ * and a byte) at odd offsets on both sides, over three layers. */
+static void layout_odd(struct layout *l)
+{
+    static const uint64_t lens[] = {
+        1, 3, 7, 4097, (64u << 10) - 1, (64u << 10) + 1,
+        (1u << 20) + 3, WST_DATA_CHUNK_MAX - 1, WST_DATA_CHUNK_MAX + 1,
+        2 * WST_DATA_CHUNK_MAX + 13, 5, 1,
+    };
+    size_t n = sizeof(lens) / sizeof(lens[0]);
+
+    l->items = calloc(n, sizeof(*l->items));
+    assert_non_null(l->items);
+    l->n_layers = 3;
+    for (size_t k = 0; k < n; k++)
+        add_item(l, lens[k], 1 + 2 * k, 3 + k, (uint32_t)(k * 3 / n));
+}
+
+/* Thousands of small items: runs of neighbouring destinations (gathered
+ * into one message each) separated by gaps, over four layers. */
+static void layout_small(struct layout *l)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    size_t n = 4000;
+
+    l->items = calloc(n, sizeof(*l->items));
+    assert_non_null(l->items);
+    l->n_layers = 4;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t len = 1 + rng_next(&seed) % 300;
+        uint64_t gap = k % 37 == 0 ? 1 + rng_next(&seed) % 64 : 0;
+        add_item(l, len, rng_next(&seed) % 3, gap, (uint32_t)(k * 4 / n));
+    }
+}
+
+/* One item of 48 MiB and 5 bytes: six full chunks and a tail. */
+static void layout_huge(struct layout *l)
+{
+    l->items = calloc(1, sizeof(*l->items));
+    assert_non_null(l->items);
+    l->n_layers = 1;
+    add_item(l, 6 * WST_DATA_CHUNK_MAX + 5, 11, 17, 0);
+}
+
+/* ---- events ---- */
+
+static void pump(void *arg);
+
+static void note_late(struct fixture *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->destroyed)
+        f->late_events++;
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void on_moved(void *arg, uint64_t bytes, wst_status_t status)
+{
+    struct fixture *f = arg;
+
+    note_late(f);
+    pthread_mutex_lock(&f->lock);
+    if (status == WST_OK)
+        f->moved += bytes;
+    else if (f->tx_error == WST_OK)
+        f->tx_error = status;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    pump(f);
+}
+
+static void on_fenced(void *arg, uint32_t layer, wst_status_t status)
+{
+    struct fixture *f = arg;
+
+    note_late(f);
+    pthread_mutex_lock(&f->lock);
+    if (status != WST_OK && f->tx_error == WST_OK)
+        f->tx_error = status;
+    if (status == WST_OK) {
+        if (layer != f->fenced)
+            f->fence_disorder = 1;
+        f->fenced = layer + 1;
+    }
+    f->fence_pending = 0;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    pump(f);
+}
+
+static void on_wake(void *arg)
+{
+    note_late(arg);
+    pump(arg);
+}
+
+static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
+{
+    struct fixture *f = arg;
+
+    pthread_mutex_lock(&f->lock);
+    if (layer < f->lay.n_layers)
+        f->landed[layer] += bytes;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void on_rx_failed(void *arg, wst_status_t status, const char *reason)
+{
+    struct fixture *f = arg;
+
+    pthread_mutex_lock(&f->lock);
+    if (f->rx_error == WST_OK) {
+        f->rx_error = status;
+        snprintf(f->rx_reason, sizeof(f->rx_reason), "%s", reason);
+    }
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- the receiving side's worker ---- */
+
+static wst_status_t rx_data_dest(void *arg, const struct wst_data_hdr *hdr,
+                                 size_t len, void **dest_p)
+{
+    struct fixture *f = arg;
+
+    if (f->rx == NULL || f->rx->ops->data_dest == NULL)
+        return WST_ERR_PROTOCOL;
+    return f->rx->ops->data_dest(f->rx, hdr, len, dest_p);
+}
+
+static void rx_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
+                         size_t len, wst_status_t status)
+{
+    struct fixture *f = arg;
+
+    if (f->rx != NULL)
+        f->rx->ops->data_done(f->rx, hdr, dest, len, status);
+}
+
+/* ---- the pump (as the sender's, on its progress thread) ---- */
+
+static void destroy_tx(struct fixture *f)
+{
+    pthread_mutex_lock(&f->lock);
+    f->destroyed = 1;
+    pthread_mutex_unlock(&f->lock);
+    wst_tx_destroy(f->tx);
+    f->tx = NULL;
+}
+
+static int pump_step(struct fixture *f)
+{
+    const struct layout *l = &f->lay;
+    int posted = 0;
+
+    pthread_mutex_lock(&f->lock);
+    int stop = f->tx_error != WST_OK ||
+               (f->stop_after != 0 && f->moved >= f->stop_after);
+    pthread_mutex_unlock(&f->lock);
+    if (f->tx == NULL)
+        return 0;
+    if (stop) {
+        if (f->stop_after != 0)
+            destroy_tx(f);
+        return 0;
+    }
+    if (!f->fence_pending && f->fence_next < l->n_layers &&
+        f->cur.item >= l->layer_first[f->fence_next + 1]) {
+        f->fence_pending = 1;
+        wst_status_t st = f->tx->ops->fence(f->tx, f->fence_next++);
+        if (st != WST_OK) {
+            pthread_mutex_lock(&f->lock);
+            f->tx_error = st;
+            pthread_mutex_unlock(&f->lock);
+            return 0;
+        }
+        return 1;
+    }
+    if (f->cur.item >= l->n_items)
+        return 0;
+    uint32_t layer = l->items[f->cur.item].layer;
+    wst_status_t st =
+        f->tx->ops->post(f->tx, &f->cur, l->layer_first[layer + 1], &posted);
+    if (st != WST_OK) {
+        pthread_mutex_lock(&f->lock);
+        f->tx_error = st;
+        pthread_mutex_unlock(&f->lock);
+        return 0;
+    }
+    return posted;
+}
+
+/* Events fire inside post and fence: the outer call keeps going. */
+static void pump(void *arg)
+{
+    struct fixture *f = arg;
+
+    if (f->pumping) {
+        f->again = 1;
+        return;
+    }
+    f->pumping = 1;
+    do {
+        f->again = 0;
+        while (pump_step(f))
+            ;
+    } while (f->again);
+    f->pumping = 0;
+}
+
+/* ---- set-up ---- */
+
+struct call {
+    struct fixture *f;
+    wst_status_t st;
+    const void *addr;
+    size_t addr_len;
+};
+
+static void do_listen(void *arg)
+{
+    struct call *c = arg;
+
+    c->st = wst_worker_listen(c->f->rw, "127.0.0.1", 0, &c->f->port);
+}
+
+static void do_address(void *arg)
+{
+    struct call *c = arg;
+
+    c->st = wst_worker_address(c->f->rw, &c->addr, &c->addr_len);
+}
+
+/* The control connection, and the data endpoint to the receiver's worker
+ * address (owned by that worker, unchanged while it lives). */
+static void do_connect(void *arg)
+{
+    struct call *c = arg;
+    struct fixture *f = c->f;
+
+    c->st = wst_conn_connect(f->sw, "127.0.0.1", f->port, &f->sconn);
+    if (c->st == WST_OK)
+        c->st = wst_conn_open_data(f->sconn, c->addr, c->addr_len,
+                                   f->kind == WST_MOVER_AM, f->lanes,
+                                   sizeof(f->lanes), &f->rma_real);
+}
+
+static wst_status_t make_worker(struct fixture *f, wst_worker_t **w_p, int rx)
+{
+    struct wst_worker_params p = {
+        .log = &f->log,
+        .ops = {.arg = f},
+    };
+
+    if (rx) {
+        p.ops.data_dest = rx_data_dest;
+        p.ops.data_done = rx_data_done;
+    }
+    return wst_worker_create(&p, w_p);
+}
+
+static int setup_kind(void **state, enum wst_mover_kind kind)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    struct call c = {.f = f};
+
+    if (f == NULL)
+        return -1;
+    f->kind = kind;
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cond, NULL);
+    wst_logger_init(&f->log, "movers", WST_LOG_WARN);
+    /* put needs a lane that does RMA in hardware; am is for tcp. */
+    setenv("UCX_TLS", kind == WST_MOVER_PUT ? "sm,tcp" : "tcp", 1);
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    if (make_worker(f, &f->rw, 1) != WST_OK ||
+        make_worker(f, &f->sw, 0) != WST_OK ||
+        wst_worker_call(f->rw, do_listen, &c) != WST_OK || c.st != WST_OK ||
+        wst_worker_call(f->rw, do_address, &c) != WST_OK || c.st != WST_OK ||
+        wst_worker_call(f->sw, do_connect, &c) != WST_OK || c.st != WST_OK) {
+        fprintf(stderr, "setup: workers or connection failed\n");
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int setup_put(void **state)
+{
+    return setup_kind(state, WST_MOVER_PUT);
+}
+
+static int setup_am(void **state)
+{
+    return setup_kind(state, WST_MOVER_AM);
+}
+
+static void do_destroy_halves(void *arg)
+{
+    struct fixture *f = arg;
+
+    if (f->tx != NULL)
+        destroy_tx(f);
+}
+
+static void do_destroy_rx(void *arg)
+{
+    struct fixture *f = arg;
+
+    wst_rx_destroy(f->rx);
+    f->rx = NULL;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    if (f->sw != NULL)
+        wst_worker_call(f->sw, do_destroy_halves, f);
+    if (f->rw != NULL)
+        wst_worker_call(f->rw, do_destroy_rx, f);
+    if (f->src_memh != NULL)
+        wst_worker_mem_unmap(f->sw, f->src_memh);
+    if (f->dst_memh != NULL)
+        wst_worker_mem_unmap(f->rw, f->dst_memh);
+    if (f->sw != NULL)
+        wst_worker_destroy(f->sw);
+    if (f->rw != NULL)
+        wst_worker_destroy(f->rw);
+    free(f->rkey);
+    free(f->src);
+    free(f->dst);
+    free(f->want);
+    free(f->srcs);
+    free(f->landed);
+    free(f->lay.items);
+    free(f->lay.layer_first);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->cond);
+    free(f);
+    return 0;
+}
+
+/* Put where this machine has no hardware RMA lane runs on UCX 1.13's
+ * emulation over shared memory (as the demo's forced put does in CI):
+ * the mover's logic is checked, the hardware path is not. Said once per
+ * case, never silently. */
+static int lane_missing(struct fixture *f)
+{
+    if (f->kind == WST_MOVER_PUT && !f->rma_real)
+        fprintf(stderr,
+                "NOTE: put runs on UCX's emulation here, no hardware RMA "
+                "lane (lanes: %s)\n",
+                f->lanes);
+    return 0;
+}
+
+struct prep {
+    struct fixture *f;
+    wst_status_t st;
+};
+
+static void do_make_rx(void *arg)
+{
+    struct prep *p = arg;
+    struct fixture *f = p->f;
+    struct wst_rx_events ev = {
+        .arg = f, .landed = on_landed, .failed = on_rx_failed};
+
+    if (f->kind == WST_MOVER_AM) {
+        struct wst_rx_am_params ap = {
+            .log = &f->log, .plan = &f->rx_plan, .events = ev};
+        p->st = wst_rx_am_create(&ap, &f->rx);
+    } else {
+        p->st = wst_rx_put_create(&f->rx_plan, &f->rx);
+    }
+    if (p->st == WST_OK) {
+        f->rx->ev = ev;
+        p->st = f->rx->ops->begin(f->rx, 7);
+        f->rx->ops->allow(f->rx, f->lay.n_layers);
+    }
+}
+
+static void do_make_tx(void *arg)
+{
+    struct prep *p = arg;
+    struct fixture *f = p->f;
+    struct wst_mover *wire = NULL;
+    struct wst_mover_region reg = {
+        .base = (uint64_t)(uintptr_t)f->dst,
+        .length = f->lay.dst_bytes,
+        .rkey = f->rkey,
+        .rkey_len = f->rkey_len,
+    };
+
+    p->st = wst_mover_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0,
+                             &reg, 1, &f->log, &wire);
+    if (p->st != WST_OK)
+        return;
+    struct wst_tx_chunks_params cp = {
+        .log = &f->log,
+        .worker = f->sw,
+        .wire = wire,
+        .plan = &f->tx_plan,
+        .window = f->window,
+        .events = {.arg = f,
+                   .moved = on_moved,
+                   .fenced = on_fenced,
+                   .wake = on_wake},
+    };
+    p->st = wst_tx_chunks_create(&cp, &f->tx);
+    if (p->st != WST_OK) {
+        wst_mover_destroy(wire);
+        return;
+    }
+    p->st = f->tx->ops->begin(f->tx, 7);
+}
+
+/* Buffers, registrations, the expected image and both halves. */
+static void prepare(struct fixture *f, void (*make)(struct layout *),
+                    uint64_t window)
+{
+    struct layout *l = &f->lay;
+    uint64_t seed = 0x243f6a8885a308d3ull;
+    struct prep p = {.f = f};
+
+    make(l);
+    index_layers(l);
+    l->dst_bytes += 9; /* poisoned bytes after the last item too */
+    f->window = window;
+    f->src = malloc(l->src_bytes);
+    f->dst = malloc(l->dst_bytes);
+    f->want = malloc(l->dst_bytes);
+    f->srcs = calloc(l->n_items, sizeof(*f->srcs));
+    f->landed = calloc(l->n_layers, sizeof(*f->landed));
+    assert_true(f->src && f->dst && f->want && f->srcs && f->landed);
+    for (uint64_t i = 0; i < l->src_bytes; i++)
+        f->src[i] = (unsigned char)(rng_next(&seed) >> 24);
+    memset(f->dst, POISON, l->dst_bytes);
+    memset(f->want, POISON, l->dst_bytes);
+    for (size_t k = 0; k < l->n_items; k++) {
+        const struct wst_plan_item *it = &l->items[k];
+        memcpy(f->want + it->dst_offset, f->src + it->src_offset, it->length);
+    }
+    assert_int_equal(wst_worker_mem_map(f->sw, f->src, l->src_bytes,
+                                        &f->src_memh),
+                     WST_OK);
+    assert_int_equal(wst_worker_mem_map(f->rw, f->dst, l->dst_bytes,
+                                        &f->dst_memh),
+                     WST_OK);
+    assert_int_equal(wst_worker_rkey_pack(f->rw, f->dst_memh, &f->rkey,
+                                          &f->rkey_len),
+                     WST_OK);
+    for (size_t k = 0; k < l->n_items; k++)
+        f->srcs[k] = (struct wst_tx_src){
+            .ptr = f->src + l->items[k].src_offset,
+            .memh = f->src_memh,
+            .device = -1,
+        };
+    f->tx_plan = (struct wst_tx_plan){
+        .items = l->items,
+        .srcs = f->srcs,
+        .n_items = l->n_items,
+        .n_layers = l->n_layers,
+        .layer_first = l->layer_first,
+    };
+    f->region = (struct wst_rx_region){
+        .base = (char *)f->dst, .length = l->dst_bytes, .mem = WST_MEM_HOST};
+    f->rx_plan = (struct wst_rx_plan){
+        .items = l->items,
+        .n_items = l->n_items,
+        .n_layers = l->n_layers,
+        .layer_first = l->layer_first,
+        .regions = &f->region,
+        .n_regions = 1,
+    };
+    assert_int_equal(wst_worker_call(f->rw, do_make_rx, &p), WST_OK);
+    assert_int_equal(p.st, WST_OK);
+    assert_int_equal(wst_worker_call(f->sw, do_make_tx, &p), WST_OK);
+    assert_int_equal(p.st, WST_OK);
+}
+
+/* Waits until pred(f) holds (under lock) or WAIT_S passes. */
+static int wait_for_s(struct fixture *f, int (*pred)(const struct fixture *),
+                      double wait_s)
+{
+    double end = wst_now_s() + wait_s;
+    int ok;
+
+    pthread_mutex_lock(&f->lock);
+    while (!(ok = pred(f)) && wst_now_s() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return ok;
+}
+
+static int wait_for(struct fixture *f, int (*pred)(const struct fixture *))
+{
+    return wait_for_s(f, pred, WAIT_S);
+}
+
+static int all_fenced(const struct fixture *f)
+{
+    return f->fenced == f->lay.n_layers || f->tx_error != WST_OK;
+}
+
+static uint64_t layer_bytes(const struct layout *l, uint32_t layer)
+{
+    uint64_t b = 0;
+
+    for (size_t k = l->layer_first[layer]; k < l->layer_first[layer + 1]; k++)
+        b += l->items[k].length;
+    return b;
+}
+
+static int all_landed(const struct fixture *f)
+{
+    if (f->rx_error != WST_OK)
+        return 1;
+    for (uint32_t layer = 0; layer < f->lay.n_layers; layer++)
+        if (f->landed[layer] != layer_bytes(&f->lay, layer))
+            return 0;
+    return 1;
+}
+
+static void check_image(const struct fixture *f)
+{
+    if (memcmp(f->dst, f->want, f->lay.dst_bytes) != 0) {
+        uint64_t i = 0;
+        while (f->dst[i] == f->want[i])
+            i++;
+        fail_msg("%s: byte %llu of %llu differs: 0x%02x, want 0x%02x",
+                 f->rx->ops->name, (unsigned long long)i,
+                 (unsigned long long)f->lay.dst_bytes, f->dst[i], f->want[i]);
+    }
+}
+
+/* The whole plan moved: every fence in order, every move completed, every
+ * byte counted where the half counts, the image bit for bit. */
+static void run_and_check(struct fixture *f)
+{
+    uint64_t total = 0;
+
+    for (uint32_t layer = 0; layer < f->lay.n_layers; layer++)
+        total += layer_bytes(&f->lay, layer);
+    assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
+    assert_true(wait_for(f, all_fenced));
+    assert_int_equal(f->tx_error, WST_OK);
+    assert_false(f->fence_disorder);
+    /* A fence covers every move posted before it: all have completed. */
+    assert_int_equal(f->moved, total);
+    /* A half that counts bytes has them all once it counted them (an am
+     * sent eagerly completes before it lands); put's are visible once
+     * fenced. */
+    if (f->rx->ops->counts_bytes) {
+        assert_true(wait_for(f, all_landed));
+        assert_int_equal(f->rx_error, WST_OK);
+        for (uint32_t layer = 0; layer < f->lay.n_layers; layer++)
+            assert_int_equal(f->landed[layer], layer_bytes(&f->lay, layer));
+    }
+    check_image(f);
+}
+
+/* ---- the cases, one body each, run for every mover ---- */
+
+static void case_odd(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_odd, 64ull << 20);
+    run_and_check(f);
+}
+
+static void case_small(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_small, 64ull << 20);
+    run_and_check(f);
+}
+
+static void case_huge(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_huge, 16ull << 20);
+    run_and_check(f);
+}
+
+/* A one-byte window: one piece in flight at a time, every later one
+ * waiting for a completion to wake the pump. */
+static void case_window(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_odd, 1);
+    run_and_check(f);
+}
+
+static int cancelled(const struct fixture *f)
+{
+    return f->destroyed || f->tx_error != WST_OK;
+}
+
+/* Destroyed after the first chunk: no event after that, and bytes beyond
+ * what the plan names are never written. */
+static void case_cancel(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_huge, WST_DATA_CHUNK_MAX);
+    f->stop_after = 1;
+    assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
+    assert_true(wait_for(f, cancelled));
+    assert_true(f->destroyed);
+    usleep(300 * 1000); /* time for late completions */
+    assert_int_equal(f->late_events, 0);
+    assert_true(f->moved < f->lay.items[0].length);
+    for (uint64_t i = 0; i < f->lay.items[0].dst_offset; i++)
+        assert_int_equal(f->dst[i], POISON);
+}
+
+static void do_drop_peer(void *arg)
+{
+    struct fixture *f = arg;
+
+    wst_rx_destroy(f->rx);
+    f->rx = NULL;
+}
+
+static int failed_or_done(const struct fixture *f)
+{
+    return f->tx_error != WST_OK || f->fenced == f->lay.n_layers;
+}
+
+/* The receiving side goes away in mid-range (its worker destroyed): the
+ * sending half reports an error instead of hanging, and can be destroyed.
+ * Without peer-error mode (put on shared memory) UCX may not notice at
+ * all: there the sender's deadline is what catches it, and the case only
+ * checks that destroy is clean. */
+static void case_peer_lost(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_huge, WST_DATA_CHUNK_MAX);
+    assert_int_equal(wst_worker_call(f->rw, do_drop_peer, f), WST_OK);
+    wst_worker_mem_unmap(f->rw, f->dst_memh);
+    f->dst_memh = NULL;
+    wst_worker_destroy(f->rw);
+    f->rw = NULL;
+    assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
+    int ended = wait_for_s(f, failed_or_done,
+                           f->kind == WST_MOVER_AM ? WAIT_S : 2.0);
+    if (f->kind == WST_MOVER_AM) {
+        assert_true(ended);
+        assert_int_not_equal(f->tx_error, WST_OK);
+    }
+    assert_int_equal(wst_worker_call(f->sw, do_destroy_halves, f), WST_OK);
+}
+
+#define MOVER_CASES(kind, setup)                                               \
+    cmocka_unit_test_setup_teardown(case_odd, setup, teardown),                \
+        cmocka_unit_test_setup_teardown(case_small, setup, teardown),          \
+        cmocka_unit_test_setup_teardown(case_huge, setup, teardown),           \
+        cmocka_unit_test_setup_teardown(case_window, setup, teardown),         \
+        cmocka_unit_test_setup_teardown(case_cancel, setup, teardown),         \
+        cmocka_unit_test_setup_teardown(case_peer_lost, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest am[] = {MOVER_CASES(am, setup_am)};
+    const struct CMUnitTest put[] = {MOVER_CASES(put, setup_put)};
+    int failed = cmocka_run_group_tests_name("am", am, NULL, NULL);
+
+    return failed + cmocka_run_group_tests_name("put", put, NULL, NULL);
+}
