@@ -29,7 +29,7 @@ if(NOT WST_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "wstream: CUDA kernels ${WST_HAVE_CUDA}")
 
-# NCCL is optional like CUDA: kernels/nccl_comm.cu builds when nccl.h and
+# NCCL is optional like CUDA: common/gpu/nccl_comm.cu builds when nccl.h and
 # libnccl are found, nccl_comm_stub.c otherwise. Looked for in NCCL_ROOT
 # (cache or environment), next to the CUDA toolkit, then in the system's
 # paths (Ubuntu's libnccl-dev: /usr/include, /usr/lib/<arch>). A runtime

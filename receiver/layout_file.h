@@ -66,7 +66,7 @@
 #define WST_LAYOUT_FORMAT 1
 #define WST_LAYOUT_MAX ((size_t)1 << 20) /* regions, and wants */
 /* Bytes of a CUDA IPC handle (cudaIpcMemHandle_t; WST_GPU_IPC_HANDLE_BYTES
- * in kernels/gpu.h, which this parser does not depend on). */
+ * in common/gpu/gpu.h, which this parser does not depend on). */
 #define WST_LAYOUT_CUDA_IPC_BYTES 64
 
 struct wst_layout_region {

@@ -1,9 +1,9 @@
-/* nccl_rx.c - the NCCL mover's receiving half (see nccl.h): one grouped
+/* nccl_rx.c - the NCCL mover's receiving half (see nccl_mover.h): one grouped
  * ncclRecv exchange per layer, posted in plan order as far as the layers'
  * destinations are ready (a layer that stages experts waits for its
  * credit); a layer has landed when the GPU has done its exchange.
  */
-#include "nccl.h"
+#include "nccl_mover.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* nccl_tx.c - the NCCL mover's sending half (see nccl.h). */
-#include "nccl.h"
+/* nccl_tx.c - the NCCL mover's sending half (see nccl_mover.h). */
+#include "nccl_mover.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
-/* check_nccl.c - the NCCL mover (kernels/nccl_comm.h) on one GPU, and its
- * speed.
+/* check_nccl.c - the NCCL mover (common/gpu/nccl_comm.h) on one GPU, and
+ * its speed.
  *
  * NCCL refuses two ranks of one communicator on one GPU, but a rank may
  * send to itself inside one group: every check is a communicator of one

@@ -1,5 +1,5 @@
-/* check_nccl_link.c - the NCCL mover's link (kernels/nccl_link.h) on one
- * GPU, driven as the sender and receiver drive it: created, posted to and
+/* check_nccl_link.c - the NCCL mover's link (common/movers/nccl_link.h) on
+ * one GPU, driven as the sender and receiver drive it: created, posted to and
  * destroyed on a real progress thread (a wst_worker), its exchanges run on
  * the link's own thread and their completions come back through the
  * waiter, in order.

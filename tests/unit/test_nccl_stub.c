@@ -1,4 +1,4 @@
-/* test_nccl_stub.c - the NCCL seam (kernels/nccl_comm.h) where CI runs it:
+/* test_nccl_stub.c - the NCCL seam (common/gpu/nccl_comm.h) where CI runs it:
  * no GPU, and usually no NCCL.
  *
  * Without NCCL every call is refused with WST_ERR_UNSUPPORTED, and the

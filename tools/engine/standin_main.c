@@ -93,7 +93,7 @@ static const struct wst_config_entry standin_config[] = {
 
 struct standin {
     struct standin_settings set;
-    struct wst_logger log; /* for the CUDA seam (kernels/gpu.h) */
+    struct wst_logger log; /* for the CUDA seam (common/gpu/gpu.h) */
     /* The live memory, set.shm_bytes long: a read-only shm mapping, or with
      * device >= 0 device memory this process allocated (wst_gpu_malloc). */
     const void *live;

@@ -1,6 +1,6 @@
 /* gpu_probe.h - is there a CUDA device, and which build are we?
  *
- * The one seam between CUDA and the rest of the tree: kernels/gpu_probe.cu
+ * The one seam between CUDA and the rest of the tree: gpu_probe.cu
  * implements it with the CUDA runtime, gpu_probe_stub.c (no toolkit at build
  * time) with the same symbols returning WST_ERR_NO_DEVICE.
  */

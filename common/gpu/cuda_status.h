@@ -1,4 +1,5 @@
-/* cuda_status.h - CUDA errors into wst_status_t, for kernels/'s .cu files.
+/* cuda_status.h - CUDA errors into wst_status_t, for the .cu files of
+ * common/gpu/ and kernels/.
  *
  * The one translation (gpu.cu): cudaErrorMemoryAllocation is
  * WST_ERR_NO_MEMORY; no device or driver, WST_ERR_NO_DEVICE; a bad value,

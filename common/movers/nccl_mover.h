@@ -1,4 +1,4 @@
-/* nccl.h - the NCCL mover: whole layers as grouped ncclSend/ncclRecv
+/* nccl_mover.h - the NCCL mover: whole layers as grouped ncclSend/ncclRecv
  * exchanges over a two-rank communicator (nccl_link.h), sender rank 0,
  * receiver rank 1.
  *

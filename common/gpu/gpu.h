@@ -1,5 +1,5 @@
 /* gpu.h - device memory, streams and events: the CUDA runtime behind a C
- * seam, so nothing outside kernels/ includes a CUDA header.
+ * seam, so nothing outside common/gpu/ and kernels/ includes a CUDA header.
  *
  * gpu.cu implements it with the CUDA runtime; gpu_stub.c (a build without
  * the toolkit) with the same symbols, where every call that needs a device
