@@ -1,6 +1,6 @@
 /* agent_main.c - wstream-agent: the receiver library as a standalone daemon.
  *
- * Reads a layout file (receiver/layout_file.h), maps the engine's live
+ * Reads a layout file (receiver/agent/layout_file.h), maps the engine's live
  * regions from the POSIX shared-memory object the layout names, or imports
  * the engine's GPU allocation by the CUDA IPC handle it names ("cuda_ipc":
  * the regions are then device memory, WST_MEM_CUDA), or allocates them
