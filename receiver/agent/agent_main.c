@@ -1,63 +1,38 @@
 /* agent_main.c - wstream-agent: the receiver library as a standalone daemon.
  *
- * Reads a layout file (receiver/agent/layout_file.h), maps the engine's live
- * regions from the POSIX shared-memory object the layout names, or imports
- * the engine's GPU allocation by the CUDA IPC handle it names ("cuda_ipc":
- * the regions are then device memory, WST_MEM_CUDA), or allocates them
- * itself when it names neither; registers them once, and
- * serves refits until SIGTERM or SIGINT. Its state after every commit or
- * failure goes to --status-file as one JSON object, so operators and tests
+ * Reads a layout file (layout_file.h), maps the engine's live regions from
+ * the POSIX shared-memory object the layout names, or imports the engine's
+ * GPU allocation by the CUDA IPC handle it names ("cuda_ipc": the regions
+ * are then device memory, WST_MEM_CUDA), or allocates them itself when it
+ * names neither (region_import.h); registers them once, and serves refits
+ * until SIGTERM or SIGINT. Its state after every commit or failure goes to
+ * --status-file as one JSON object (status_file.h), so operators and tests
  * can see the committed version and whether the agent is usable.
+ *
+ * This file: the flags, start-up and shutdown, the engine hooks and the
+ * signal loop.
  *
  * Exit codes: 0 after a clean shutdown, otherwise -status of the error that
  * stopped start-up (see include/wstream/status.h).
  */
 #include <wstream/receiver.h>
 
-#include <errno.h>
 #include <pthread.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <json-c/json.h>
-
+#include "agent.h"
 #include "clock.h"
 #include "config.h"
 #include "engine_socket.h"
-#include "gpu.h"
-#include "gpu_probe.h"
 #include "layout_file.h"
 #include "log.h"
 #include "metrics.h"
-
-/* The layout parser keeps its own copy of the handle size. */
-_Static_assert(WST_LAYOUT_CUDA_IPC_BYTES == WST_GPU_IPC_HANDLE_BYTES,
-               "layout file and gpu.h disagree on the CUDA IPC handle size");
-
-struct agent_settings {
-    char *layout;
-    char *listen;
-    char *port_file;
-    char *status_file;
-    char *engine_socket;
-    double timeout;
-    double heartbeat;
-    double peer_timeout;
-    int mover;
-    uint64_t staging_slots;
-    int verify;
-    int log_level;
-    int log_format;
-    char *metrics_listen;
-    char *metrics_port_file;
-};
+#include "region_import.h"
+#include "status_file.h"
 
 static const char *const mover_choices[] = {"auto", "am", NULL};
 static const char *const level_choices[] = {"error", "warn",  "info",
@@ -115,99 +90,6 @@ static const struct wst_config_entry agent_config[] = {
     WST_CONFIG_END,
 };
 
-struct agent {
-    struct agent_settings set;
-    struct wst_logger log;
-    struct wst_log_stream
-        log_stream;              /* --log-format, for log and the receiver */
-    struct wst_metrics *metrics; /* NULL without --metrics-listen */
-    struct wst_layout layout;
-    wst_receiver_t *receiver;
-    struct wst_engine_socket *engine; /* NULL without --engine-socket */
-    void *shm_base;
-    uint64_t shm_bytes;
-    void *ipc_base;    /* the engine's device allocation, mapped by CUDA IPC;
-                          unmapped after the receiver is destroyed */
-    void **owned;      /* regions the agent allocated itself */
-    double register_s; /* registering every region, at start-up */
-    char name[32];     /* log name, "agent[rank]" once the layout is read */
-};
-
-static int write_file_atomic(const char *path, const char *text)
-{
-    char tmp[4096];
-    FILE *f;
-
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return -1;
-    fputs(text, f);
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
-}
-
-/* The state, and the last refit's per-layer timeline (seconds from the
- * engine's begin acknowledgement), as one JSON object. */
-static void write_status(struct agent *a)
-{
-    struct wst_receiver_state st;
-    struct json_object *o, *layers;
-    struct wst_layer_times *times = NULL;
-    uint32_t n;
-
-    if (a->set.status_file[0] == '\0' || a->receiver == NULL)
-        return;
-    wst_receiver_get_state(a->receiver, &st);
-    n = wst_receiver_get_timeline(a->receiver, NULL, 0);
-    if (n != 0 && (times = calloc(n, sizeof(*times))) != NULL)
-        n = wst_receiver_get_timeline(a->receiver, times, n);
-    o = json_object_new_object();
-    layers = json_object_new_array();
-    json_object_object_add(o, "committed_version",
-                           json_object_new_uint64(st.committed_version));
-    json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
-    json_object_object_add(o, "refits_ok",
-                           json_object_new_uint64(st.refits_ok));
-    json_object_object_add(o, "refits_failed",
-                           json_object_new_uint64(st.refits_failed));
-    json_object_object_add(o, "last_refit_bytes",
-                           json_object_new_uint64(st.last_refit_bytes));
-    json_object_object_add(o, "last_refit_seconds",
-                           json_object_new_double(st.last_refit_seconds));
-    json_object_object_add(o, "plan_seconds",
-                           json_object_new_double(st.plan_seconds));
-    json_object_object_add(o, "register_seconds",
-                           json_object_new_double(a->register_s));
-    json_object_object_add(o, "time_ns", json_object_new_uint64(wst_now_ns()));
-    json_object_object_add(o, "reason", json_object_new_string(st.reason));
-    for (uint32_t i = 0; times != NULL && i < n; i++) {
-        struct json_object *l = json_object_new_object();
-        json_object_object_add(l, "layer", json_object_new_int64(i));
-        json_object_object_add(l, "received",
-                               json_object_new_double(times[i].received));
-        json_object_object_add(l, "repacked",
-                               json_object_new_double(times[i].repacked));
-        json_object_object_add(l, "finalized",
-                               json_object_new_double(times[i].finalized));
-        json_object_object_add(l, "repack_seconds",
-                               json_object_new_double(times[i].repack_seconds));
-        json_object_object_add(
-            l, "finalize_seconds",
-            json_object_new_double(times[i].finalize_seconds));
-        json_object_array_add(layers, l);
-    }
-    json_object_object_add(o, "layers", layers);
-    const char *text =
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
-    if (write_file_atomic(a->set.status_file, text) != 0)
-        WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
-                 strerror(errno));
-    json_object_put(o);
-    free(times);
-}
-
 /* Daemon-mode engine hooks: with --engine-socket each event goes to the
  * engine process over the socket (engine_socket.h); without it the agent
  * only logs, and begin is acknowledged at once. */
@@ -246,7 +128,7 @@ static void hook_committed(void *arg, uint64_t version)
     wst_metrics_refit_committed(a->metrics);
     if (a->engine != NULL)
         wst_engine_socket_committed(a->engine, version);
-    write_status(a);
+    wst_status_file_write(a);
 }
 
 static void hook_unusable(void *arg, wst_status_t status, const char *reason)
@@ -258,183 +140,7 @@ static void hook_unusable(void *arg, wst_status_t status, const char *reason)
     wst_metrics_refit_failed(a->metrics, status);
     if (a->engine != NULL)
         wst_engine_socket_unusable(a->engine, status, reason);
-    write_status(a);
-}
-
-static wst_status_t map_shm(struct agent *a)
-{
-    const struct wst_layout *l = &a->layout;
-    struct stat sb;
-    int fd = shm_open(l->shm, O_RDWR, 0);
-
-    if (fd < 0) {
-        WST_ERROR(&a->log, "shm_open %s: %s", l->shm, strerror(errno));
-        return WST_ERR_IO;
-    }
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < l->shm_bytes) {
-        WST_ERROR(&a->log,
-                  "shared memory %s holds %lld bytes, the layout "
-                  "needs %llu",
-                  l->shm, (long long)sb.st_size,
-                  (unsigned long long)l->shm_bytes);
-        close(fd);
-        return WST_ERR_INVALID;
-    }
-    /* Populate now: faulting 4 KiB pages in during the first refit cost
-     * seconds per GB (NOTES.md); like registration, this is start-up
-     * work. */
-    a->shm_base = mmap(NULL, l->shm_bytes, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_POPULATE, fd, 0);
-    close(fd);
-    if (a->shm_base == MAP_FAILED) {
-        a->shm_base = NULL;
-        WST_ERROR(&a->log, "mmap %s: %s", l->shm, strerror(errno));
-        return WST_ERR_IO;
-    }
-    a->shm_bytes = l->shm_bytes;
-    return WST_OK;
-}
-
-/* Fails at start with a message that says what is missing, rather than
- * letting the import fail with CUDA's words. */
-static wst_status_t check_device(struct agent *a, int device)
-{
-    char why[256] = "";
-    int count = 0;
-
-    if (wst_kernels_device_count(&count, why, sizeof(why)) != WST_OK) {
-        WST_ERROR(&a->log,
-                  "layout %s: cuda_ipc needs a CUDA build and a GPU: %s",
-                  a->set.layout, why);
-        return WST_ERR_NO_DEVICE;
-    }
-    if (device >= count) {
-        WST_ERROR(&a->log,
-                  "layout %s: cuda_device %d, but %d GPU%s visible here",
-                  a->set.layout, device, count, count == 1 ? " is" : "s are");
-        return WST_ERR_NO_DEVICE;
-    }
-    return WST_OK;
-}
-
-/* Maps the engine's device allocation named by the layout's cuda_ipc. Its
- * last byte must be device memory on that GPU: a cuda_bytes larger than
- * the engine's allocation is refused here, not found during a refit. */
-static wst_status_t import_cuda_ipc(struct agent *a)
-{
-    const struct wst_layout *l = &a->layout;
-    int device = (int)l->cuda_device, found = -1;
-    wst_status_t st;
-
-    st = check_device(a, device);
-    if (st != WST_OK)
-        return st;
-    st = wst_gpu_ipc_import(&a->log, device, l->cuda_ipc, &a->ipc_base);
-    if (st != WST_OK) {
-        a->ipc_base = NULL;
-        WST_ERROR(&a->log,
-                  "layout %s: cannot import the cuda_ipc handle on GPU %d "
-                  "(is the engine that exported it alive, on this host?)",
-                  a->set.layout, device);
-        return st;
-    }
-    if (wst_gpu_mem_type((char *)a->ipc_base + l->cuda_bytes - 1, &found) !=
-            WST_MEM_CUDA ||
-        found != device) {
-        WST_ERROR(&a->log,
-                  "layout %s: cuda_bytes %llu runs past the engine's device "
-                  "allocation on GPU %d",
-                  a->set.layout, (unsigned long long)l->cuda_bytes, device);
-        return WST_ERR_INVALID;
-    }
-    WST_INFO(&a->log,
-             "imported %.1f MiB of device memory on GPU %d by CUDA IPC",
-             (double)l->cuda_bytes / (1 << 20), device);
-    return WST_OK;
-}
-
-static void *region_memory(struct agent *a, size_t i)
-{
-    const struct wst_layout_region *reg = &a->layout.regions[i];
-    void *p = NULL;
-
-    if (a->shm_base != NULL)
-        return (char *)a->shm_base + reg->offset;
-    if (a->ipc_base != NULL)
-        return (char *)a->ipc_base + reg->offset;
-    if (posix_memalign(&p, 4096, reg->bytes) != 0)
-        return NULL;
-    memset(p, 0, reg->bytes);
-    a->owned[i] = p;
-    return p;
-}
-
-static wst_status_t add_layout(struct agent *a)
-{
-    const struct wst_layout *l = &a->layout;
-    wst_status_t st;
-
-    a->owned = calloc(l->n_regions ? l->n_regions : 1, sizeof(*a->owned));
-    if (a->owned == NULL)
-        return WST_ERR_NO_MEMORY;
-    for (size_t i = 0; i < l->n_regions; i++) {
-        struct wst_region reg = {
-            .name = l->regions[i].name,
-            .data = region_memory(a, i),
-            .length = l->regions[i].bytes,
-            .mem_type = a->ipc_base != NULL ? WST_MEM_CUDA : WST_MEM_HOST,
-        };
-        if (reg.data == NULL)
-            return WST_ERR_NO_MEMORY;
-        st = wst_receiver_add_region(a->receiver, &reg, NULL);
-        if (st != WST_OK)
-            return st;
-    }
-    for (size_t i = 0; i < l->n_wants; i++) {
-        const struct wst_want *w = &l->wants[i];
-        struct wst_want_entry e = {
-            .name = w->tensor.name,
-            .dtype = w->tensor.dtype,
-            .ndim = w->tensor.ndim,
-            .shape = w->tensor.shape,
-            .box_start = w->box.start,
-            .box_stop = w->box.stop,
-            .region = w->region,
-            .offset = w->offset,
-            .row_pitch = w->row_pitch,
-            .expert_grouped = w->expert.grouped,
-            .ep_rank = w->expert.ep_rank,
-            .ep_size = w->expert.ep_size,
-        };
-        st = wst_receiver_add_want(a->receiver, &e);
-        if (st != WST_OK)
-            return st;
-    }
-    for (size_t i = 0; i < l->n_experts; i++) {
-        const struct wst_layout_experts *x = &l->experts[i];
-        struct wst_expert_layer e = {
-            .layer = x->layer,
-            .loader = x->loader,
-            .dtype = x->dtype,
-            .n_experts = x->n_experts,
-            .ep_rank = x->ep_rank,
-            .ep_size = x->ep_size,
-            .hidden = x->hidden,
-            .inter = x->inter,
-            .expert_ids = x->expert_ids,
-            .n_expert_ids = x->n_expert_ids,
-            .inter_tp_rank = x->inter_tp_rank,
-            .inter_tp_size = x->inter_tp_size,
-            .w13_region = x->w13_region,
-            .w13_offset = x->w13_offset,
-            .w2_region = x->w2_region,
-            .w2_offset = x->w2_offset,
-        };
-        st = wst_receiver_add_expert_layer(a->receiver, &e);
-        if (st != WST_OK)
-            return st;
-    }
-    return WST_OK;
+    wst_status_file_write(a);
 }
 
 static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
@@ -451,23 +157,6 @@ static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
     memcpy(host, spec, (size_t)(colon - spec));
     host[colon - spec] = '\0';
     *port = (uint16_t)p;
-    return WST_OK;
-}
-
-/* A bound port, for whoever started us ("" path: not asked for). */
-static wst_status_t write_port(struct agent *a, const char *path, uint16_t port,
-                               const char *what)
-{
-    char text[16];
-
-    if (path[0] == '\0')
-        return WST_OK;
-    snprintf(text, sizeof(text), "%u\n", port);
-    if (write_file_atomic(path, text) != 0) {
-        WST_ERROR(&a->log, "cannot write %s file %s: %s", what, path,
-                  strerror(errno));
-        return WST_ERR_IO;
-    }
     return WST_OK;
 }
 
@@ -489,7 +178,8 @@ static wst_status_t start_metrics(struct agent *a)
         wst_metrics_start(&a->log, a->receiver, host, port, &port, &a->metrics);
     if (st != WST_OK)
         return st;
-    return write_port(a, a->set.metrics_port_file, port, "metrics port");
+    return wst_status_file_write_port(a, a->set.metrics_port_file, port,
+                                      "metrics port");
 }
 
 static wst_status_t agent_start(struct agent *a)
@@ -514,9 +204,10 @@ static wst_status_t agent_start(struct agent *a)
         return st;
     }
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
-    if (a->layout.shm[0] != '\0' && (st = map_shm(a)) != WST_OK)
+    if (a->layout.shm[0] != '\0' && (st = wst_region_import_shm(a)) != WST_OK)
         return st;
-    if (a->layout.has_cuda_ipc && (st = import_cuda_ipc(a)) != WST_OK)
+    if (a->layout.has_cuda_ipc &&
+        (st = wst_region_import_cuda_ipc(a)) != WST_OK)
         return st;
     if (a->set.engine_socket[0] != '\0') {
         st = wst_engine_socket_create(a->set.engine_socket, a->set.timeout,
@@ -553,17 +244,17 @@ static wst_status_t agent_start(struct agent *a)
     if (st != WST_OK)
         return st;
     double t0 = wst_now_s();
-    st = add_layout(a);
+    st = wst_region_import_add_layout(a);
     a->register_s = wst_now_s() - t0;
     if (st != WST_OK)
         return st;
     st = wst_receiver_start(a->receiver, &port);
     if (st != WST_OK)
         return st;
-    write_status(a);
+    wst_status_file_write(a);
     if (a->set.metrics_listen[0] != '\0' && (st = start_metrics(a)) != WST_OK)
         return st;
-    return write_port(a, a->set.port_file, port, "port");
+    return wst_status_file_write_port(a, a->set.port_file, port, "port");
 }
 
 static void agent_stop(struct agent *a)
@@ -573,14 +264,8 @@ static void agent_stop(struct agent *a)
     wst_receiver_destroy(a->receiver);
     /* After the receiver: its engine thread may be inside a hook. */
     wst_engine_socket_destroy(a->engine);
-    for (size_t i = 0; a->owned != NULL && i < a->layout.n_regions; i++)
-        free(a->owned[i]);
-    free(a->owned);
-    if (a->shm_base != NULL)
-        munmap(a->shm_base, a->shm_bytes);
-    /* After the receiver: its threads copy into the mapping until then. */
-    if (a->ipc_base != NULL)
-        wst_gpu_ipc_close(a->ipc_base);
+    /* After the receiver: its threads copy into the regions until then. */
+    wst_region_import_release(a);
     wst_layout_release(&a->layout);
     wst_config_release(agent_config, &a->set);
 }
@@ -636,7 +321,7 @@ int main(int argc, char **argv)
                 now.committed_version != seen.committed_version ||
                 now.refit_in_progress != seen.refit_in_progress ||
                 strcmp(now.reason, seen.reason) != 0) {
-                write_status(&a);
+                wst_status_file_write(&a);
                 seen = now;
             }
         }
