@@ -13,8 +13,8 @@
   3. Cross-references: Service selectors against pod labels, ConfigMaps and
      volumes that are referenced, probe and Service ports against declared
      container ports, the native sidecar's restartPolicy, and the wstream
-     contract: the agent's flags (read from receiver/agent_main.c), its
-     layout (receiver/layout_file.h rules, dtypes from
+     contract: the agent's flags (read from receiver/agent/agent_main.c), its
+     layout (receiver/agent/layout_file.h rules, dtypes from
      include/wstream/status.h), the shared volumes, the trainer Job's world
      size and receivers list against the StatefulSet and the headless
      Service.
@@ -359,7 +359,7 @@ class Schema:
 
 def agent_flags():
     """{flag: (type, choices)} from the agent's config table."""
-    src = open(os.path.join(ROOT, "receiver", "agent_main.c")).read()
+    src = open(os.path.join(ROOT, "receiver", "agent", "agent_main.c")).read()
     choices = {}
     for m in re.finditer(r"static const char \*const (\w+)\[\] = \{([^}]*)\}", src):
         choices[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
@@ -371,7 +371,7 @@ def agent_flags():
                          table, re.S):
         flags[m.group(1)] = (m.group(2), choices.get(m.group(3)))
     if "layout" not in flags or "metrics-listen" not in flags:
-        raise RuntimeError("cannot read the agent's flags from receiver/agent_main.c")
+        raise RuntimeError("cannot read the agent's flags from receiver/agent/agent_main.c")
     return flags
 
 
@@ -739,7 +739,7 @@ class Cross:
             name, eq, value = a[2:].partition("=")
             spec = self.flags.get(name)
             if spec is None:
-                self.bad(m, f"{w}: unknown agent flag --{name} (receiver/agent_main.c)")
+                self.bad(m, f"{w}: unknown agent flag --{name} (receiver/agent/agent_main.c)")
                 i += 1
                 continue
             typ, choices = spec
@@ -1047,13 +1047,13 @@ KUSTOMIZE_LEFT_OUT = {
 
 
 # ---------------------------------------------------------------------------
-# The layout file (receiver/layout_file.h)
+# The layout file (receiver/agent/layout_file.h)
 
 INT64_MAX = 2**63 - 1
 
 
 def check_layout(d, dtypes):
-    """Problems of a layout dict, by the rules of receiver/layout_file.h."""
+    """Problems of a layout dict, by the rules of receiver/agent/layout_file.h."""
     out = []
 
     def num(obj, key, where, required=True):
@@ -1335,9 +1335,9 @@ def check_with_agent(agent_bin, cross, show=True):
     listed = set(re.findall(r"^\s+--([a-z][a-z-]*)", helptext.stdout + helptext.stderr, re.M))
     listed -= {"help", "print-config"}
     report(listed == set(cross.flags),
-           f"{agent_bin} --help: {len(listed)} flags, as read from receiver/agent_main.c",
+           f"{agent_bin} --help: {len(listed)} flags, as read from receiver/agent/agent_main.c",
            f"--help lists {sorted(listed ^ set(cross.flags))} differently from "
-           "receiver/agent_main.c's table")
+           "receiver/agent/agent_main.c's table")
     for pod in cross.pods:
         agent = pod.find("wstream-agent")
         if agent is None:

@@ -26,7 +26,7 @@ importing torch takes seconds per call here, numpy a tenth of one.)
       (index-missing-shard, index-dotdot, index-absolute, index-wrong-shard,
       index-duplicate).
   layout CKPT OUT.json --shm NAME --rank R --part all|top|bottom
-      An agent layout (receiver/layout_file.h) wanting the checkpoint's
+      An agent layout (receiver/agent/layout_file.h) wanting the checkpoint's
       tensors: all of every tensor, or the top or bottom half of the rows
       (dim 0) of every tensor of two or more dimensions (bottom also leaves
       lm_head.weight out). Creates /dev/shm/NAME of the right size, filled

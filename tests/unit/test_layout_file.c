@@ -1,4 +1,5 @@
-/* test_layout_file.c - the agent's layout file (receiver/layout_file.h). */
+/* test_layout_file.c - the agent's layout file
+ * (receiver/agent/layout_file.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

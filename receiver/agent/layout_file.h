@@ -53,6 +53,10 @@
  * refusals at plan time, not the parser's. Unknown keys are ignored.
  * Numbers must be JSON integers in [0, INT64_MAX); at most WST_LAYOUT_MAX
  * regions and wants.
+ *
+ * The code is cut by purpose behind this header: layout_parse.c (reading),
+ * layout_rules.c (the checks), layout_save.c (writing); layout_internal.h
+ * lists what they share.
  */
 #ifndef WST_LAYOUT_FILE_H
 #define WST_LAYOUT_FILE_H

@@ -1,0 +1,57 @@
+/* agent.h - wstream-agent's context: its settings and what it holds.
+ *
+ * One struct agent lives in main() (agent_main.c) for the daemon's life;
+ * status_file.c and region_import.c borrow it for the length of a call.
+ * Private to receiver/agent/.
+ */
+#ifndef WST_AGENT_H
+#define WST_AGENT_H
+
+#include <stdint.h>
+#include <wstream/receiver.h>
+
+#include "engine_socket.h"
+#include "layout_file.h"
+#include "log.h"
+#include "metrics.h"
+
+/* The flags, filled from agent_config (agent_main.c); its strings are owned
+ * and freed by wst_config_release. */
+struct agent_settings {
+    char *layout;
+    char *listen;
+    char *port_file;
+    char *status_file;
+    char *engine_socket;
+    double timeout;
+    double heartbeat;
+    double peer_timeout;
+    int mover;
+    uint64_t staging_slots;
+    int verify;
+    int log_level;
+    int log_format;
+    char *metrics_listen;
+    char *metrics_port_file;
+};
+
+/* The daemon's state: one in main(), agent_stop releases what it holds. */
+struct agent {
+    struct agent_settings set;
+    struct wst_logger log;
+    struct wst_log_stream
+        log_stream;              /* --log-format, for log and the receiver */
+    struct wst_metrics *metrics; /* NULL without --metrics-listen */
+    struct wst_layout layout;
+    wst_receiver_t *receiver;
+    struct wst_engine_socket *engine; /* NULL without --engine-socket */
+    void *shm_base;
+    uint64_t shm_bytes;
+    void *ipc_base;    /* the engine's device allocation, mapped by CUDA IPC;
+                          unmapped after the receiver is destroyed */
+    void **owned;      /* regions the agent allocated itself */
+    double register_s; /* registering every region, at start-up */
+    char name[32];     /* log name, "agent[rank]" once the layout is read */
+};
+
+#endif

@@ -1,0 +1,334 @@
+/* agent_main.c - wstream-agent: the receiver library as a standalone daemon.
+ *
+ * Reads a layout file (layout_file.h), maps the engine's live regions from
+ * the POSIX shared-memory object the layout names, or imports the engine's
+ * GPU allocation by the CUDA IPC handle it names ("cuda_ipc": the regions
+ * are then device memory, WST_MEM_CUDA), or allocates them itself when it
+ * names neither (region_import.h); registers them once, and serves refits
+ * until SIGTERM or SIGINT. Its state after every commit or failure goes to
+ * --status-file as one JSON object (status_file.h), so operators and tests
+ * can see the committed version and whether the agent is usable.
+ *
+ * This file: the flags, start-up and shutdown, the engine hooks and the
+ * signal loop.
+ *
+ * Exit codes: 0 after a clean shutdown, otherwise -status of the error that
+ * stopped start-up (see include/wstream/status.h).
+ */
+#include <wstream/receiver.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "clock.h"
+#include "config.h"
+#include "engine_socket.h"
+#include "layout_file.h"
+#include "log.h"
+#include "metrics.h"
+#include "region_import.h"
+#include "status_file.h"
+
+static const char *const mover_choices[] = {"auto", "am", NULL};
+static const char *const level_choices[] = {"error", "warn",  "info",
+                                            "debug", "trace", NULL};
+/* Indexes are enum wst_log_format values. */
+static const char *const format_choices[] = {"text", "json", NULL};
+
+static const struct wst_config_entry agent_config[] = {
+    {"layout", WST_CONFIG_STRING, "", "layout file (JSON) to serve",
+     offsetof(struct agent_settings, layout), NULL},
+    {"listen", WST_CONFIG_STRING, "0.0.0.0:7070",
+     "address to listen on, host:port (port 0: any)",
+     offsetof(struct agent_settings, listen), NULL},
+    {"port-file", WST_CONFIG_STRING, "",
+     "write the bound port here once listening",
+     offsetof(struct agent_settings, port_file), NULL},
+    {"status-file", WST_CONFIG_STRING, "",
+     "write the agent state (JSON) here after every refit",
+     offsetof(struct agent_settings, status_file), NULL},
+    {"engine-socket", WST_CONFIG_STRING, "",
+     "listen here (Unix socket) for the engine process; empty: no engine, "
+     "hooks only log",
+     offsetof(struct agent_settings, engine_socket), NULL},
+    {"timeout", WST_CONFIG_DOUBLE, "30",
+     "seconds before missing manifests or a stalled refit fail",
+     offsetof(struct agent_settings, timeout), NULL},
+    {"heartbeat", WST_CONFIG_DOUBLE, "1",
+     "seconds between heartbeats on every control connection",
+     offsetof(struct agent_settings, heartbeat), NULL},
+    {"peer-timeout", WST_CONFIG_DOUBLE, "5",
+     "seconds of silence after which a sender has failed",
+     offsetof(struct agent_settings, peer_timeout), NULL},
+    {"mover", WST_CONFIG_ENUM, "auto",
+     "auto: senders put where their lane does real RMA; am: never",
+     offsetof(struct agent_settings, mover), mover_choices},
+    {"staging-slots", WST_CONFIG_UINT, "2",
+     "MoE layers staged at once (1..64): staging memory is this many "
+     "layers' local experts",
+     offsetof(struct agent_settings, staging_slots), NULL},
+    {"verify", WST_CONFIG_BOOL, "yes", "check every layer's digest",
+     offsetof(struct agent_settings, verify), NULL},
+    {"log-level", WST_CONFIG_ENUM, "info", "error, warn, info, debug, trace",
+     offsetof(struct agent_settings, log_level), level_choices},
+    {"log-format", WST_CONFIG_ENUM, "text",
+     "text, or json: one object per line (ts, level, component, msg) for "
+     "log collectors",
+     offsetof(struct agent_settings, log_format), format_choices},
+    {"metrics-listen", WST_CONFIG_STRING, "",
+     "HOST:PORT for Prometheus /metrics, /healthz and /readyz (port 0: any); "
+     "empty: no HTTP server",
+     offsetof(struct agent_settings, metrics_listen), NULL},
+    {"metrics-port-file", WST_CONFIG_STRING, "",
+     "write the bound metrics port here once serving",
+     offsetof(struct agent_settings, metrics_port_file), NULL},
+    WST_CONFIG_END,
+};
+
+/* Daemon-mode engine hooks: with --engine-socket each event goes to the
+ * engine process over the socket (engine_socket.h); without it the agent
+ * only logs, and begin is acknowledged at once. */
+static wst_status_t hook_begin(void *arg, uint64_t version, char *reason,
+                               size_t reason_len)
+{
+    struct agent *a = arg;
+
+    WST_INFO(&a->log, "engine: begin version %llu",
+             (unsigned long long)version);
+    if (a->engine == NULL)
+        return WST_OK;
+    return wst_engine_socket_begin(a->engine, version, reason, reason_len);
+}
+
+static wst_status_t hook_layer_finalized(void *arg, uint32_t layer,
+                                         uint64_t version, char *reason,
+                                         size_t reason_len)
+{
+    struct agent *a = arg;
+
+    WST_DEBUG(&a->log, "engine: layer %u of version %llu final", layer,
+              (unsigned long long)version);
+    if (a->engine == NULL)
+        return WST_OK;
+    return wst_engine_socket_layer(a->engine, layer, version, reason,
+                                   reason_len);
+}
+
+static void hook_committed(void *arg, uint64_t version)
+{
+    struct agent *a = arg;
+
+    WST_INFO(&a->log, "engine: serving version %llu",
+             (unsigned long long)version);
+    wst_metrics_refit_committed(a->metrics);
+    if (a->engine != NULL)
+        wst_engine_socket_committed(a->engine, version);
+    wst_status_file_write(a);
+}
+
+static void hook_unusable(void *arg, wst_status_t status, const char *reason)
+{
+    struct agent *a = arg;
+
+    WST_ERROR(&a->log, "engine: unusable (%s): %s", wst_status_string(status),
+              reason);
+    wst_metrics_refit_failed(a->metrics, status);
+    if (a->engine != NULL)
+        wst_engine_socket_unusable(a->engine, status, reason);
+    wst_status_file_write(a);
+}
+
+static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
+                                 uint16_t *port)
+{
+    const char *colon = strrchr(spec, ':');
+    char *end = NULL;
+
+    if (colon == NULL || (size_t)(colon - spec) >= hostlen)
+        return WST_ERR_CONFIG;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || p > 65535)
+        return WST_ERR_CONFIG;
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    *port = (uint16_t)p;
+    return WST_OK;
+}
+
+/* --metrics-listen: the HTTP endpoints, once the receiver is serving. */
+static wst_status_t start_metrics(struct agent *a)
+{
+    char host[256];
+    uint16_t port;
+    wst_status_t st;
+
+    if (split_listen(a->set.metrics_listen, host, sizeof(host), &port) !=
+        WST_OK) {
+        WST_ERROR(&a->log,
+                  "--metrics-listen: bad value '%s': expected host:port",
+                  a->set.metrics_listen);
+        return WST_ERR_CONFIG;
+    }
+    st =
+        wst_metrics_start(&a->log, a->receiver, host, port, &port, &a->metrics);
+    if (st != WST_OK)
+        return st;
+    return wst_status_file_write_port(a, a->set.metrics_port_file, port,
+                                      "metrics port");
+}
+
+static wst_status_t agent_start(struct agent *a)
+{
+    char host[256], err[512];
+    uint16_t port;
+    wst_status_t st;
+
+    if (split_listen(a->set.listen, host, sizeof(host), &port) != WST_OK) {
+        WST_ERROR(&a->log, "--listen: bad value '%s': expected host:port",
+                  a->set.listen);
+        return WST_ERR_CONFIG;
+    }
+    if (a->set.staging_slots < 1 || a->set.staging_slots > 64) {
+        WST_ERROR(&a->log, "--staging-slots: %llu is not in 1..64",
+                  (unsigned long long)a->set.staging_slots);
+        return WST_ERR_CONFIG;
+    }
+    st = wst_layout_load(a->set.layout, &a->layout, err, sizeof(err));
+    if (st != WST_OK) {
+        WST_ERROR(&a->log, "layout %s: %s", a->set.layout, err);
+        return st;
+    }
+    snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
+    if (a->layout.shm[0] != '\0' && (st = wst_region_import_shm(a)) != WST_OK)
+        return st;
+    if (a->layout.has_cuda_ipc &&
+        (st = wst_region_import_cuda_ipc(a)) != WST_OK)
+        return st;
+    if (a->set.engine_socket[0] != '\0') {
+        st = wst_engine_socket_create(a->set.engine_socket, a->set.timeout,
+                                      &a->log, &a->engine);
+        if (st != WST_OK)
+            return st;
+    }
+    struct wst_receiver_params rp = {
+        .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
+                      WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
+                      WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
+                      WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
+                      WST_RECEIVER_PARAM_STAGING_SLOTS,
+        .rank = a->layout.rank,
+        .listen_host = host,
+        .listen_port = port,
+        .timeout_s = a->set.timeout,
+        .mover = mover_choices[a->set.mover],
+        .verify = a->set.verify,
+        .heartbeat_s = a->set.heartbeat,
+        .peer_timeout_s = a->set.peer_timeout,
+        .staging_slots = (uint32_t)a->set.staging_slots,
+        .log_level = a->set.log_level,
+        .log_name = a->log.name,
+        .log_fn = wst_log_stream_sink,
+        .log_arg = &a->log_stream,
+        .hooks = {.arg = a,
+                  .begin = hook_begin,
+                  .layer_finalized = hook_layer_finalized,
+                  .committed = hook_committed,
+                  .unusable = hook_unusable},
+    };
+    st = wst_receiver_create(&rp, &a->receiver);
+    if (st != WST_OK)
+        return st;
+    double t0 = wst_now_s();
+    st = wst_region_import_add_layout(a);
+    a->register_s = wst_now_s() - t0;
+    if (st != WST_OK)
+        return st;
+    st = wst_receiver_start(a->receiver, &port);
+    if (st != WST_OK)
+        return st;
+    wst_status_file_write(a);
+    if (a->set.metrics_listen[0] != '\0' && (st = start_metrics(a)) != WST_OK)
+        return st;
+    return wst_status_file_write_port(a, a->set.port_file, port, "port");
+}
+
+static void agent_stop(struct agent *a)
+{
+    /* Scrapes read the receiver: the server goes first. */
+    wst_metrics_destroy(a->metrics);
+    wst_receiver_destroy(a->receiver);
+    /* After the receiver: its engine thread may be inside a hook. */
+    wst_engine_socket_destroy(a->engine);
+    /* After the receiver: its threads copy into the regions until then. */
+    wst_region_import_release(a);
+    wst_layout_release(&a->layout);
+    wst_config_release(agent_config, &a->set);
+}
+
+int main(int argc, char **argv)
+{
+    struct agent a;
+    sigset_t sigs;
+    int sig, code;
+    wst_status_t st;
+
+    memset(&a, 0, sizeof(a));
+    wst_config_cli(agent_config, &a.set, argc, argv, "wstream-agent",
+                   "wstream-agent --layout FILE [options]", &code);
+    if (code < 0 && a.set.layout[0] == '\0') {
+        fprintf(stderr, "wstream-agent: --layout is required\n");
+        code = -WST_ERR_CONFIG;
+    } else if (code == 2) {
+        code = -WST_ERR_CONFIG;
+    }
+    if (code >= 0) {
+        wst_config_release(agent_config, &a.set);
+        return code;
+    }
+    /* Signals are taken synchronously below; block them before any thread
+     * starts so no library thread receives them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* A restarted agent must rebind its port at once (UCX_NOTES.md). */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+
+    snprintf(a.name, sizeof(a.name), "agent");
+    wst_logger_init(&a.log, a.name, (enum wst_log_level)a.set.log_level);
+    a.log_stream = (struct wst_log_stream){
+        .out = stderr,
+        .format = (enum wst_log_format)a.set.log_format,
+        .name = a.name,
+    };
+    a.log.sink = wst_log_stream_sink;
+    a.log.sink_arg = &a.log_stream;
+    st = agent_start(&a);
+    if (st == WST_OK) {
+        /* Hooks write the status file at commits and failures; a plan
+         * refusal has no hook, so look for state changes meanwhile. */
+        struct wst_receiver_state seen, now;
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
+        wst_receiver_get_state(a.receiver, &seen);
+        while ((sig = sigtimedwait(&sigs, NULL, &tick)) < 0) {
+            wst_receiver_get_state(a.receiver, &now);
+            if (now.usable != seen.usable ||
+                now.committed_version != seen.committed_version ||
+                now.refit_in_progress != seen.refit_in_progress ||
+                strcmp(now.reason, seen.reason) != 0) {
+                wst_status_file_write(&a);
+                seen = now;
+            }
+        }
+        WST_INFO(&a.log, "signal %d: shutting down", sig);
+    } else {
+        WST_ERROR(&a.log, "start-up failed: %s", wst_status_string(st));
+    }
+    agent_stop(&a);
+    return st == WST_OK ? 0 : -st;
+}

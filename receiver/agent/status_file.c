@@ -1,0 +1,104 @@
+/* status_file.c - wstream-agent's state and bound ports, as files. */
+#include "status_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "clock.h"
+#include "log.h"
+
+static int write_file_atomic(const char *path, const char *text)
+{
+    char tmp[4096];
+    FILE *f;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (f == NULL)
+        return -1;
+    fputs(text, f);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+/* The state, and the last refit's per-layer timeline (seconds from the
+ * engine's begin acknowledgement), as one JSON object. */
+void wst_status_file_write(struct agent *a)
+{
+    struct wst_receiver_state st;
+    struct json_object *o, *layers;
+    struct wst_layer_times *times = NULL;
+    uint32_t n;
+
+    if (a->set.status_file[0] == '\0' || a->receiver == NULL)
+        return;
+    wst_receiver_get_state(a->receiver, &st);
+    n = wst_receiver_get_timeline(a->receiver, NULL, 0);
+    if (n != 0 && (times = calloc(n, sizeof(*times))) != NULL)
+        n = wst_receiver_get_timeline(a->receiver, times, n);
+    o = json_object_new_object();
+    layers = json_object_new_array();
+    json_object_object_add(o, "committed_version",
+                           json_object_new_uint64(st.committed_version));
+    json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
+    json_object_object_add(o, "refits_ok",
+                           json_object_new_uint64(st.refits_ok));
+    json_object_object_add(o, "refits_failed",
+                           json_object_new_uint64(st.refits_failed));
+    json_object_object_add(o, "last_refit_bytes",
+                           json_object_new_uint64(st.last_refit_bytes));
+    json_object_object_add(o, "last_refit_seconds",
+                           json_object_new_double(st.last_refit_seconds));
+    json_object_object_add(o, "plan_seconds",
+                           json_object_new_double(st.plan_seconds));
+    json_object_object_add(o, "register_seconds",
+                           json_object_new_double(a->register_s));
+    json_object_object_add(o, "time_ns", json_object_new_uint64(wst_now_ns()));
+    json_object_object_add(o, "reason", json_object_new_string(st.reason));
+    for (uint32_t i = 0; times != NULL && i < n; i++) {
+        struct json_object *l = json_object_new_object();
+        json_object_object_add(l, "layer", json_object_new_int64(i));
+        json_object_object_add(l, "received",
+                               json_object_new_double(times[i].received));
+        json_object_object_add(l, "repacked",
+                               json_object_new_double(times[i].repacked));
+        json_object_object_add(l, "finalized",
+                               json_object_new_double(times[i].finalized));
+        json_object_object_add(l, "repack_seconds",
+                               json_object_new_double(times[i].repack_seconds));
+        json_object_object_add(
+            l, "finalize_seconds",
+            json_object_new_double(times[i].finalize_seconds));
+        json_object_array_add(layers, l);
+    }
+    json_object_object_add(o, "layers", layers);
+    const char *text =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
+    if (write_file_atomic(a->set.status_file, text) != 0)
+        WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
+                 strerror(errno));
+    json_object_put(o);
+    free(times);
+}
+
+/* A bound port, for whoever started us ("" path: not asked for). */
+wst_status_t wst_status_file_write_port(struct agent *a, const char *path,
+                                        uint16_t port, const char *what)
+{
+    char text[16];
+
+    if (path[0] == '\0')
+        return WST_OK;
+    snprintf(text, sizeof(text), "%u\n", port);
+    if (write_file_atomic(path, text) != 0) {
+        WST_ERROR(&a->log, "cannot write %s file %s: %s", what, path,
+                  strerror(errno));
+        return WST_ERR_IO;
+    }
+    return WST_OK;
+}
