@@ -17,6 +17,7 @@ struct digest_ready {
     uint64_t version;
     uint32_t layer;
     uint64_t digest;
+    wst_status_t status; /* not WST_OK: the layer has no digest */
 };
 
 static void do_digest_ready(void *arg)
@@ -28,9 +29,16 @@ static void do_digest_ready(void *arg)
               d->layer);
     if (l->version == d->version && l->have_plan &&
         d->layer == l->digests_ready) {
-        l->digests[d->layer] = d->digest;
-        l->digests_ready = d->layer + 1;
-        wst_tx_pump(l);
+        if (d->status != WST_OK) {
+            /* The refit cannot complete: its caller hears why now, not at
+             * its deadline. */
+            wst_link_fail(l, d->status, "cannot digest layer %u on the GPU",
+                          d->layer);
+        } else {
+            l->digests[d->layer] = d->digest;
+            l->digests_ready = d->layer + 1;
+            wst_tx_pump(l);
+        }
     }
     free(d);
 }
@@ -74,13 +82,9 @@ void wst_tx_compute_digests(struct wst_sender *s, uint64_t version)
             if (layer >= l->plan.n_layers)
                 continue;
             uint64_t digest;
-            if (layer_digest(s, l, layer, &digest) != WST_OK) {
-                WST_ERROR(&s->log,
-                          "receiver %s: cannot digest layer %u on the GPU: "
-                          "the refit stalls into its deadline",
-                          l->name, layer);
-                continue;
-            }
+            /* A failure goes to the progress thread too, which fails the
+             * link with it (the link is not this thread's to fail). */
+            wst_status_t st = layer_digest(s, l, layer, &digest);
             struct digest_ready *dr = malloc(sizeof(*dr));
             if (dr == NULL)
                 continue; /* the refit then stalls into its deadline */
@@ -88,6 +92,7 @@ void wst_tx_compute_digests(struct wst_sender *s, uint64_t version)
             dr->version = version;
             dr->layer = layer;
             dr->digest = digest;
+            dr->status = st;
             wst_worker_post(s->worker, do_digest_ready, dr);
         }
     }
