@@ -54,13 +54,9 @@ void wst_link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
     l->state = LINK_FAILED;
     pthread_cond_broadcast(&l->s->cond);
     pthread_mutex_unlock(&l->s->lock);
-    /* The connection and mover go now: a failed link reconnects from
-     * scratch at the next push. */
-    if (l->mover != NULL) {
-        wst_mover_destroy(l->mover);
-        l->mover = NULL;
-    }
-    wst_tx_nccl_drop(l);
+    /* The connection and the sending half go now: a failed link
+     * reconnects from scratch at the next push. */
+    wst_link_close_mover(l);
     if (l->conn != NULL) {
         wst_conn_close(l->conn);
         l->conn = NULL;
@@ -148,9 +144,8 @@ static wst_status_t index_layers(struct link *l)
     l->layer_bytes = calloc(p->n_layers, sizeof(*l->layer_bytes));
     l->digests = calloc(p->n_layers, sizeof(*l->digests));
     l->credits = calloc(p->n_layers, sizeof(*l->credits));
-    l->copying = calloc(p->n_layers, sizeof(*l->copying));
     if (l->layer_first == NULL || l->layer_bytes == NULL ||
-        l->digests == NULL || l->credits == NULL || l->copying == NULL)
+        l->digests == NULL || l->credits == NULL)
         return WST_ERR_NO_MEMORY;
     /* Items arrive sorted by layer (checked here, relied on by pump). */
     size_t i = 0;
@@ -165,6 +160,7 @@ static wst_status_t index_layers(struct link *l)
 
 void wst_link_drop_plan(struct link *l)
 {
+    wst_link_close_mover(l); /* it borrows the plan */
     if (l->have_plan) {
         struct wst_msg m = {.type = WST_MSG_PLAN, .u.plan = l->plan};
         wst_msg_release(&m);
@@ -175,8 +171,8 @@ void wst_link_drop_plan(struct link *l)
     free(l->layer_bytes);
     free(l->digests);
     free(l->credits);
-    free(l->copying);
-    l->copying = NULL;
+    free(l->srcs);
+    l->srcs = NULL;
     l->layer_first = NULL;
     l->layer_bytes = NULL;
     l->digests = NULL;
@@ -306,7 +302,7 @@ void wst_link_on_message(void *arg, wst_conn_t *conn, const void *buf,
         on_credit(l, &m.u.credit);
         break;
     case WST_MSG_NCCL_READY:
-        wst_tx_nccl_on_ready(l, &m.u.nccl_ready);
+        wst_link_on_nccl_ready(l, &m.u.nccl_ready);
         break;
     case WST_MSG_ERROR:
         wst_link_fail(l, (wst_status_t)m.u.error.status, "receiver reports: %s",
@@ -362,11 +358,7 @@ void wst_link_do_begin(void *arg)
     if (l->state != LINK_PLANNED && l->state != LINK_COMMITTED)
         return;
     l->version = l->s->version;
-    l->cursor = 0;
-    l->cursor_off = 0;
-    /* Moves of a failed refit belong to a mover that is gone: they no
-     * longer occupy the window (move_done ignores them). */
-    l->in_flight = 0;
+    l->cur = (struct wst_tx_cursor){0};
     l->fence_layer = 0;
     l->fence_pending = 0;
     l->fenced = 0;
@@ -375,8 +367,12 @@ void wst_link_do_begin(void *arg)
     l->digests_ready = 0;
     l->bytes_moved = 0;
     memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));
-    memset(l->copying, 0, l->plan.n_layers * sizeof(*l->copying));
-    l->nccl_next = 0;
+    wst_status_t st = l->tx->ops->begin(l->tx, l->version);
+    if (st != WST_OK) {
+        wst_link_fail(l, st, "its mover cannot begin version %llu",
+                      (unsigned long long)l->version);
+        return;
+    }
     m.u.begin.version = l->version;
     m.u.begin.plan_hash = l->plan.plan_hash;
     m.u.begin.mover = l->mover_kind;

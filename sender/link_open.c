@@ -1,15 +1,19 @@
 /* link_open.c - a planned link's data path: how its device shards travel
  * (common/device_path.h: directly when UCX can read device memory, else
  * through the pinned bounce ring, or NCCL) and the mover that carries its
- * data, chosen once per plan.
+ * data, chosen once per plan; then its sending half (common/movers/tx.h),
+ * which is all the pump sees.
  */
 #include <stdlib.h>
 
+#include "chunks.h"
+#include "codec.h"
 #include "device.h"
 #include "device_path.h"
 #include "log.h"
 #include "mover.h"
 #include "nccl_comm.h"
+#include "nccl_mover.h"
 #include "sender_internal.h"
 #include "worker.h"
 
@@ -70,17 +74,98 @@ static wst_status_t choose_path(struct link *l)
     return WST_OK;
 }
 
-wst_status_t wst_link_open_mover(struct link *l)
+/* Where each item is read, once per plan: the sending half borrows it. */
+static wst_status_t make_tx_plan(struct link *l)
+{
+    const struct wst_sender *s = l->s;
+
+    free(l->srcs);
+    l->srcs = calloc(l->plan.n_items ? l->plan.n_items : 1, sizeof(*l->srcs));
+    if (l->srcs == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t k = 0; k < l->plan.n_items; k++) {
+        const struct wst_plan_item *it = &l->plan.items[k];
+        const struct shard *sh = &s->shards[it->have];
+        l->srcs[k] = (struct wst_tx_src){
+            .ptr = (const char *)sh->data + it->src_offset,
+            .memh = sh->memh,
+            .device = sh->device,
+        };
+    }
+    l->tx_plan = (struct wst_tx_plan){
+        .items = l->plan.items,
+        .srcs = l->srcs,
+        .n_items = l->plan.n_items,
+        .n_layers = l->plan.n_layers,
+        .layer_first = l->layer_first,
+    };
+    return WST_OK;
+}
+
+/* Progress thread: this side of the communicator is ready (or not). */
+static void nccl_local_ready(void *arg, wst_status_t status)
+{
+    struct link *l = arg;
+
+    if (l->state != LINK_CONNECTING)
+        return;
+    if (status != WST_OK) {
+        wst_link_fail(l, status, "nccl communicator with GPU %d failed",
+                      wst_tx_device_ordinal(l->s->dev));
+        return;
+    }
+    l->nccl_ready = 1;
+    WST_INFO(&l->s->log, "receiver %s: nccl communicator ready (rank 0 of 2)",
+             l->name);
+    if (l->nccl_peer_ready)
+        wst_link_set_state(l, LINK_PLANNED);
+}
+
+void wst_link_on_nccl_ready(struct link *l, const struct wst_nccl_ready *nr)
+{
+    if (l->state != LINK_CONNECTING || l->mover_kind != WST_MOVER_NCCL ||
+        l->tx == NULL || l->nccl_peer_ready ||
+        nr->plan_hash != l->plan.plan_hash) {
+        wst_link_fail(l, WST_ERR_PROTOCOL, "unexpected nccl-ready");
+        return;
+    }
+    l->nccl_peer_ready = 1;
+    if (l->nccl_ready)
+        wst_link_set_state(l, LINK_PLANNED);
+}
+
+/* The nccl path: a new unique id to the receiver, and this side's
+ * non-blocking init; PLANNED once both sides are ready. */
+static wst_status_t open_nccl(struct link *l)
 {
     struct wst_sender *s = l->s;
+    struct wst_msg m = {.type = WST_MSG_NCCL_SETUP};
+    struct wst_tx_nccl_params p = {
+        .log = &s->log,
+        .worker = s->worker,
+        .device = wst_tx_device_ordinal(s->dev),
+        .timeout_s = s->timeout_s,
+        .plan = &l->tx_plan,
+        .events = wst_tx_pump_events(l),
+        .ready_fn = nccl_local_ready,
+        .ready_arg = l,
+    };
+
+    l->mover_kind = WST_MOVER_NCCL;
+    wst_status_t st = wst_tx_nccl_create(&p, m.u.nccl_setup.unique_id, &l->tx);
+    if (st == WST_OK)
+        st = wst_link_send(l, &m);
+    return st;
+}
+
+/* put or am over the link's data endpoint; device shards through the
+ * bounce ring on the bounce path. */
+static wst_status_t open_chunks(struct link *l)
+{
+    struct wst_sender *s = l->s;
+    struct wst_mover *wire = NULL;
     int rma_real = 0;
     wst_status_t st;
-
-    st = choose_path(l);
-    if (st != WST_OK)
-        return st;
-    if (l->path == WST_PATH_NCCL)
-        return wst_tx_nccl_open(l);
 
     if (wst_conn_data_ep(l->conn) == NULL) {
         st = wst_conn_open_data(l->conn, l->address.data, l->address.len,
@@ -100,17 +185,51 @@ wst_status_t wst_link_open_mover(struct link *l)
         regs[i].rkey = l->plan.regions[i].rkey.data;
         regs[i].rkey_len = l->plan.regions[i].rkey.len;
     }
-    l->mover_gen++;
     st = wst_mover_create(l->mover_kind, s->worker, wst_conn_data_ep(l->conn),
                           l->plan.sender, regs, l->plan.n_regions, &s->log,
-                          &l->mover);
+                          &wire);
     free(regs);
+    if (st != WST_OK)
+        return st;
+    struct wst_tx_chunks_params p = {
+        .log = &s->log,
+        .worker = s->worker,
+        .wire = wire,
+        .ring = l->path == WST_PATH_BOUNCE ? wst_tx_device_ring(s->dev) : NULL,
+        .plan = &l->tx_plan,
+        .window = s->window,
+        .events = wst_tx_pump_events(l),
+    };
+    st = wst_tx_chunks_create(&p, &l->tx);
+    if (st != WST_OK) {
+        wst_mover_destroy(wire);
+        return st;
+    }
+    WST_INFO(&s->log,
+             "receiver %s: mover %s, data lanes %s%s, %zu items, %u layers",
+             l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
+             rma_real ? " (real rma)" : " (no real rma lane)",
+             l->plan.n_items, l->plan.n_layers);
+    return WST_OK;
+}
+
+void wst_link_close_mover(struct link *l)
+{
+    wst_tx_destroy(l->tx);
+    l->tx = NULL;
+    l->nccl_ready = 0;
+    l->nccl_peer_ready = 0;
+}
+
+wst_status_t wst_link_open_mover(struct link *l)
+{
+    wst_status_t st;
+
+    wst_link_close_mover(l);
+    st = choose_path(l);
     if (st == WST_OK)
-        WST_INFO(&s->log,
-                 "receiver %s: mover %s, data lanes %s%s, %zu items, "
-                 "%u layers",
-                 l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
-                 rma_real ? " (real rma)" : " (no real rma lane)",
-                 l->plan.n_items, l->plan.n_layers);
-    return st;
+        st = make_tx_plan(l);
+    if (st != WST_OK)
+        return st;
+    return l->path == WST_PATH_NCCL ? open_nccl(l) : open_chunks(l);
 }

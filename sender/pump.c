@@ -1,37 +1,26 @@
 /* pump.c - streaming a refit to one receiver, on the progress thread.
  *
- * Streaming pumps items in plan order (layer by layer), cut into chunks and
- * bounded by a window of bytes in flight; right after a layer's last item a
- * fence makes its bytes visible (later layers keep streaming meanwhile), and
- * once the layer is both fenced and digested (digests.c), LAYER_DONE
- * carries its byte count and digest.
+ * The pump walks the link's plan items in plan order (layer by layer) and
+ * hands them to the link's sending half (common/movers/tx.h), which knows
+ * how they travel; the pump does not. Three things, in this order:
+ *  1. LAYER_DONE for the next layer once it is both fenced (visible) and
+ *     digested (digests.c), in layer order, with its byte count and digest;
+ *  2. a fence for the next layer as soon as its last item is posted (it
+ *     covers only what was posted before it, so later layers keep
+ *     streaming while it completes);
+ *  3. more of the current layer, as far as the sending half takes it. Data
+ *     does not wait for digests: hashing a layer on the application thread
+ *     overlaps sending it.
  *
  * Staged items (routed experts, which land in the receiver's bounded
- * staging) wait for the receiver's CREDIT for their layer: the pump stops
- * at the first staged item of a layer without credit, and the credit
- * restarts it. A layer's dense items come first in plan order, so they are
- * not held up.
- *
- * Device shards on the bounce path go through tx_bounce.c; on the nccl
- * path a layer is one exchange (tx_nccl.c).
+ * staging) wait for the receiver's CREDIT for their layer: the pump offers
+ * items only up to the first staged item of a layer without credit, and
+ * the credit restarts it. A layer's dense items come first in plan order,
+ * so they are not held up.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "codec.h"
 #include "log.h"
-#include "mover.h"
 #include "sender_internal.h"
-#include "worker.h"
-
-/* Items this small whose destinations follow each other (a tensor-parallel
- * slice: one item per row) are gathered into one message of at most
- * GATHER_BYTES, through GATHER_BUFS buffers per link registered once. */
-#define GATHER_ITEM_MAX (64u << 10)
-#define GATHER_BYTES (1u << 20)
-#define GATHER_BUFS 8u
-
-/* ---- streaming ---- */
 
 static void send_layer_done(struct link *l, uint32_t layer)
 {
@@ -46,10 +35,23 @@ static void send_layer_done(struct link *l, uint32_t layer)
     wst_link_send(l, &m);
 }
 
-static void fence_done(void *arg, wst_status_t status)
+static void on_moved(void *arg, uint64_t bytes, wst_status_t status)
 {
     struct link *l = arg;
-    uint32_t layer = l->fence_layer - 1;
+
+    if (l->state != LINK_STREAMING)
+        return;
+    if (status != WST_OK) {
+        wst_link_fail(l, status, "moving data failed");
+        return;
+    }
+    l->bytes_moved += bytes;
+    wst_tx_pump(l);
+}
+
+static void on_fenced(void *arg, uint32_t layer, wst_status_t status)
+{
+    struct link *l = arg;
 
     l->fence_pending = 0;
     if (l->state != LINK_STREAMING)
@@ -62,243 +64,61 @@ static void fence_done(void *arg, wst_status_t status)
     wst_tx_pump(l);
 }
 
-/* Chunk contexts are recycled: after the first refit the data path
- * allocates nothing. */
-struct chunk_done *wst_tx_chunk_new(struct link *l)
+static void on_wake(void *arg)
 {
-    struct chunk_done *cd = l->free_chunks;
+    struct link *l = arg;
 
-    if (cd != NULL)
-        l->free_chunks = cd->next;
-    else
-        cd = malloc(sizeof(*cd));
-    return cd;
+    if (l->state == LINK_STREAMING)
+        wst_tx_pump(l);
 }
 
-void wst_tx_chunk_release(struct link *l, struct chunk_done *cd)
+struct wst_tx_events wst_tx_pump_events(struct link *l)
 {
-    cd->next = l->free_chunks;
-    l->free_chunks = cd;
+    return (struct wst_tx_events){
+        .arg = l, .moved = on_moved, .fenced = on_fenced, .wake = on_wake};
 }
 
-void wst_tx_move_done(void *arg, wst_status_t status)
+void wst_tx_pump_all(void *arg)
 {
-    struct chunk_done *cd = arg;
-    struct link *l = cd->l;
+    struct wst_sender *s = arg;
 
-    if (cd->gather >= 0)
-        l->gather_free |= 1u << cd->gather;
-    if (cd->slot >= 0)
-        wst_tx_bounce_slot_give(l->s, cd->slot, l);
-    if (cd->mover_gen != l->mover_gen) {
-        wst_tx_chunk_release(l, cd); /* a move of a mover that failed */
-        return;
-    }
-    l->in_flight -= cd->len;
-    l->bytes_moved += status == WST_OK ? cd->len : 0;
-    wst_tx_chunk_release(l, cd);
-    if (l->state != LINK_STREAMING)
-        return;
-    if (status != WST_OK) {
-        wst_link_fail(l, status, "moving data failed");
-        return;
-    }
-    wst_tx_pump(l);
+    for (size_t i = 0; i < s->n_links; i++)
+        if (s->links[i].state == LINK_STREAMING)
+            wst_tx_pump(&s->links[i]);
 }
 
-/* Items from the cursor on that can go as one message: small, in one
- * layer and region, staged alike, each destination right after the last,
- * GATHER_BYTES at most in all. Their byte total goes to *bytes_p. */
-static size_t gather_count(const struct link *l, uint64_t *bytes_p)
-{
-    const struct shard *shards = l->s->shards;
-    const struct wst_plan_item *items = l->plan.items;
-    const struct wst_plan_item *first = &items[l->cursor];
-    int first_device = shards[first->have].device >= 0;
-    uint64_t bytes = 0;
-    size_t n = 0;
-
-    for (size_t k = l->cursor; k < l->plan.n_items; k++, n++) {
-        const struct wst_plan_item *it = &items[k];
-        if (it->length >= GATHER_ITEM_MAX ||
-            (shards[it->have].device >= 0) != first_device ||
-            bytes + it->length > GATHER_BYTES || it->layer != first->layer ||
-            it->region != first->region || it->staged != first->staged ||
-            it->dst_offset != first->dst_offset + bytes)
-            break;
-        bytes += it->length;
-    }
-    *bytes_p = bytes;
-    return n;
-}
-
-/* The link's gather buffers, registered once, on first use. */
-static int gather_ready(struct link *l)
-{
-    size_t bytes = (size_t)GATHER_BUFS * GATHER_BYTES;
-
-    if (l->gather != NULL)
-        return 1;
-    l->gather = aligned_alloc(4096, bytes);
-    if (l->gather == NULL)
-        return 0;
-    if (wst_worker_mem_map(l->s->worker, l->gather, bytes, &l->gather_memh) !=
-        WST_OK) {
-        free(l->gather);
-        l->gather = NULL;
-        return 0;
-    }
-    l->gather_free = (1u << GATHER_BUFS) - 1;
-    return 1;
-}
-
-/* Unregistered while the worker lives; freed once it is gone (no move
- * can read the buffers then). */
-void wst_tx_gather_unmap(struct link *l)
-{
-    if (l->gather != NULL)
-        wst_worker_mem_unmap(l->s->worker, l->gather_memh);
-}
-
-/* The cursor passes 'items' whole items, or (items 0) 'len' bytes of the
- * current one. */
-void wst_tx_advance(struct link *l, size_t items, uint64_t len)
-{
-    if (items > 0) {
-        l->cursor += items;
-        l->cursor_off = 0;
-        return;
-    }
-    l->cursor_off += len;
-    if (l->cursor_off == l->plan.items[l->cursor].length) {
-        l->cursor++;
-        l->cursor_off = 0;
-    }
-}
-
-/* Posts one move; the window and cursor advance with it. */
-static int post_move(struct link *l, struct wst_move *mv, int gather,
-                     size_t items)
-{
-    struct chunk_done *cd = wst_tx_chunk_new(l);
-
-    if (cd == NULL) {
-        wst_link_fail(l, WST_ERR_NO_MEMORY, "no memory for a move");
-        return 0;
-    }
-    cd->l = l;
-    cd->mover_gen = l->mover_gen;
-    cd->len = mv->length;
-    cd->gather = gather;
-    cd->slot = -1;
-    if (gather >= 0)
-        l->gather_free &= ~(1u << gather);
-    l->in_flight += mv->length;
-    wst_tx_advance(l, items, mv->length);
-    wst_status_t st = l->mover->ops->move(l->mover, mv, wst_tx_move_done, cd);
-    if (st != WST_OK) {
-        l->in_flight -= mv->length;
-        if (gather >= 0)
-            l->gather_free |= 1u << gather;
-        wst_tx_chunk_release(l, cd);
-        wst_link_fail(l, st, "posting a move failed");
-        return 0;
-    }
-    return 1;
-}
-
-/* Copies the items [cursor, cursor + n) into a gather buffer and posts
- * them as one message; 0 when blocked (window, or every buffer busy:
- * move_done pumps again). */
-static int post_gathered(struct link *l, size_t n, uint64_t bytes)
+/* Tells the application of every layer up to 'layer' that it began. */
+static void note_started(struct link *l, uint32_t layer)
 {
     struct wst_sender *s = l->s;
-    const struct wst_plan_item *first = &l->plan.items[l->cursor];
 
-    if (l->in_flight > 0 && l->in_flight + bytes > s->window)
-        return 0;
-    if (l->gather_free == 0)
-        return 0;
-    int g = __builtin_ctz(l->gather_free);
-    unsigned char *buf = l->gather + (size_t)g * GATHER_BYTES, *at = buf;
-    for (size_t k = 0; k < n; k++) {
-        const struct wst_plan_item *it = &l->plan.items[l->cursor + k];
-        memcpy(at, (const char *)s->shards[it->have].data + it->src_offset,
-               it->length);
-        at += it->length;
-    }
-    struct wst_move mv = {
-        .src = buf,
-        .src_memh = l->gather_memh,
-        .length = bytes,
-        .region = first->region,
-        .dst_offset = first->dst_offset,
-        .item = (uint32_t)l->cursor,
-        .item_offset = 0,
-        .item_count = (uint32_t)n,
-        .version = l->version,
-    };
-    return post_move(l, &mv, g, n);
-}
-
-/* Posts the next chunk of the current item (or the next small items,
- * gathered); returns 0 when blocked. */
-static int post_chunk(struct link *l)
-{
-    struct wst_sender *s = l->s;
-    const struct wst_plan_item *it = &l->plan.items[l->cursor];
-    const struct shard *sh = &s->shards[it->have];
-    uint64_t len = it->length - l->cursor_off;
-
-    if (it->staged && !l->credits[it->layer])
-        return 0; /* on_credit pumps again */
-    while (l->started <= it->layer) {
+    while (l->started <= layer) {
         if (s->progress_fn != NULL)
             s->progress_fn(s->progress_arg, (size_t)(l - s->links), l->started,
                            l->version);
         l->started++;
     }
-    int bounce = sh->device >= 0 && l->path == WST_PATH_BOUNCE;
-    if (l->cursor_off == 0 && it->length < GATHER_ITEM_MAX) {
-        uint64_t bytes;
-        size_t n = gather_count(l, &bytes);
-        if (n > 1 && bounce)
-            return wst_tx_bounce_post(l, n, bytes);
-        if (n > 1 && gather_ready(l))
-            return post_gathered(l, n, bytes);
-    }
-    if (len > WST_DATA_CHUNK_MAX)
-        len = WST_DATA_CHUNK_MAX;
-    if (bounce)
-        return wst_tx_bounce_post(l, 0, len);
-    if (l->in_flight > 0 && l->in_flight + len > s->window)
-        return 0;
-    struct wst_move mv = {
-        .src = (const char *)sh->data + it->src_offset + l->cursor_off,
-        .src_memh = sh->memh,
-        .length = len,
-        .region = it->region,
-        .dst_offset = it->dst_offset + l->cursor_off,
-        .item = (uint32_t)l->cursor,
-        .item_offset = l->cursor_off,
-        .item_count = 1,
-        .version = l->version,
-    };
-    return post_move(l, &mv, -1, 0);
 }
 
-/* One step of the pump; returns 0 when nothing more can be done now.
- * Three things, in this order of priority:
- *  1. LAYER_DONE for the next layer once it is both fenced (visible) and
- *     digested, in layer order;
- *  2. a fence for the next layer as soon as its last item is posted (it
- *     covers only what was posted before it, so later layers keep
- *     streaming while it completes);
- *  3. the next chunk, within the window. Data does not wait for digests:
- *     hashing a layer on the application thread overlaps sending it. */
+/* The end of what may go now from the cursor: the end of its layer, or
+ * its first staged item still waiting for the layer's credit. */
+static size_t post_limit(const struct link *l)
+{
+    uint32_t layer = l->plan.items[l->cur.item].layer;
+    size_t end = l->layer_first[layer + 1];
+
+    if (l->credits[layer])
+        return end;
+    for (size_t k = l->cur.item; k < end; k++)
+        if (l->plan.items[k].staged)
+            return k;
+    return end;
+}
+
 static int pump_step(struct link *l)
 {
     uint32_t n_layers = l->plan.n_layers;
+    int posted = 0;
 
     if (l->state != LINK_STREAMING)
         return 0;
@@ -306,14 +126,11 @@ static int pump_step(struct link *l)
         send_layer_done(l, l->done_sent++);
         return 1;
     }
-    if (l->path == WST_PATH_NCCL)
-        return wst_tx_nccl_step(l);
     if (!l->fence_pending && l->fence_layer < n_layers &&
-        l->cursor >= l->layer_first[l->fence_layer + 1] &&
-        l->copying[l->fence_layer] == 0) {
+        l->cur.item >= l->layer_first[l->fence_layer + 1]) {
         uint32_t layer = l->fence_layer++;
         l->fence_pending = 1;
-        wst_status_t st = l->mover->ops->fence(l->mover, fence_done, l);
+        wst_status_t st = l->tx->ops->fence(l->tx, layer);
         if (st != WST_OK) {
             l->fence_pending = 0;
             wst_link_fail(l, st, "fence of layer %u failed", layer);
@@ -321,13 +138,23 @@ static int pump_step(struct link *l)
         }
         return 1;
     }
-    if (l->cursor < l->plan.n_items)
-        return post_chunk(l);
-    return 0;
+    if (l->cur.item >= l->plan.n_items)
+        return 0;
+    size_t limit = post_limit(l);
+    if (limit == l->cur.item)
+        return 0; /* the credit pumps again */
+    uint32_t layer = l->plan.items[l->cur.item].layer;
+    note_started(l, layer);
+    wst_status_t st = l->tx->ops->post(l->tx, &l->cur, limit, &posted);
+    if (st != WST_OK) {
+        wst_link_fail(l, st, "posting layer %u failed", layer);
+        return 0;
+    }
+    return posted;
 }
 
-/* Callbacks may fire inside move() or fence(), re-entering pump: the outer
- * call keeps going instead of recursing. */
+/* Events may fire inside post() or fence(), re-entering the pump: the
+ * outer call keeps going instead of recursing. */
 void wst_tx_pump(struct link *l)
 {
     if (l->pumping) {

@@ -313,6 +313,14 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
     return WST_OK;
 }
 
+/* Progress thread: one line per refit on what the bounce ring did. */
+static void log_bounce(void *arg)
+{
+    struct wst_sender *s = arg;
+
+    wst_tx_device_log_bounce(s->dev, &s->log);
+}
+
 wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
 {
     wst_status_t st;
@@ -321,7 +329,7 @@ wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
     st = wait_links(s, link_committed, s->version, timeout_s, "the commit");
     pthread_mutex_unlock(&s->lock);
     if (s->dev != NULL)
-        wst_worker_call(s->worker, wst_tx_bounce_log, s);
+        wst_worker_call(s->worker, log_bounce, s);
     return st;
 }
 
@@ -357,12 +365,9 @@ static void close_links(void *arg)
 
     for (size_t i = 0; i < s->n_links; i++) {
         struct link *l = &s->links[i];
-        if (l->mover != NULL)
-            wst_mover_destroy(l->mover);
-        wst_tx_nccl_drop(l);
+        wst_link_close_mover(l);
         if (l->conn != NULL)
             wst_conn_close(l->conn);
-        l->mover = NULL;
         l->conn = NULL;
         wst_link_drop_plan(l);
         free(l->address.data);
@@ -377,19 +382,9 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_worker_call(s->worker, close_links, s);
     for (size_t i = 0; i < s->n_shards; i++)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);
-    for (size_t i = 0; i < s->n_links; i++)
-        wst_tx_gather_unmap(&s->links[i]);
     wst_tx_device_stop(s->dev);    /* no copy completes into a link after it */
     wst_worker_destroy(s->worker); /* after it, no move calls back */
     wst_tx_device_destroy(s->dev);
-    for (size_t i = 0; i < s->n_links; i++)
-        free(s->links[i].gather);
-    for (size_t i = 0; i < s->n_links; i++)
-        while (s->links[i].free_chunks != NULL) {
-            struct chunk_done *cd = s->links[i].free_chunks;
-            s->links[i].free_chunks = cd->next;
-            free(cd);
-        }
     free(s->shards);
     free(s->links);
     pthread_cond_destroy(&s->cond);

@@ -5,10 +5,9 @@
  *   sender.c     the public API: parameters, create, push, wait, destroy
  *   shards.c     registering shards
  *   link.c       one link per receiver: connection, control messages, state
- *   link_open.c  a planned link's device path and mover
- *   pump.c       streaming a refit through the mover, layer by layer
- *   tx_bounce.c  device shards through the pinned bounce ring
- *   tx_nccl.c    device shards through NCCL
+ *   link_open.c  a planned link's device path and mover, chosen once
+ *   pump.c       streaming a refit through its sending half
+ *                (common/movers/tx.h), layer by layer
  *   digests.c    layer digests, computed inside push
  *   device.c     the GPU side (device.h)
  *
@@ -30,8 +29,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "mover.h"
-#include "nccl_comm.h"
-#include "nccl_link.h"
+#include "tx.h"
 #include "worker.h"
 
 enum link_state {
@@ -69,34 +67,25 @@ struct link {
     uint64_t *layer_bytes; /* [n_layers] */
     uint64_t *digests;     /* [n_layers], written by push */
     uint8_t *credits;      /* [n_layers]: staging credit for this version */
-    uint32_t *copying;     /* [n_layers]: bounce copies not yet moves */
     uint32_t digests_ready;
-    struct wst_mover *mover;
-    uint64_t mover_gen; /* bumped per mover: late callbacks of old ones */
-    enum wst_mover_kind mover_kind;
+    struct wst_tx_src *srcs;     /* [n_items]: where each item is read */
+    struct wst_tx_plan tx_plan;  /* the plan as the sending half sees it */
+    struct wst_tx *tx;           /* the sending half, one per plan */
+    enum wst_mover_kind mover_kind; /* what BEGIN announces */
     enum wst_path path;             /* how device shards travel */
-    struct wst_nccl_link *nccl;     /* path nccl: kept across refits */
-    struct wst_nccl_run *nccl_runs; /* [n_items], built with the link */
-    int nccl_ready, nccl_peer_ready;
-    uint32_t nccl_next; /* next layer to post */
+    int nccl_ready, nccl_peer_ready; /* nccl: both communicators up */
     char lanes[256];
 
     uint64_t version;
     uint64_t committed;
-    size_t cursor;        /* next item to move */
-    uint64_t cursor_off;  /* bytes of it already moved */
-    uint32_t fence_layer; /* next layer to fence */
+    struct wst_tx_cursor cur; /* next item to post, and bytes of it */
+    uint32_t fence_layer;     /* next layer to fence */
     int fence_pending;
     uint32_t fenced;    /* layers [0, fenced) are visible at the receiver */
     uint32_t done_sent; /* layers [0, done_sent) reported LAYER_DONE */
     uint32_t started;   /* layers [0, started) began streaming */
-    uint64_t in_flight;
     int pumping, pump_again;
-    struct chunk_done *free_chunks; /* recycled move contexts (owned) */
     uint64_t bytes_moved;
-    unsigned char *gather; /* [GATHER_BUFS][GATHER_BYTES], owned; lazily */
-    ucp_mem_h gather_memh;
-    uint32_t gather_free; /* bit i: buffer i is free */
 };
 
 struct wst_sender {
@@ -129,17 +118,6 @@ struct wst_sender {
     char last_error[WST_ERROR_MSG_MAX + 300];
 };
 
-struct chunk_done {
-    struct chunk_done *next; /* in the link's free list */
-    struct link *l;
-    uint64_t mover_gen;
-    uint64_t len;
-    int gather; /* gather buffer it holds, or -1 */
-    int slot;   /* bounce slot it holds, or -1 */
-    uint32_t layer;
-    struct wst_move mv; /* bounce: posted once the slot is filled */
-};
-
 /* ---- link.c: progress thread ---- */
 
 /* Sets what the application thread waits on, under s->lock. */
@@ -170,54 +148,28 @@ void wst_link_do_begin(void *arg);
 
 /* ---- link_open.c: progress thread ---- */
 
-/* Chooses how the plan's device shards travel and opens the mover (or,
- * on the nccl path, starts the communicator). */
+/* Chooses how the plan's device shards travel and the mover that carries
+ * the link's data, and opens its sending half (on the nccl path, also
+ * NCCL_SETUP: the link is planned once NCCL_READY is in too). */
 wst_status_t wst_link_open_mover(struct link *l);
+
+/* NCCL_READY from the receiver. */
+void wst_link_on_nccl_ready(struct link *l, const struct wst_nccl_ready *nr);
+
+/* Destroys the link's sending half (moves in flight complete on their
+ * own). */
+void wst_link_close_mover(struct link *l);
 
 /* ---- pump.c: progress thread ---- */
 
-/* Streams what can go now; callbacks re-enter it. */
+/* Streams what can go now; events re-enter it. */
 void wst_tx_pump(struct link *l);
 
-/* Move contexts, recycled per link; NULL without memory. */
-struct chunk_done *wst_tx_chunk_new(struct link *l);
-void wst_tx_chunk_release(struct link *l, struct chunk_done *cd);
+/* The events a link's sending half reports to its pump. */
+struct wst_tx_events wst_tx_pump_events(struct link *l);
 
-/* A move's completion (arg: its chunk_done). */
-void wst_tx_move_done(void *arg, wst_status_t status);
-
-/* The cursor passes 'items' items, or (items 0) 'len' bytes. */
-void wst_tx_advance(struct link *l, size_t items, uint64_t len);
-
-/* Unregisters the link's gather buffers (the worker still up). */
-void wst_tx_gather_unmap(struct link *l);
-
-/* ---- tx_bounce.c: progress thread ---- */
-
-/* Gives a bounce slot back; streaming links other than 'skip' pump. */
-void wst_tx_bounce_slot_give(struct wst_sender *s, int slot,
-                             const struct link *skip);
-
-/* Copies the next chunk or 'items' gathered items into a slot; its move
- * follows once the copy is done. 0 when blocked. */
-int wst_tx_bounce_post(struct link *l, size_t items, uint64_t len);
-
-/* Logs the refit's bounce figures (arg: the sender). */
-void wst_tx_bounce_log(void *arg);
-
-/* ---- tx_nccl.c: progress thread ---- */
-
-/* Destroys the link's nccl link and runs. */
-void wst_tx_nccl_drop(struct link *l);
-
-/* Starts the nccl path of a plan (NCCL_SETUP and this side's init). */
-wst_status_t wst_tx_nccl_open(struct link *l);
-
-/* NCCL_READY from the receiver. */
-void wst_tx_nccl_on_ready(struct link *l, const struct wst_nccl_ready *nr);
-
-/* Posts the next layer as one exchange; 0 when blocked. */
-int wst_tx_nccl_step(struct link *l);
+/* Every streaming link pumps (a bounce slot came free; arg: the sender). */
+void wst_tx_pump_all(void *arg);
 
 /* ---- digests.c: application thread ---- */
 

@@ -72,7 +72,8 @@ static wst_status_t shard_memory(struct wst_sender *s,
     }
     if (s->dev == NULL) {
         wst_status_t st = wst_tx_device_create(&s->log, s->worker, device,
-                                               s->bounce_slots, &s->dev);
+                                               s->bounce_slots, wst_tx_pump_all, s,
+                                               &s->dev);
         if (st != WST_OK) {
             WST_ERROR(&s->log, "register '%s': cannot set up GPU %d (%s)",
                       sh->name, device, wst_status_string(st));
