@@ -1,0 +1,271 @@
+/* control.c - control messages from senders (hello, have manifest,
+ * begin, layer done, errors) and their connections coming and going
+ * (progress thread). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "dtype.h"
+#include "log.h"
+#include "manifest.h"
+#include "receiver_internal.h"
+#include "worker.h"
+
+#define MAX_SENDERS 4096
+
+static void reply_hello(struct wst_receiver *r, struct peer *p)
+{
+    struct wst_msg m = {.type = WST_MSG_HELLO};
+    const void *addr;
+    size_t len;
+
+    wst_worker_address(r->worker, &addr, &len);
+    m.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    m.u.hello.role = WST_ROLE_RECEIVER;
+    m.u.hello.rank = r->rank;
+    m.u.hello.world_size = 1;
+    m.u.hello.worker_address.len = len;
+    m.u.hello.worker_address.data = (uint8_t *)addr;
+    wst_rx_send_msg(r, p, &m);
+
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_WANT_SUMMARY;
+    pthread_mutex_lock(&r->lock);
+    m.u.want_summary.committed_version = r->state.committed_version;
+    m.u.want_summary.usable = r->state.usable;
+    if (!r->state.usable)
+        snprintf(m.u.want_summary.reason, sizeof(m.u.want_summary.reason), "%s",
+                 r->state.reason);
+    pthread_mutex_unlock(&r->lock);
+    m.u.want_summary.receiver_rank = r->rank;
+    m.u.want_summary.n_wants = (uint32_t)r->n_wants;
+    m.u.want_summary.n_layers = (uint32_t)wst_rx_layer_count(r);
+    for (size_t i = 0; i < r->n_wants; i++)
+        m.u.want_summary.total_bytes +=
+            wst_box_elems(&r->wants[i].box) *
+            wst_dtype_size(r->wants[i].tensor.dtype);
+    wst_rx_send_msg(r, p, &m);
+}
+
+/* Returns nonzero when the peer was dropped. */
+static int on_hello(struct wst_receiver *r, struct peer *p,
+                    const struct wst_hello *h)
+{
+    char why[160] = "";
+    wst_status_t st = WST_ERR_PROTOCOL;
+
+    if (h->protocol_version != WST_PROTOCOL_VERSION) {
+        st = WST_ERR_VERSION;
+        snprintf(why, sizeof(why), "protocol version %u, expected %u",
+                 h->protocol_version, WST_PROTOCOL_VERSION);
+    } else if (p->hello_done || h->role != WST_ROLE_SENDER) {
+        snprintf(why, sizeof(why), "unexpected hello");
+    } else if (h->world_size == 0 || h->world_size > MAX_SENDERS ||
+               h->rank >= h->world_size) {
+        snprintf(why, sizeof(why), "rank %u of world %u is invalid", h->rank,
+                 h->world_size);
+    } else if (r->world_size != h->world_size && wst_rx_any_peer(r)) {
+        snprintf(why, sizeof(why), "world size %u, other senders say %u",
+                 h->world_size, r->world_size);
+    } else if (r->world_size != h->world_size &&
+               wst_rx_set_world(r, h->world_size) != WST_OK) {
+        st = WST_ERR_NO_MEMORY;
+        snprintf(why, sizeof(why), "no memory");
+    }
+    if (why[0] != '\0') {
+        WST_WARN(&r->log, "sender %s: %s", p->name, why);
+        wst_rx_send_error(r, p, st, why);
+        wst_rx_peer_drop_after_error(r, p);
+        return 1;
+    }
+    struct peer *old = r->by_rank[h->rank];
+    if (old != NULL) {
+        /* The rank restarted: its old connection is stale. */
+        WST_WARN(&r->log, "sender rank %u reconnected from %s; dropping %s",
+                 h->rank, p->name, old->name);
+        if (wst_rx_peer_in_refit(r, old))
+            wst_rx_refit_fail(r, WST_ERR_PEER_FAILED,
+                              "sender rank %u restarted during the refit",
+                              h->rank);
+        wst_rx_peer_drop(r, old);
+    }
+    p->hello_done = 1;
+    p->rank = h->rank;
+    r->by_rank[h->rank] = p;
+    snprintf(p->name + strlen(p->name), sizeof(p->name) - strlen(p->name),
+             " (rank %u)", h->rank);
+    WST_INFO(&r->log, "sender %s connected, world %u", p->name, h->world_size);
+    reply_hello(r, p);
+    return 0;
+}
+
+static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
+{
+    if (!p->hello_done || p->have_done || m->u.have.rank != p->rank) {
+        wst_rx_send_error(r, p, WST_ERR_PROTOCOL, "unexpected have manifest");
+        return;
+    }
+    /* Shards in host or device memory alike (the codec checked the type):
+     * how the sender reads device shards is its own business (bounce ring,
+     * or UCX with CUDA), and either way the bytes arrive as a host
+     * sender's do. */
+    p->have = m->u.have; /* take ownership */
+    memset(&m->u.have, 0, sizeof(m->u.have));
+    p->have_done = 1;
+    if (r->first_have_ns == 0)
+        r->first_have_ns = wst_now_ns();
+    WST_DEBUG(&r->log, "sender %s: have manifest of %zu shards", p->name,
+              p->have.n_entries);
+    wst_rx_try_plan(r);
+}
+
+static void on_begin(struct wst_receiver *r, struct peer *p,
+                     const struct wst_begin *b)
+{
+    char why[160] = "";
+
+    if (b->ack || !p->plan_sent || b->plan_hash != p->plan_hash)
+        snprintf(why, sizeof(why), "begin without the current plan");
+    else if (b->mover == WST_MOVER_NCCL && !p->nccl_ready)
+        snprintf(why, sizeof(why), "nccl mover without a ready communicator");
+    else if (b->mover == WST_MOVER_PUT && !r->allow_put)
+        snprintf(why, sizeof(why), "put mover, but no remote keys were given");
+    else if (r->refit == REFIT_IDLE && b->version == p->failed_version)
+        snprintf(why, sizeof(why),
+                 "version %llu failed before this sender began it; retry "
+                 "on a new connection",
+                 (unsigned long long)b->version);
+    else if (r->refit != REFIT_IDLE && b->version != r->version)
+        snprintf(why, sizeof(why), "busy with version %llu",
+                 (unsigned long long)r->version);
+    else if (r->refit == REFIT_IDLE && b->version <= r->state.committed_version)
+        snprintf(why, sizeof(why), "version %llu is not above %llu",
+                 (unsigned long long)b->version,
+                 (unsigned long long)r->state.committed_version);
+    if (why[0] != '\0') {
+        wst_rx_send_error(
+            r, p, r->refit != REFIT_IDLE ? WST_ERR_BUSY : WST_ERR_STATE, why);
+        return;
+    }
+    if (r->refit == REFIT_IDLE)
+        wst_rx_refit_start(r, b->version);
+    p->version = b->version;
+    p->mover = b->mover;
+    if (r->refit == REFIT_RECEIVING)
+        wst_rx_ack_peer(r, p, NULL);
+}
+
+static void on_layer_done(struct wst_receiver *r, struct peer *p,
+                          const struct wst_layer_done *ld)
+{
+    if (r->refit != REFIT_RECEIVING || !p->acked || ld->version != r->version ||
+        ld->layer >= r->plan->n_layers || p->marks[ld->layer] != MARK_NONE) {
+        wst_rx_refit_fail(r, WST_ERR_PROTOCOL,
+                          "sender %s: unexpected layer-done for layer %u of "
+                          "version %llu",
+                          p->name, ld->layer, (unsigned long long)ld->version);
+        return;
+    }
+    uint64_t want = wst_rx_expected_bytes(r, p->rank, ld->layer);
+    if (ld->bytes != want) {
+        wst_rx_refit_fail(r, WST_ERR_INTEGRITY,
+                          "sender %s: layer %u has %llu bytes, the plan %llu",
+                          p->name, ld->layer, (unsigned long long)ld->bytes,
+                          (unsigned long long)want);
+        return;
+    }
+    r->last_progress_ns = wst_now_ns();
+    p->digests[ld->layer] = ld->digest;
+    if (p->mover != WST_MOVER_PUT && p->recv_bytes[ld->layer] < want) {
+        p->marks[ld->layer] = MARK_WAITING;
+        return;
+    }
+    wst_rx_queue_verify(r, p, ld->layer);
+}
+
+void wst_rx_on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = wst_conn_user(conn);
+    struct wst_msg m;
+    char err[256];
+
+    if (p == NULL)
+        return;
+    wst_status_t st =
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
+    if (st != WST_OK) {
+        /* Bad input: a clear error to that peer, nothing else changes
+         * (unless it was part of a refit, which cannot complete now). */
+        WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
+        wst_rx_send_error(r, p, st, err);
+        if (wst_rx_peer_in_refit(r, p))
+            wst_rx_refit_fail(r, st, "sender %s sent a bad message: %s",
+                              p->name, err);
+        wst_rx_peer_drop_after_error(r, p);
+        return;
+    }
+    switch (m.type) {
+    case WST_MSG_HELLO:
+        on_hello(r, p, &m.u.hello);
+        break;
+    case WST_MSG_HAVE:
+        on_have(r, p, &m);
+        break;
+    case WST_MSG_BEGIN:
+        on_begin(r, p, &m.u.begin);
+        break;
+    case WST_MSG_LAYER_DONE:
+        on_layer_done(r, p, &m.u.layer_done);
+        break;
+    case WST_MSG_NCCL_SETUP:
+        wst_rx_on_nccl_setup(r, p, &m.u.nccl_setup);
+        break;
+    case WST_MSG_HEARTBEAT:
+        break;
+    case WST_MSG_ERROR:
+        WST_WARN(&r->log, "sender %s reports: %s", p->name, m.u.error.message);
+        if (wst_rx_peer_in_refit(r, p) && p->version == r->version)
+            wst_rx_refit_fail(r, (wst_status_t)m.u.error.status,
+                              "sender %s failed: %s", p->name,
+                              m.u.error.message);
+        break;
+    default:
+        wst_rx_send_error(r, p, WST_ERR_PROTOCOL, "unexpected message");
+        break;
+    }
+    wst_msg_release(&m);
+}
+
+void wst_rx_on_accepted(void *arg, wst_conn_t *conn)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = calloc(1, sizeof(*p));
+
+    if (p == NULL) {
+        wst_conn_close(conn);
+        return;
+    }
+    p->r = r;
+    p->conn = conn;
+    snprintf(p->name, sizeof(p->name), "%s", wst_conn_name(conn));
+    wst_conn_set_user(conn, p);
+}
+
+void wst_rx_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
+                           const char *why)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = wst_conn_user(conn);
+
+    if (p == NULL)
+        return;
+    if (wst_rx_peer_in_refit(r, p))
+        wst_rx_refit_fail(r, status, "sender %s lost: %s", p->name, why);
+    else
+        WST_INFO(&r->log, "sender %s disconnected: %s", p->name, why);
+    wst_rx_peer_drop(r, p);
+}

@@ -1,0 +1,160 @@
+/* jobs.c - work off the progress thread: engine hooks and digest checks
+ * on the engine thread, expert repacks on the repack thread. Each job
+ * posts itself back to the progress thread (refit.c, commit.c), which
+ * frees it. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "device.h"
+#include "digest.h"
+#include "experts.h"
+#include "jobq.h"
+#include "receiver_internal.h"
+#include "worker.h"
+
+struct job *wst_rx_job_new(struct wst_receiver *r)
+{
+    struct job *j = calloc(1, sizeof(*j));
+
+    if (j != NULL) {
+        j->r = r;
+        j->generation = r->generation;
+        j->version = r->version;
+    }
+    return j;
+}
+
+void wst_rx_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j)
+{
+    if (j == NULL || wst_jobq_post(r->engine, fn, j) != WST_OK) {
+        free(j);
+        wst_rx_refit_fail(r, WST_ERR_NO_MEMORY, "cannot queue engine work");
+    }
+}
+
+void wst_rx_job_begin(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+
+    j->status = r->hooks.begin != NULL
+                    ? r->hooks.begin(r->hooks.arg, j->version, j->reason,
+                                     sizeof(j->reason))
+                    : WST_OK;
+    wst_worker_post(r->worker, wst_rx_begin_done, j);
+}
+
+void wst_rx_job_verify(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+    size_t first, last;
+    struct wst_digest d;
+
+    wst_rx_layer_items(r, j->rank, j->layer, &first, &last);
+    wst_digest_init(&d);
+    /* Runs in device memory are hashed on the GPU, batched; the digest's
+     * sum is order-free, so host and device runs mix. */
+    for (size_t k = first; k < last && j->status == WST_OK; k++) {
+        const struct wst_plan_item *it = &r->plan->items[k];
+        const void *run = wst_rx_item_dest(r, it, 0);
+        if (r->regions[it->region].mem == WST_MEM_CUDA)
+            j->status = wst_rx_device_digest_add(r->dev, &d, run, it->length);
+        else
+            wst_digest_update(&d, run, it->length);
+    }
+    if (r->dev != NULL && j->status == WST_OK)
+        j->status = wst_rx_device_digest_flush(r->dev, &d);
+    uint64_t got = wst_digest_final(&d);
+    if (j->status != WST_OK) {
+        snprintf(j->reason, sizeof(j->reason),
+                 "digest of layer %u from sender rank %u on GPU %d failed: %s",
+                 j->layer, j->rank, r->device, wst_status_string(j->status));
+    } else if (got != j->digest) {
+        j->status = WST_ERR_INTEGRITY;
+        snprintf(j->reason, sizeof(j->reason),
+                 "digest mismatch in layer %u from sender rank %u (version "
+                 "%llu): sender %016llx, received %016llx",
+                 j->layer, j->rank, (unsigned long long)j->version,
+                 (unsigned long long)j->digest, (unsigned long long)got);
+    }
+    wst_worker_post(r->worker, wst_rx_verify_done, j);
+}
+
+void wst_rx_job_skip_verify(void *arg)
+{
+    struct job *j = arg;
+
+    wst_worker_post(j->r->worker, wst_rx_verify_done, j);
+}
+
+/* On the repack thread: the layer is complete and verified, and its slot
+ * is not reused before wst_rx_repack_done grants its next credit. */
+void wst_rx_job_repack(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+    const struct wst_moe_layer *ml = r->layer_moe[j->layer];
+    double t0 = wst_now_s();
+
+    if (r->moe.staging_device >= 0)
+        j->status = wst_rx_device_repack(r->dev, &r->moe, ml, r->region_data,
+                                         j->reason, sizeof(j->reason));
+    else
+        j->status = wst_moe_replay(&r->moe, ml, r->region_data, j->reason,
+                                   sizeof(j->reason));
+    j->seconds = wst_now_s() - t0;
+    wst_worker_post(r->worker, wst_rx_repack_done, j);
+}
+
+void wst_rx_job_finalize(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+    double t0 = wst_now_s();
+
+    if (r->hooks.layer_finalized != NULL) {
+        char why[WST_ERROR_MSG_MAX - 64] = "";
+        j->status = r->hooks.layer_finalized(r->hooks.arg, j->layer, j->version,
+                                             why, sizeof(why));
+        if (j->status != WST_OK)
+            snprintf(j->reason, sizeof(j->reason),
+                     "engine failed to finalize layer %u: %s", j->layer,
+                     why[0] ? why : wst_status_string(j->status));
+    }
+    j->seconds = wst_now_s() - t0;
+    wst_worker_post(r->worker, wst_rx_finalize_done, j);
+}
+
+void wst_rx_job_commit(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+
+    if (r->hooks.committed != NULL)
+        r->hooks.committed(r->hooks.arg, j->version);
+    wst_worker_post(r->worker, wst_rx_commit_done, j);
+}
+
+void wst_rx_job_unusable(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+
+    if (r->hooks.unusable != NULL)
+        r->hooks.unusable(r->hooks.arg, j->status, j->reason);
+    free(j);
+}
+
+/* The engine paused for a refit that was refused before anything was
+ * written: let it serve its committed version again. */
+void wst_rx_job_resume(void *arg)
+{
+    struct job *j = arg;
+    struct wst_receiver *r = j->r;
+
+    if (r->hooks.committed != NULL && j->version != 0)
+        r->hooks.committed(r->hooks.arg, j->version);
+    free(j);
+}

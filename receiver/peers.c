@@ -1,0 +1,131 @@
+/* peers.c - the receiver's senders: one struct peer each, found by
+ * rank, with its connection, its manifest and its part in the current
+ * refit (progress thread).
+ *
+ * Senders are identified by rank: the data header's token is the rank the
+ * plan was made for.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codec.h"
+#include "log.h"
+#include "nccl_link.h"
+#include "receiver_internal.h"
+#include "worker.h"
+
+void wst_rx_send_msg(struct wst_receiver *r, struct peer *p,
+                     const struct wst_msg *m)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+
+    if (p->conn == NULL)
+        return;
+    if (wst_msg_encode(m, &buf, &len) != WST_OK) {
+        WST_ERROR(&r->log, "cannot encode %s for %s",
+                  wst_msg_type_name(m->type), p->name);
+        return;
+    }
+    wst_conn_send(p->conn, buf, len);
+}
+
+void wst_rx_send_error(struct wst_receiver *r, struct peer *p,
+                       wst_status_t status, const char *msg)
+{
+    struct wst_msg m = {.type = WST_MSG_ERROR};
+
+    m.u.error.status = status;
+    snprintf(m.u.error.message, sizeof(m.u.error.message), "%s", msg);
+    wst_rx_send_msg(r, p, &m);
+}
+
+void wst_rx_for_each_peer(struct wst_receiver *r,
+                          void (*fn)(struct wst_receiver *, struct peer *,
+                                     void *),
+                          void *arg)
+{
+    for (uint32_t i = 0; i < r->world_size; i++)
+        if (r->by_rank[i] != NULL)
+            fn(r, r->by_rank[i], arg);
+}
+
+void wst_rx_peer_reset_refit(struct wst_receiver *r, struct peer *p)
+{
+    uint64_t n = wst_rx_layer_count(r);
+
+    p->version = 0;
+    p->acked = 0;
+    p->nccl_next = 0;
+    p->nccl_done = 0;
+    p->nccl_item = 0;
+    free(p->recv_bytes);
+    free(p->marks);
+    free(p->digests);
+    p->recv_bytes = n ? calloc(n, sizeof(*p->recv_bytes)) : NULL;
+    p->marks = n ? calloc(n, sizeof(*p->marks)) : NULL;
+    p->digests = n ? calloc(n, sizeof(*p->digests)) : NULL;
+}
+
+static void peer_free(struct peer *p)
+{
+    if (p->have_done) {
+        struct wst_msg m = {.type = WST_MSG_HAVE, .u.have = p->have};
+        wst_msg_release(&m);
+    }
+    wst_nccl_link_destroy(p->nccl); /* before its borrowed runs go */
+    free(p->nccl_runs);
+    free(p->recv_bytes);
+    free(p->marks);
+    free(p->digests);
+    free(p);
+}
+
+/* Drops a peer: closes its connection and forgets its manifest. A refit it
+ * takes part in fails (the caller decides before calling). */
+void wst_rx_peer_drop(struct wst_receiver *r, struct peer *p)
+{
+    if (p->hello_done && p->rank < r->world_size && r->by_rank[p->rank] == p)
+        r->by_rank[p->rank] = NULL;
+    if (p->conn != NULL) {
+        wst_conn_set_user(p->conn, NULL);
+        wst_conn_close(p->conn);
+    }
+    peer_free(p);
+}
+
+/* As wst_rx_peer_drop, after an ERROR: the connection lingers long enough for
+ * the peer to read why. */
+void wst_rx_peer_drop_after_error(struct wst_receiver *r, struct peer *p)
+{
+    if (p->conn != NULL) {
+        wst_conn_close_later(p->conn, 0.5);
+        p->conn = NULL;
+    }
+    wst_rx_peer_drop(r, p);
+}
+
+int wst_rx_peer_in_refit(const struct wst_receiver *r, const struct peer *p)
+{
+    return r->refit != REFIT_IDLE && p->hello_done && p->plan_sent;
+}
+
+int wst_rx_any_peer(const struct wst_receiver *r)
+{
+    for (uint32_t i = 0; i < r->world_size; i++)
+        if (r->by_rank[i] != NULL)
+            return 1;
+    return 0;
+}
+
+wst_status_t wst_rx_set_world(struct wst_receiver *r, uint32_t world)
+{
+    struct peer **by_rank = calloc(world, sizeof(*by_rank));
+
+    if (by_rank == NULL)
+        return WST_ERR_NO_MEMORY;
+    free(r->by_rank);
+    r->by_rank = by_rank;
+    r->world_size = world;
+    return WST_OK;
+}

@@ -1,0 +1,224 @@
+/* plan_cache.c - the plan: built once every sender rank's manifest is
+ * in, kept while the inputs stay the same, each sender's slice sent to
+ * it; and the per-layer lookups into it (progress thread). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "log.h"
+#include "planner.h"
+#include "receiver_internal.h"
+#include "worker.h"
+
+uint64_t wst_rx_layer_count(const struct wst_receiver *r)
+{
+    return r->plan != NULL ? r->plan->n_layers : 0;
+}
+
+/* Items of sender 'rank' in 'layer': [first, last). */
+void wst_rx_layer_items(const struct wst_receiver *r, uint32_t rank,
+                        uint32_t layer, size_t *first, size_t *last)
+{
+    const size_t *ix = &r->layer_index[(size_t)rank * (r->plan->n_layers + 1)];
+
+    *first = ix[layer];
+    *last = ix[layer + 1];
+}
+
+uint64_t wst_rx_expected_bytes(const struct wst_receiver *r, uint32_t rank,
+                               uint32_t layer)
+{
+    return r->plan->layer_bytes[(size_t)rank * r->plan->n_layers + layer];
+}
+
+static wst_status_t build_layer_index(struct wst_receiver *r)
+{
+    const struct wst_plan *pl = r->plan;
+    size_t stride = (size_t)pl->n_layers + 1;
+
+    free(r->layer_index);
+    free(r->layer_verified);
+    free(r->staged_cells);
+    free(r->layer_moe);
+    free(r->moe_repacked);
+    r->layer_index =
+        calloc((size_t)pl->n_senders * stride, sizeof(*r->layer_index));
+    r->layer_verified = calloc(pl->n_layers, sizeof(*r->layer_verified));
+    r->staged_cells = calloc((size_t)pl->n_senders * pl->n_layers, 1);
+    r->layer_moe = calloc(pl->n_layers, sizeof(*r->layer_moe));
+    r->moe_repacked = calloc(r->moe.n_layers + 1, 1);
+    struct wst_layer_times *times = calloc(pl->n_layers, sizeof(*times));
+    if (r->layer_index == NULL || r->layer_verified == NULL ||
+        r->staged_cells == NULL || r->layer_moe == NULL ||
+        r->moe_repacked == NULL || times == NULL) {
+        free(times);
+        return WST_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&r->lock);
+    free(r->times);
+    r->times = times;
+    r->n_times = pl->n_layers;
+    pthread_mutex_unlock(&r->lock);
+    for (size_t i = 0; i < pl->n_items; i++)
+        if (pl->items[i].staged)
+            r->staged_cells[(size_t)pl->items[i].sender * pl->n_layers +
+                            pl->items[i].layer] = 1;
+    for (size_t i = 0; i < r->moe.n_layers; i++)
+        if (r->moe.layers[i].layer < pl->n_layers)
+            r->layer_moe[r->moe.layers[i].layer] = &r->moe.layers[i];
+    for (uint32_t s = 0; s < pl->n_senders; s++) {
+        size_t *ix = &r->layer_index[s * stride];
+        size_t k = pl->sender_first[s];
+        for (uint32_t l = 0; l < pl->n_layers; l++) {
+            ix[l] = k;
+            while (k < pl->sender_first[s + 1] && pl->items[k].layer == l)
+                k++;
+        }
+        ix[pl->n_layers] = k;
+    }
+    return WST_OK;
+}
+
+static void send_plan(struct wst_receiver *r, struct peer *p)
+{
+    const struct wst_plan *pl = r->plan;
+    struct wst_msg m = {.type = WST_MSG_PLAN};
+    size_t first = pl->sender_first[p->rank];
+    size_t n = pl->sender_first[p->rank + 1] - first;
+    struct wst_wire_region *regs =
+        calloc(r->n_regions ? r->n_regions : 1, sizeof(*regs));
+
+    if (regs == NULL) {
+        wst_rx_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
+        return;
+    }
+    for (size_t i = 0; i < r->n_regions; i++) {
+        regs[i].base = (uint64_t)(uintptr_t)r->regions[i].data;
+        regs[i].length = r->regions[i].length;
+        if (r->allow_put) {
+            regs[i].rkey.len = r->regions[i].rkey_len;
+            regs[i].rkey.data = r->regions[i].rkey;
+        }
+    }
+    p->plan_hash =
+        wst_plan_hash_items(pl->n_senders, pl->n_layers, &pl->items[first], n);
+    m.u.plan.plan_hash = p->plan_hash;
+    m.u.plan.sender = p->rank;
+    m.u.plan.n_senders = pl->n_senders;
+    m.u.plan.n_layers = pl->n_layers;
+    m.u.plan.mover = r->allow_put ? WST_MOVER_PUT : WST_MOVER_AM;
+    m.u.plan.caps =
+        (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
+        (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
+        (wst_rx_nccl_possible(r) ? WST_CAP_NCCL : 0);
+    m.u.plan.n_items = n;
+    m.u.plan.items = &pl->items[first];
+    m.u.plan.n_regions = r->n_regions;
+    m.u.plan.regions = regs;
+    wst_rx_send_msg(r, p, &m);
+    free(regs);
+    p->plan_sent = 1;
+}
+
+void wst_rx_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
+{
+    const struct job *j = arg;
+
+    wst_rx_send_error(r, p, j->status, j->reason);
+}
+
+static void pub_reason(struct wst_receiver *r, void *arg)
+{
+    wst_rx_set_state_reason(r, arg);
+}
+
+static void pub_plan_time(struct wst_receiver *r, void *arg)
+{
+    r->state.plan_seconds = *(const double *)arg;
+}
+
+/* Plans once every sender rank has sent its manifest; a cached plan is
+ * reused when the inputs are the same (the usual case: a sender restarts,
+ * or every refit after the first). */
+void wst_rx_try_plan(struct wst_receiver *r)
+{
+    const struct wst_have **haves;
+    size_t *n_haves;
+    struct job refusal = {0};
+
+    for (uint32_t i = 0; i < r->world_size; i++)
+        if (r->by_rank[i] == NULL || !r->by_rank[i]->have_done)
+            return;
+    /* Every manifest is in: the wait for missing ones is over, even if a
+     * sender leaves before its deadline (a one-shot wstream-send does). */
+    r->first_have_ns = 0;
+    haves = calloc(r->world_size, sizeof(*haves));
+    n_haves = calloc(r->world_size, sizeof(*n_haves));
+    if (haves == NULL || n_haves == NULL)
+        goto out_free;
+    for (uint32_t i = 0; i < r->world_size; i++) {
+        haves[i] = r->by_rank[i]->have.entries;
+        n_haves[i] = r->by_rank[i]->have.n_entries;
+    }
+    struct wst_plan_input in = {
+        .wants = r->wants,
+        .n_wants = r->n_wants,
+        .regions = r->region_descs,
+        .n_regions = r->n_regions,
+        .haves = haves,
+        .n_haves = n_haves,
+        .n_senders = r->world_size,
+        .receiver_rank = r->rank,
+    };
+    if (r->moe.refusal != WST_OK) {
+        /* The engine's expert layout cannot be served: say so to every
+         * sender, write nothing. */
+        refusal.status = r->moe.refusal;
+        snprintf(refusal.reason, sizeof(refusal.reason), "%s", r->moe.reason);
+        WST_ERROR(&r->log, "plan refused: %s", refusal.reason);
+        wst_rx_publish(r, pub_reason, refusal.reason);
+        wst_rx_for_each_peer(r, wst_rx_refuse_to_peer, &refusal);
+        goto out_free;
+    }
+    uint64_t key = wst_plan_input_key(&in);
+    if (r->plan == NULL || !r->have_plan_key || key != r->plan_key) {
+        struct wst_plan *plan = NULL;
+        double t0 = wst_now_s();
+        refusal.status = wst_plan_build(&in, &r->log, &plan, refusal.reason,
+                                        sizeof(refusal.reason));
+        if (refusal.status != WST_OK) {
+            /* A refusal changes nothing: the live buffers and the
+             * committed version stay as they are. */
+            wst_rx_publish(r, pub_reason, refusal.reason);
+            wst_rx_for_each_peer(r, wst_rx_refuse_to_peer, &refusal);
+            goto out_free;
+        }
+        wst_plan_destroy(r->plan);
+        r->plan = plan;
+        r->plan_key = key;
+        r->have_plan_key = 1;
+        if (build_layer_index(r) != WST_OK) {
+            wst_plan_destroy(r->plan);
+            r->plan = NULL;
+            goto out_free;
+        }
+        double plan_s = wst_now_s() - t0;
+        wst_rx_publish(r, pub_plan_time, &plan_s);
+        WST_INFO(&r->log,
+                 "plan %016llx: %zu items, %llu bytes from %u senders, %u "
+                 "layers, built in %.3f ms",
+                 (unsigned long long)plan->hash, plan->n_items,
+                 (unsigned long long)plan->total_bytes, plan->n_senders,
+                 plan->n_layers, plan_s * 1e3);
+    }
+    for (uint32_t i = 0; i < r->world_size; i++)
+        if (!r->by_rank[i]->plan_sent) {
+            wst_rx_peer_reset_refit(r, r->by_rank[i]);
+            send_plan(r, r->by_rank[i]);
+        }
+out_free:
+    free(haves);
+    free(n_haves);
+}

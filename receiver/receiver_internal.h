@@ -1,0 +1,270 @@
+/* receiver_internal.h - what the receiver's files share: the receiver
+ * itself, its regions, peers and jobs, and the functions one file offers
+ * the others. Private to receiver/.
+ *
+ * Threads besides the caller's:
+ *  - the progress thread (common/worker.c) runs everything that
+ *    touches peers and refit state: messages, data arrival, failures, ticks;
+ *  - the engine thread (a wst_jobq) runs digest checks and every engine
+ *    hook, then posts the result back to the progress thread;
+ *  - the repack thread (another wst_jobq) replays staged experts;
+ *  - with regions in GPU memory, the completion thread of device.h, which
+ *    posts each landed message's host-to-device copy back once it is done.
+ */
+#ifndef WST_RECEIVER_INTERNAL_H
+#define WST_RECEIVER_INTERNAL_H
+
+#include <wstream/receiver.h>
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "experts.h"
+#include "jobq.h"
+#include "log.h"
+#include "manifest.h"
+#include "mover.h"
+#include "planner.h"
+#include "worker.h"
+
+struct wst_rx_device;
+struct wst_nccl_link;
+struct wst_nccl_run;
+
+enum refit_state {
+    REFIT_IDLE,
+    REFIT_BEGINNING,
+    REFIT_RECEIVING,
+    REFIT_COMMITTING, /* every layer final: the version is held */
+};
+
+enum layer_mark {
+    MARK_NONE,     /* no LAYER_DONE yet */
+    MARK_WAITING,  /* LAYER_DONE in, am bytes still arriving */
+    MARK_CHECKING, /* digest check queued */
+    MARK_VERIFIED,
+};
+
+struct region {
+    char name[WST_NAME_MAX];
+    void *data;
+    uint64_t length;
+    enum wst_mem_type mem; /* WST_MEM_CUDA: not registered with UCX */
+    ucp_mem_h memh;
+    void *rkey;
+    size_t rkey_len;
+};
+
+struct peer {
+    struct wst_receiver *r;
+    wst_conn_t *conn;
+    char name[96];
+    int hello_done;
+    uint32_t rank;
+    struct wst_have_manifest have; /* owned once have_done */
+    int have_done;
+    int plan_sent;
+    uint64_t plan_hash; /* hash of this sender's slice of the plan */
+
+    /* A refit of this version failed before this sender began it: its
+     * BEGIN, still on the way, must not start a new one. */
+    uint64_t failed_version;
+
+    /* current refit */
+    uint64_t version; /* BEGIN received for this version */
+    enum wst_mover_kind mover;
+    int acked;
+    uint64_t *recv_bytes; /* [n_layers], am and nccl */
+    uint8_t *marks;       /* [n_layers] enum layer_mark */
+    uint64_t *digests;    /* [n_layers] from LAYER_DONE */
+
+    /* nccl mover: the communicator (kept across refits), the next layer
+     * to post, its first item (index into this sender's items), and the
+     * next layer whose exchange completes */
+    struct wst_nccl_link *nccl;
+    struct wst_nccl_run *nccl_runs; /* [nccl_cap], borrowed by the link */
+    size_t nccl_cap; /* its items in the plan the link was set up with */
+    int nccl_ready;
+    uint32_t nccl_next, nccl_done;
+    size_t nccl_item;
+};
+
+struct wst_receiver {
+    struct wst_logger log;
+    char log_name[64];
+    uint32_t rank;
+    char listen_host[256];
+    uint16_t listen_port;
+    double timeout_s;
+    int allow_put;
+    int verify;
+    double heartbeat_s;
+    double peer_timeout_s;
+    struct wst_receiver_hooks hooks;
+
+    wst_worker_t *worker;
+    wst_jobq_t *engine;
+    int started;
+
+    struct region *regions;
+    size_t n_regions;
+    struct wst_want *wants;
+    size_t n_wants;
+    struct wst_region_desc *region_descs;
+    struct wst_moe moe;        /* MoE layers, staging pool, loaders */
+    uint32_t staging_region;   /* valid when moe.staging != NULL */
+    void **region_data;        /* [n_regions] base addresses, for repacks */
+    int device;                /* GPU of the device regions, or -1 */
+    struct wst_rx_device *dev; /* landing, copies: when device >= 0 */
+    wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
+
+    /* progress-thread state */
+    uint32_t world_size;   /* senders; 0 until the first hello */
+    struct peer **by_rank; /* [world_size] */
+    uint64_t first_have_ns;
+    struct wst_plan *plan;
+    uint64_t plan_key;
+    int have_plan_key;
+    size_t *layer_index;   /* [n_senders * (n_layers + 1)] item bounds */
+    uint8_t *staged_cells; /* [n_senders * n_layers]: has staged items */
+    const struct wst_moe_layer **layer_moe; /* [n_layers]; NULL: dense */
+
+    enum refit_state refit;
+    uint64_t version;
+    uint64_t generation;
+    uint64_t refit_start_ns;
+    uint64_t last_progress_ns;
+    uint32_t *layer_verified; /* [n_layers] senders verified */
+    uint32_t layers_final;
+    uint64_t ack_ns;       /* begin acknowledged: the timeline's zero */
+    uint32_t credit_next;  /* MoE ordinals [0, credit_next) have credit */
+    uint8_t *moe_repacked; /* [moe.n_layers] in this refit */
+    int polling;           /* holds the worker busy while a refit runs */
+
+    /* what API threads read: under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct wst_receiver_state state;
+    struct wst_layer_times *times; /* [n_times] of the current refit */
+    uint32_t n_times;
+};
+
+/* Work for the engine or repack thread (jobs.c) and its result, posted
+ * back to the progress thread, which frees it. It carries the generation
+ * of the refit it belongs to. */
+struct job {
+    struct wst_receiver *r;
+    uint64_t generation;
+    uint64_t version;
+    uint32_t rank;
+    uint32_t layer;
+    uint64_t digest; /* expected */
+    double seconds;  /* repack or finalize, measured where it ran */
+    wst_status_t status;
+    char reason[WST_ERROR_MSG_MAX];
+};
+
+/* receiver.c: the state API threads read, under r->lock */
+void wst_rx_set_state_reason(struct wst_receiver *r, const char *reason);
+void wst_rx_publish(struct wst_receiver *r,
+                    void (*fn)(struct wst_receiver *, void *), void *arg);
+
+/* regions.c */
+void *wst_rx_item_dest(const struct wst_receiver *r,
+                       const struct wst_plan_item *it, uint64_t offset);
+wst_status_t wst_rx_add_want(struct wst_receiver *r,
+                             const struct wst_want *want);
+
+/* peers.c */
+void wst_rx_send_msg(struct wst_receiver *r, struct peer *p,
+                     const struct wst_msg *m);
+void wst_rx_send_error(struct wst_receiver *r, struct peer *p,
+                       wst_status_t status, const char *msg);
+void wst_rx_for_each_peer(struct wst_receiver *r,
+                          void (*fn)(struct wst_receiver *, struct peer *,
+                                     void *),
+                          void *arg);
+void wst_rx_peer_reset_refit(struct wst_receiver *r, struct peer *p);
+void wst_rx_peer_drop(struct wst_receiver *r, struct peer *p);
+void wst_rx_peer_drop_after_error(struct wst_receiver *r, struct peer *p);
+int wst_rx_peer_in_refit(const struct wst_receiver *r, const struct peer *p);
+int wst_rx_any_peer(const struct wst_receiver *r);
+wst_status_t wst_rx_set_world(struct wst_receiver *r, uint32_t world);
+
+/* plan_cache.c */
+uint64_t wst_rx_layer_count(const struct wst_receiver *r);
+void wst_rx_layer_items(const struct wst_receiver *r, uint32_t rank,
+                        uint32_t layer, size_t *first, size_t *last);
+uint64_t wst_rx_expected_bytes(const struct wst_receiver *r, uint32_t rank,
+                               uint32_t layer);
+void wst_rx_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg);
+void wst_rx_try_plan(struct wst_receiver *r);
+
+/* jobs.c: wst_rx_job_* run on the engine thread (wst_rx_job_repack on the
+ * repack thread) */
+struct job *wst_rx_job_new(struct wst_receiver *r);
+void wst_rx_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j);
+void wst_rx_job_begin(void *arg);
+void wst_rx_job_verify(void *arg);
+void wst_rx_job_skip_verify(void *arg);
+void wst_rx_job_repack(void *arg);
+void wst_rx_job_finalize(void *arg);
+void wst_rx_job_commit(void *arg);
+void wst_rx_job_unusable(void *arg);
+void wst_rx_job_resume(void *arg);
+
+/* refit.c: the jobs' results come back to wst_rx_*_done */
+void wst_rx_refit_fail(struct wst_receiver *r, wst_status_t status,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void wst_rx_refit_end(struct wst_receiver *r);
+double wst_rx_since_ack(const struct wst_receiver *r);
+void wst_rx_ack_peer(struct wst_receiver *r, struct peer *p, void *arg);
+void wst_rx_begin_done(void *arg);
+int wst_rx_job_current(struct wst_receiver *r, struct job *j);
+void wst_rx_queue_verify(struct wst_receiver *r, struct peer *p,
+                         uint32_t layer);
+void wst_rx_verify_done(void *arg);
+void wst_rx_repack_done(void *arg);
+void wst_rx_count_layer(struct wst_receiver *r, struct peer *p, uint32_t layer,
+                        uint64_t len);
+void wst_rx_refit_start(struct wst_receiver *r, uint64_t version);
+
+/* commit.c */
+void wst_rx_finalize_done(void *arg);
+void wst_rx_commit_done(void *arg);
+
+/* control.c: the worker's callbacks for control messages and connections */
+void wst_rx_on_message(void *arg, wst_conn_t *conn, const void *buf,
+                       size_t len);
+void wst_rx_on_accepted(void *arg, wst_conn_t *conn);
+void wst_rx_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
+                           const char *why);
+
+/* deadlines.c: the worker's tick */
+void wst_rx_on_tick(void *arg);
+
+/* rx_am.c: the worker's data callbacks */
+wst_status_t wst_rx_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
+                                 size_t len, void **dest_p);
+void wst_rx_on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
+                         size_t len, wst_status_t status);
+struct peer *wst_rx_data_peer(struct wst_receiver *r,
+                              const struct wst_data_hdr *hdr);
+void wst_rx_count_data(struct wst_receiver *r, struct peer *p,
+                       const struct wst_data_hdr *hdr, size_t len);
+
+/* rx_bounce.c */
+wst_status_t wst_rx_prepare_device(struct wst_receiver *r);
+void wst_rx_log_landing(struct wst_receiver *r);
+
+/* rx_nccl.c */
+void wst_rx_nccl_post(struct wst_receiver *r, struct peer *p);
+int wst_rx_nccl_possible(const struct wst_receiver *r);
+void wst_rx_on_nccl_setup(struct wst_receiver *r, struct peer *p,
+                          const struct wst_nccl_setup *ns);
+void wst_rx_nccl_abort_peer(struct wst_receiver *r, struct peer *p, void *arg);
+
+#endif

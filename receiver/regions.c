@@ -1,0 +1,170 @@
+/* regions.c - the engine's regions and wants: checked, host regions
+ * registered with UCX once, kept for the plan. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "gpu.h"
+#include "gpu_probe.h"
+#include "log.h"
+#include "manifest.h"
+#include "receiver_internal.h"
+#include "worker.h"
+
+/* Where 'offset' bytes into plan item 'it' go. */
+void *wst_rx_item_dest(const struct wst_receiver *r,
+                       const struct wst_plan_item *it, uint64_t offset)
+{
+    return (char *)r->regions[it->region].data + it->dst_offset + offset;
+}
+
+static wst_status_t grow(void **array, size_t n, size_t size)
+{
+    void *grown = realloc(*array, (n + 1) * size);
+
+    if (grown == NULL)
+        return WST_ERR_NO_MEMORY;
+    *array = grown;
+    return WST_OK;
+}
+
+/* The memory type the caller declared, checked against what CUDA says the
+ * pointer is; device regions must all be on one GPU. Each region is logged
+ * at debug level, the totals once at start (wst_rx_prepare_device). */
+static wst_status_t region_memory(struct wst_receiver *r,
+                                  const struct wst_region *region,
+                                  enum wst_mem_type *mem_p)
+{
+    int device = -1;
+    enum wst_mem_type found = wst_gpu_mem_type(region->data, &device);
+
+    if (region->mem_type != WST_MEM_HOST && region->mem_type != WST_MEM_CUDA) {
+        WST_ERROR(&r->log, "region %s: unknown memory type %d", region->name,
+                  region->mem_type);
+        return WST_ERR_INVALID;
+    }
+    if ((int)found != region->mem_type) {
+        WST_ERROR(&r->log,
+                  "region %s: declared %s memory, but the pointer is %s "
+                  "memory%s",
+                  region->name,
+                  wst_mem_type_name((enum wst_mem_type)region->mem_type),
+                  wst_mem_type_name(found),
+                  wst_kernels_built_with_cuda() ? "" : " (built without CUDA)");
+        return WST_ERR_INVALID;
+    }
+    if (found == WST_MEM_CUDA && r->device >= 0 && device != r->device) {
+        WST_ERROR(&r->log,
+                  "region %s: on GPU %d, but other regions are on GPU %d; one "
+                  "receiver serves one GPU",
+                  region->name, device, r->device);
+        return WST_ERR_UNSUPPORTED;
+    }
+    if (found == WST_MEM_CUDA)
+        r->device = device;
+    WST_DEBUG(&r->log, "region %s: %.1f MiB of %s memory (GPU %d)",
+              region->name, (double)region->length / (1 << 20),
+              wst_mem_type_name(found), device);
+    *mem_p = found;
+    return WST_OK;
+}
+
+wst_status_t wst_receiver_add_region(wst_receiver_t *r,
+                                     const struct wst_region *region,
+                                     uint32_t *id_p)
+{
+    struct region reg = {0};
+    struct wst_region_desc desc = {0};
+    wst_status_t st;
+
+    if (r->started || region->name == NULL ||
+        strlen(region->name) >= WST_NAME_MAX || region->data == NULL ||
+        region->length == 0)
+        return WST_ERR_INVALID;
+    st = region_memory(r, region, &reg.mem);
+    if (st != WST_OK)
+        return st;
+    strcpy(reg.name, region->name);
+    reg.data = region->data;
+    reg.length = region->length;
+    /* Registered once, here: never on the per-refit path. Device memory
+     * is not: this UCX cannot reach it, so data lands in a pinned host
+     * ring and is copied (device.h). */
+    if (reg.mem == WST_MEM_HOST) {
+        st = wst_worker_mem_map(r->worker, region->data, region->length,
+                                &reg.memh);
+        if (st != WST_OK)
+            return st;
+        st =
+            wst_worker_rkey_pack(r->worker, reg.memh, &reg.rkey, &reg.rkey_len);
+        if (st != WST_OK)
+            goto err_unmap;
+    }
+    st = grow((void **)&r->regions, r->n_regions, sizeof(*r->regions));
+    if (st == WST_OK)
+        st = grow((void **)&r->region_descs, r->n_regions,
+                  sizeof(*r->region_descs));
+    if (st != WST_OK)
+        goto err_free_rkey;
+    strcpy(desc.name, region->name);
+    desc.length = region->length;
+    desc.mem = reg.mem;
+    r->regions[r->n_regions] = reg;
+    r->region_descs[r->n_regions] = desc;
+    if (id_p != NULL)
+        *id_p = (uint32_t)r->n_regions;
+    r->n_regions++;
+    return WST_OK;
+
+err_free_rkey:
+    free(reg.rkey);
+err_unmap:
+    if (reg.memh != NULL)
+        wst_worker_mem_unmap(r->worker, reg.memh);
+    return st;
+}
+
+wst_status_t wst_rx_add_want(struct wst_receiver *r,
+                             const struct wst_want *want)
+{
+    wst_status_t st = wst_want_check(want, r->region_descs, r->n_regions);
+
+    if (st != WST_OK) {
+        WST_ERROR(&r->log, "want %s: invalid (region %u, offset %llu)",
+                  want->tensor.name, want->region,
+                  (unsigned long long)want->offset);
+        return st;
+    }
+    st = grow((void **)&r->wants, r->n_wants, sizeof(*r->wants));
+    if (st != WST_OK)
+        return st;
+    r->wants[r->n_wants++] = *want;
+    return WST_OK;
+}
+
+wst_status_t wst_receiver_add_want(wst_receiver_t *r,
+                                   const struct wst_want_entry *w)
+{
+    struct wst_want want = {0};
+
+    if (r->started || w->name == NULL || strlen(w->name) >= WST_NAME_MAX ||
+        w->ndim == 0 || w->ndim > WST_MAX_DIMS || w->shape == NULL ||
+        w->box_start == NULL || w->box_stop == NULL)
+        return WST_ERR_INVALID;
+    strcpy(want.tensor.name, w->name);
+    want.tensor.dtype = (enum wst_dtype)w->dtype;
+    want.tensor.ndim = w->ndim;
+    want.box.ndim = w->ndim;
+    for (uint32_t d = 0; d < w->ndim; d++) {
+        want.tensor.shape[d] = w->shape[d];
+        want.box.start[d] = w->box_start[d];
+        want.box.stop[d] = w->box_stop[d];
+    }
+    want.region = w->region;
+    want.offset = w->offset;
+    want.row_pitch = w->row_pitch;
+    want.expert.grouped = w->expert_grouped != 0;
+    want.expert.ep_rank = w->expert_grouped ? w->ep_rank : 0;
+    want.expert.ep_size = w->expert_grouped ? w->ep_size : 0;
+    return wst_rx_add_want(r, &want);
+}

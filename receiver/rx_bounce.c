@@ -1,0 +1,87 @@
+/* rx_bounce.c - landing for device regions, the bounce mover's receiving
+ * half (device.h): the GPU side set up at start, a landed message counted
+ * once its copy is on the GPU, and a line per refit on how landing went. */
+#include <stdio.h>
+
+#include "device.h"
+#include "gpu.h"
+#include "gpu_probe.h"
+#include "log.h"
+#include "receiver_internal.h"
+#include "worker.h"
+
+static void on_copied(void *arg, const struct wst_data_hdr *hdr, size_t len,
+                      uint64_t tag, wst_status_t status)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = wst_rx_data_peer(r, hdr);
+
+    if (p == NULL || tag != r->generation)
+        return; /* a refit that is over */
+    if (status != WST_OK) {
+        wst_rx_refit_fail(r, status,
+                          "copying data of sender %s to GPU %d failed", p->name,
+                          r->device);
+        return;
+    }
+    wst_rx_count_data(r, p, hdr, len);
+}
+
+/* One line per refit on the way device bytes came in: the copies' delay
+ * is what a busy GPU or a slow host-to-device link shows in. */
+void wst_rx_log_landing(struct wst_receiver *r)
+{
+    struct wst_landing_stats ls;
+
+    if (r->dev == NULL)
+        return;
+    wst_rx_device_take_stats(r->dev, &ls);
+    if (ls.copies == 0)
+        return;
+    WST_INFO(&r->log,
+             "version %llu: %llu messages (%.1f MiB) landed and copied to GPU "
+             "%d, %.3f ms mean and %.3f ms max from copy to on the GPU; %llu "
+             "waited for room to land",
+             (unsigned long long)r->version, (unsigned long long)ls.copies,
+             (double)ls.bytes / (1 << 20), r->device,
+             (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
+             (double)ls.latency_max_ns / 1e6, (unsigned long long)ls.parked);
+}
+
+/* The GPU side, when any region is device memory: the landing ring and
+ * its copies (this UCX cannot write device memory), device digests. */
+wst_status_t wst_rx_prepare_device(struct wst_receiver *r)
+{
+    char name[128] = "";
+    uint64_t host = 0, device = 0;
+
+    for (size_t i = 0; i < r->n_regions; i++) {
+        if (r->regions[i].mem == WST_MEM_CUDA)
+            device += r->regions[i].length;
+        else
+            host += r->regions[i].length;
+    }
+    if (r->device < 0) {
+        char why[160] = "";
+        int n = 0;
+        if (wst_kernels_device_count(&n, why, sizeof(why)) == WST_OK)
+            snprintf(why, sizeof(why), "%d GPU(s) visible, none used", n);
+        WST_INFO(&r->log, "regions: %.1f MiB of host memory (%s)",
+                 (double)host / (1 << 20), why);
+        return WST_OK;
+    }
+    wst_gpu_device_name(&r->log, r->device, name, sizeof(name));
+    WST_INFO(&r->log,
+             "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB of "
+             "host memory; UCX %s CUDA memory: data lands in a %llu MiB pinned "
+             "host ring and is copied to the GPU",
+             (double)device / (1 << 20), r->device, name,
+             (double)host / (1 << 20),
+             wst_worker_supports_cuda(r->worker) ? "reports" : "has no",
+             (unsigned long long)(WST_LANDING_BYTES >> 20));
+    /* Puts would need remote keys for device memory: active messages into
+     * the landing ring instead. */
+    r->allow_put = 0;
+    return wst_rx_device_create(&r->log, r->worker, r->device, on_copied, r,
+                                &r->dev);
+}
