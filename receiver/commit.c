@@ -23,7 +23,7 @@ static void add_peer_bytes(struct wst_receiver *r, struct peer *p, void *arg)
     if (p->version != r->version || p->mover > WST_MOVER_NCCL)
         return;
     for (uint32_t layer = 0; layer < r->plan->n_layers; layer++)
-        b->by_mover[p->mover] += wst_rx_expected_bytes(r, p->rank, layer);
+        b->by_mover[p->mover] += wst_recv_expected_bytes(r, p->rank, layer);
 }
 
 static void pub_committed(struct wst_receiver *r, void *arg)
@@ -51,18 +51,18 @@ static void commit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
     if (p->version != r->version)
         return;
     m.u.commit.version = r->version;
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
 }
 
-void wst_rx_finalize_done(void *arg)
+void wst_recv_finalize_done(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (!wst_rx_job_current(r, j))
+    if (!wst_recv_job_current(r, j))
         return;
     pthread_mutex_lock(&r->lock);
-    r->times[j->layer].finalized = wst_rx_since_ack(r);
+    r->times[j->layer].finalized = wst_recv_since_ack(r);
     r->times[j->layer].finalize_seconds = j->seconds;
     pthread_mutex_unlock(&r->lock);
     if (++r->layers_final < r->plan->n_layers) {
@@ -72,24 +72,24 @@ void wst_rx_finalize_done(void *arg)
     /* Every byte is in place and verified: the version is committed now,
      * before the engine is told to serve it. */
     struct refit_bytes bytes = {.total = r->plan->total_bytes};
-    wst_rx_for_each_peer(r, add_peer_bytes, &bytes);
+    wst_recv_for_each_peer(r, add_peer_bytes, &bytes);
     r->refit = REFIT_COMMITTING;
-    wst_rx_publish(r, pub_committed, &bytes);
+    wst_recv_publish(r, pub_committed, &bytes);
     WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
              (unsigned long long)r->version, (unsigned long long)bytes.total,
              r->state.last_refit_seconds);
-    wst_rx_log_landing(r);
-    wst_rx_queue_job(r, wst_rx_job_commit, j);
+    wst_recv_log_landing(r);
+    wst_recv_queue_job(r, wst_recv_job_commit, j);
 }
 
-void wst_rx_commit_done(void *arg)
+void wst_recv_commit_done(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (!wst_rx_job_current(r, j))
+    if (!wst_recv_job_current(r, j))
         return;
     free(j);
-    wst_rx_for_each_peer(r, commit_to_peer, NULL);
-    wst_rx_refit_end(r);
+    wst_recv_for_each_peer(r, commit_to_peer, NULL);
+    wst_recv_refit_end(r);
 }

@@ -29,7 +29,7 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     m.u.hello.world_size = 1;
     m.u.hello.worker_address.len = len;
     m.u.hello.worker_address.data = (uint8_t *)addr;
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
 
     memset(&m, 0, sizeof(m));
     m.type = WST_MSG_WANT_SUMMARY;
@@ -42,12 +42,12 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     pthread_mutex_unlock(&r->lock);
     m.u.want_summary.receiver_rank = r->rank;
     m.u.want_summary.n_wants = (uint32_t)r->n_wants;
-    m.u.want_summary.n_layers = (uint32_t)wst_rx_layer_count(r);
+    m.u.want_summary.n_layers = (uint32_t)wst_recv_layer_count(r);
     for (size_t i = 0; i < r->n_wants; i++)
         m.u.want_summary.total_bytes +=
             wst_box_elems(&r->wants[i].box) *
             wst_dtype_size(r->wants[i].tensor.dtype);
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
 }
 
 /* Returns nonzero when the peer was dropped. */
@@ -67,18 +67,18 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
                h->rank >= h->world_size) {
         snprintf(why, sizeof(why), "rank %u of world %u is invalid", h->rank,
                  h->world_size);
-    } else if (r->world_size != h->world_size && wst_rx_any_peer(r)) {
+    } else if (r->world_size != h->world_size && wst_recv_any_peer(r)) {
         snprintf(why, sizeof(why), "world size %u, other senders say %u",
                  h->world_size, r->world_size);
     } else if (r->world_size != h->world_size &&
-               wst_rx_set_world(r, h->world_size) != WST_OK) {
+               wst_recv_set_world(r, h->world_size) != WST_OK) {
         st = WST_ERR_NO_MEMORY;
         snprintf(why, sizeof(why), "no memory");
     }
     if (why[0] != '\0') {
         WST_WARN(&r->log, "sender %s: %s", p->name, why);
-        wst_rx_send_error(r, p, st, why);
-        wst_rx_peer_drop_after_error(r, p);
+        wst_recv_send_error(r, p, st, why);
+        wst_recv_peer_drop_after_error(r, p);
         return 1;
     }
     struct peer *old = r->by_rank[h->rank];
@@ -86,11 +86,11 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
         /* The rank restarted: its old connection is stale. */
         WST_WARN(&r->log, "sender rank %u reconnected from %s; dropping %s",
                  h->rank, p->name, old->name);
-        if (wst_rx_peer_in_refit(r, old))
-            wst_rx_refit_fail(r, WST_ERR_PEER_FAILED,
-                              "sender rank %u restarted during the refit",
-                              h->rank);
-        wst_rx_peer_drop(r, old);
+        if (wst_recv_peer_in_refit(r, old))
+            wst_recv_refit_fail(r, WST_ERR_PEER_FAILED,
+                                "sender rank %u restarted during the refit",
+                                h->rank);
+        wst_recv_peer_drop(r, old);
     }
     p->hello_done = 1;
     p->rank = h->rank;
@@ -105,7 +105,7 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
 static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
 {
     if (!p->hello_done || p->have_done || m->u.have.rank != p->rank) {
-        wst_rx_send_error(r, p, WST_ERR_PROTOCOL, "unexpected have manifest");
+        wst_recv_send_error(r, p, WST_ERR_PROTOCOL, "unexpected have manifest");
         return;
     }
     /* Shards in host or device memory alike (the codec checked the type):
@@ -119,7 +119,7 @@ static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
         r->first_have_ns = wst_now_ns();
     WST_DEBUG(&r->log, "sender %s: have manifest of %zu shards", p->name,
               p->have.n_entries);
-    wst_rx_try_plan(r);
+    wst_recv_try_plan(r);
 }
 
 static void on_begin(struct wst_receiver *r, struct peer *p,
@@ -146,16 +146,16 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
                  (unsigned long long)b->version,
                  (unsigned long long)r->state.committed_version);
     if (why[0] != '\0') {
-        wst_rx_send_error(
+        wst_recv_send_error(
             r, p, r->refit != REFIT_IDLE ? WST_ERR_BUSY : WST_ERR_STATE, why);
         return;
     }
     if (r->refit == REFIT_IDLE)
-        wst_rx_refit_start(r, b->version);
+        wst_recv_refit_start(r, b->version);
     p->version = b->version;
     p->mover = b->mover;
     if (r->refit == REFIT_RECEIVING)
-        wst_rx_ack_peer(r, p, NULL);
+        wst_recv_ack_peer(r, p, NULL);
 }
 
 static void on_layer_done(struct wst_receiver *r, struct peer *p,
@@ -163,18 +163,19 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
 {
     if (r->refit != REFIT_RECEIVING || !p->acked || ld->version != r->version ||
         ld->layer >= r->plan->n_layers || p->marks[ld->layer] != MARK_NONE) {
-        wst_rx_refit_fail(r, WST_ERR_PROTOCOL,
-                          "sender %s: unexpected layer-done for layer %u of "
-                          "version %llu",
-                          p->name, ld->layer, (unsigned long long)ld->version);
+        wst_recv_refit_fail(r, WST_ERR_PROTOCOL,
+                            "sender %s: unexpected layer-done for layer %u of "
+                            "version %llu",
+                            p->name, ld->layer,
+                            (unsigned long long)ld->version);
         return;
     }
-    uint64_t want = wst_rx_expected_bytes(r, p->rank, ld->layer);
+    uint64_t want = wst_recv_expected_bytes(r, p->rank, ld->layer);
     if (ld->bytes != want) {
-        wst_rx_refit_fail(r, WST_ERR_INTEGRITY,
-                          "sender %s: layer %u has %llu bytes, the plan %llu",
-                          p->name, ld->layer, (unsigned long long)ld->bytes,
-                          (unsigned long long)want);
+        wst_recv_refit_fail(r, WST_ERR_INTEGRITY,
+                            "sender %s: layer %u has %llu bytes, the plan %llu",
+                            p->name, ld->layer, (unsigned long long)ld->bytes,
+                            (unsigned long long)want);
         return;
     }
     r->last_progress_ns = wst_now_ns();
@@ -183,10 +184,11 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
         p->marks[ld->layer] = MARK_WAITING;
         return;
     }
-    wst_rx_queue_verify(r, p, ld->layer);
+    wst_recv_queue_verify(r, p, ld->layer);
 }
 
-void wst_rx_on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
+void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
+                         size_t len)
 {
     struct wst_receiver *r = arg;
     struct peer *p = wst_conn_user(conn);
@@ -201,11 +203,11 @@ void wst_rx_on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
         /* Bad input: a clear error to that peer, nothing else changes
          * (unless it was part of a refit, which cannot complete now). */
         WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
-        wst_rx_send_error(r, p, st, err);
-        if (wst_rx_peer_in_refit(r, p))
-            wst_rx_refit_fail(r, st, "sender %s sent a bad message: %s",
-                              p->name, err);
-        wst_rx_peer_drop_after_error(r, p);
+        wst_recv_send_error(r, p, st, err);
+        if (wst_recv_peer_in_refit(r, p))
+            wst_recv_refit_fail(r, st, "sender %s sent a bad message: %s",
+                                p->name, err);
+        wst_recv_peer_drop_after_error(r, p);
         return;
     }
     switch (m.type) {
@@ -222,25 +224,25 @@ void wst_rx_on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
         on_layer_done(r, p, &m.u.layer_done);
         break;
     case WST_MSG_NCCL_SETUP:
-        wst_rx_on_nccl_setup(r, p, &m.u.nccl_setup);
+        wst_recv_on_nccl_setup(r, p, &m.u.nccl_setup);
         break;
     case WST_MSG_HEARTBEAT:
         break;
     case WST_MSG_ERROR:
         WST_WARN(&r->log, "sender %s reports: %s", p->name, m.u.error.message);
-        if (wst_rx_peer_in_refit(r, p) && p->version == r->version)
-            wst_rx_refit_fail(r, (wst_status_t)m.u.error.status,
-                              "sender %s failed: %s", p->name,
-                              m.u.error.message);
+        if (wst_recv_peer_in_refit(r, p) && p->version == r->version)
+            wst_recv_refit_fail(r, (wst_status_t)m.u.error.status,
+                                "sender %s failed: %s", p->name,
+                                m.u.error.message);
         break;
     default:
-        wst_rx_send_error(r, p, WST_ERR_PROTOCOL, "unexpected message");
+        wst_recv_send_error(r, p, WST_ERR_PROTOCOL, "unexpected message");
         break;
     }
     wst_msg_release(&m);
 }
 
-void wst_rx_on_accepted(void *arg, wst_conn_t *conn)
+void wst_recv_on_accepted(void *arg, wst_conn_t *conn)
 {
     struct wst_receiver *r = arg;
     struct peer *p = calloc(1, sizeof(*p));
@@ -255,17 +257,17 @@ void wst_rx_on_accepted(void *arg, wst_conn_t *conn)
     wst_conn_set_user(conn, p);
 }
 
-void wst_rx_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
-                           const char *why)
+void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
+                             const char *why)
 {
     struct wst_receiver *r = arg;
     struct peer *p = wst_conn_user(conn);
 
     if (p == NULL)
         return;
-    if (wst_rx_peer_in_refit(r, p))
-        wst_rx_refit_fail(r, status, "sender %s lost: %s", p->name, why);
+    if (wst_recv_peer_in_refit(r, p))
+        wst_recv_refit_fail(r, status, "sender %s lost: %s", p->name, why);
     else
         WST_INFO(&r->log, "sender %s disconnected: %s", p->name, why);
-    wst_rx_peer_drop(r, p);
+    wst_recv_peer_drop(r, p);
 }

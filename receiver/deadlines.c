@@ -6,16 +6,16 @@
 #include "log.h"
 #include "receiver_internal.h"
 
-void wst_rx_on_tick(void *arg)
+void wst_recv_on_tick(void *arg)
 {
     struct wst_receiver *r = arg;
     uint64_t now = wst_now_ns();
     uint64_t limit = (uint64_t)(r->timeout_s * 1e9);
 
     if (r->refit != REFIT_IDLE && now - r->last_progress_ns > limit) {
-        wst_rx_refit_fail(r, WST_ERR_TIMED_OUT,
-                          "version %llu: no progress for %.1f s",
-                          (unsigned long long)r->version, r->timeout_s);
+        wst_recv_refit_fail(r, WST_ERR_TIMED_OUT,
+                            "version %llu: no progress for %.1f s",
+                            (unsigned long long)r->version, r->timeout_s);
         return;
     }
     if (r->first_have_ns == 0 || now - r->first_have_ns <= limit)
@@ -36,6 +36,6 @@ void wst_rx_on_tick(void *arg)
              "no have manifest from sender ranks %s within %.1f s", missing,
              r->timeout_s);
     WST_ERROR(&r->log, "%s", refusal.reason);
-    wst_rx_for_each_peer(r, wst_rx_refuse_to_peer, &refusal);
+    wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
     r->first_have_ns = 0;
 }

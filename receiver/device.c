@@ -16,7 +16,7 @@
 /* One landed message's copy to the GPU; recs[i] goes with the ring's
  * piece i (landing_ring.h) and events[i]. */
 struct copy_rec {
-    struct wst_rx_device *dev;
+    struct wst_recv_device *dev;
     uint32_t idx; /* in recs[], events[] and the ring's pieces */
     struct wst_data_hdr hdr;
     size_t len;
@@ -24,11 +24,11 @@ struct copy_rec {
     uint64_t enqueued_ns; /* copy enqueued */
 };
 
-struct wst_rx_device {
+struct wst_recv_device {
     const struct wst_logger *log;
     wst_worker_t *worker;
     int device;
-    wst_rx_copied_fn copied_fn;
+    wst_recv_copied_fn copied_fn;
     void *arg;
 
     /* landing (progress thread): the ring's memory and pieces */
@@ -54,7 +54,7 @@ struct wst_rx_device {
 static void copied(void *arg, wst_status_t status, uint64_t done_ns)
 {
     struct copy_rec *rec = arg;
-    struct wst_rx_device *dev = rec->dev;
+    struct wst_recv_device *dev = rec->dev;
     uint64_t ns = done_ns - rec->enqueued_ns;
 
     dev->stats.copies++;
@@ -67,7 +67,7 @@ static void copied(void *arg, wst_status_t status, uint64_t done_ns)
     wst_worker_data_resume(dev->worker);
 }
 
-static wst_status_t create_streams(struct wst_rx_device *dev)
+static wst_status_t create_streams(struct wst_recv_device *dev)
 {
     wst_status_t st = wst_gpu_stream_create(dev->log, &dev->copy_stream);
 
@@ -82,7 +82,7 @@ static wst_status_t create_streams(struct wst_rx_device *dev)
     return st;
 }
 
-static wst_status_t create_ring(struct wst_rx_device *dev)
+static wst_status_t create_ring(struct wst_recv_device *dev)
 {
     wst_status_t st =
         wst_pinned_create(&dev->ring, dev->log, dev->worker, WST_LANDING_BYTES);
@@ -98,12 +98,12 @@ static wst_status_t create_ring(struct wst_rx_device *dev)
     return WST_OK;
 }
 
-wst_status_t wst_rx_device_create(const struct wst_logger *log,
-                                  wst_worker_t *worker, int device,
-                                  wst_rx_copied_fn copied_fn, void *arg,
-                                  struct wst_rx_device **dev_p)
+wst_status_t wst_recv_device_create(const struct wst_logger *log,
+                                    wst_worker_t *worker, int device,
+                                    wst_recv_copied_fn copied_fn, void *arg,
+                                    struct wst_recv_device **dev_p)
 {
-    struct wst_rx_device *dev = calloc(1, sizeof(*dev));
+    struct wst_recv_device *dev = calloc(1, sizeof(*dev));
     wst_status_t st;
 
     *dev_p = NULL;
@@ -123,15 +123,15 @@ wst_status_t wst_rx_device_create(const struct wst_logger *log,
         st = wst_gpu_waiter_create(log, worker, device, WST_LANDING_RECORDS,
                                    &dev->waiter);
     if (st != WST_OK) {
-        wst_rx_device_stop(dev);
-        wst_rx_device_destroy(dev);
+        wst_recv_device_stop(dev);
+        wst_recv_device_destroy(dev);
         return st;
     }
     *dev_p = dev;
     return WST_OK;
 }
 
-void wst_rx_device_stop(struct wst_rx_device *dev)
+void wst_recv_device_stop(struct wst_recv_device *dev)
 {
     if (dev == NULL)
         return;
@@ -139,7 +139,7 @@ void wst_rx_device_stop(struct wst_rx_device *dev)
     wst_pinned_unregister(&dev->ring);
 }
 
-void wst_rx_device_destroy(struct wst_rx_device *dev)
+void wst_recv_device_destroy(struct wst_recv_device *dev)
 {
     if (dev == NULL)
         return;
@@ -154,7 +154,7 @@ void wst_rx_device_destroy(struct wst_rx_device *dev)
     free(dev);
 }
 
-void *wst_rx_device_land(struct wst_rx_device *dev, size_t len)
+void *wst_recv_device_land(struct wst_recv_device *dev, size_t len)
 {
     int64_t i = len <= WST_LANDING_MESSAGE_MAX
                     ? wst_landing_ring_take(&dev->room, len)
@@ -163,14 +163,14 @@ void *wst_rx_device_land(struct wst_rx_device *dev, size_t len)
     return i >= 0 ? dev->pieces[i].bytes : NULL;
 }
 
-int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr)
+int wst_recv_device_owns(const struct wst_recv_device *dev, const void *ptr)
 {
     const unsigned char *p = ptr;
 
     return p >= dev->ring.mem && p < dev->ring.mem + WST_LANDING_BYTES;
 }
 
-void wst_rx_device_release(struct wst_rx_device *dev, void *ptr)
+void wst_recv_device_release(struct wst_recv_device *dev, void *ptr)
 {
     int64_t i = wst_landing_ring_find(&dev->room, ptr);
 
@@ -179,9 +179,9 @@ void wst_rx_device_release(struct wst_rx_device *dev, void *ptr)
     wst_worker_data_resume(dev->worker);
 }
 
-wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
-                                size_t len, const struct wst_data_hdr *hdr,
-                                uint64_t tag)
+wst_status_t wst_recv_device_copy(struct wst_recv_device *dev, void *ptr,
+                                  void *dst, size_t len,
+                                  const struct wst_data_hdr *hdr, uint64_t tag)
 {
     int64_t i = wst_landing_ring_find(&dev->room, ptr);
     struct copy_rec *rec = i >= 0 ? &dev->recs[i] : NULL;
@@ -204,14 +204,14 @@ wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
             wst_gpu_waiter_add(dev->waiter, dev->events[rec->idx], copied, rec);
     }
     if (st != WST_OK) {
-        wst_rx_device_release(dev, ptr);
+        wst_recv_device_release(dev, ptr);
         return st;
     }
     return WST_OK;
 }
 
-void wst_rx_device_take_stats(struct wst_rx_device *dev,
-                              struct wst_landing_stats *stats)
+void wst_recv_device_take_stats(struct wst_recv_device *dev,
+                                struct wst_landing_stats *stats)
 {
     uint64_t parked = wst_worker_parked_total(dev->worker);
 
@@ -221,24 +221,24 @@ void wst_rx_device_take_stats(struct wst_rx_device *dev,
     dev->parked_base = parked;
 }
 
-wst_status_t wst_rx_device_digest_flush(struct wst_rx_device *dev,
-                                        struct wst_digest *d)
+wst_status_t wst_recv_device_digest_flush(struct wst_recv_device *dev,
+                                          struct wst_digest *d)
 {
     return wst_digest_batch_flush(&dev->verify, d);
 }
 
-wst_status_t wst_rx_device_digest_add(struct wst_rx_device *dev,
-                                      struct wst_digest *d, const void *data,
-                                      uint64_t len)
+wst_status_t wst_recv_device_digest_add(struct wst_recv_device *dev,
+                                        struct wst_digest *d, const void *data,
+                                        uint64_t len)
 {
     return wst_digest_batch_add(&dev->verify, d, data, len);
 }
 
-wst_status_t wst_rx_device_repack(struct wst_rx_device *dev,
-                                  const struct wst_moe *moe,
-                                  const struct wst_moe_layer *ml,
-                                  void *const *region_data, char *err,
-                                  size_t errlen)
+wst_status_t wst_recv_device_repack(struct wst_recv_device *dev,
+                                    const struct wst_moe *moe,
+                                    const struct wst_moe_layer *ml,
+                                    void *const *region_data, char *err,
+                                    size_t errlen)
 {
     const struct wst_expert_shape *s = &ml->shape;
     uint64_t per = wst_moe_expert_bytes(ml); /* one expert's gate */

@@ -39,47 +39,48 @@
 #define WST_LANDING_RECORDS 1024u
 
 /* A landed message's copy is complete: 'tag' is what the receiver gave
- * wst_rx_device_copy (its refit generation). Progress thread. */
-typedef void (*wst_rx_copied_fn)(void *arg, const struct wst_data_hdr *hdr,
-                                 size_t len, uint64_t tag, wst_status_t status);
+ * wst_recv_device_copy (its refit generation). Progress thread. */
+typedef void (*wst_recv_copied_fn)(void *arg, const struct wst_data_hdr *hdr,
+                                   size_t len, uint64_t tag,
+                                   wst_status_t status);
 
-struct wst_rx_device;
+struct wst_recv_device;
 
 /* Creates the GPU side on 'device': streams, events, the landing ring
  * (registered with 'worker'), the completion thread and the digest
  * context. 'log' and 'worker' are borrowed for its lifetime; copied_fn is
  * called with 'arg'. On success *dev_p is owned by the caller: stop it
- * (wst_rx_device_stop) before the worker goes, destroy it after. */
-wst_status_t wst_rx_device_create(const struct wst_logger *log,
-                                  wst_worker_t *worker, int device,
-                                  wst_rx_copied_fn copied_fn, void *arg,
-                                  struct wst_rx_device **dev_p);
+ * (wst_recv_device_stop) before the worker goes, destroy it after. */
+wst_status_t wst_recv_device_create(const struct wst_logger *log,
+                                    wst_worker_t *worker, int device,
+                                    wst_recv_copied_fn copied_fn, void *arg,
+                                    struct wst_recv_device **dev_p);
 
 /* Waits for copies in flight and ends the completion thread; no
  * completion is posted after it returns. Unregisters the ring. */
-void wst_rx_device_stop(struct wst_rx_device *dev);
-void wst_rx_device_destroy(struct wst_rx_device *dev);
+void wst_recv_device_stop(struct wst_recv_device *dev);
+void wst_recv_device_destroy(struct wst_recv_device *dev);
 
 /* Progress thread: room for a 'len'-byte message in the landing ring, or
  * NULL when the ring or its records are full (the caller answers
  * WST_ERR_BUSY and the message is parked). Room is taken in arrival
  * order and given back in that order (landing_ring.h). */
-void *wst_rx_device_land(struct wst_rx_device *dev, size_t len);
+void *wst_recv_device_land(struct wst_recv_device *dev, size_t len);
 
 /* Nonzero when 'ptr' points into the landing ring. */
-int wst_rx_device_owns(const struct wst_rx_device *dev, const void *ptr);
+int wst_recv_device_owns(const struct wst_recv_device *dev, const void *ptr);
 
 /* Progress thread: gives a message's room back without copying (a dropped
  * message) and lets parked messages in. */
-void wst_rx_device_release(struct wst_rx_device *dev, void *ptr);
+void wst_recv_device_release(struct wst_recv_device *dev, void *ptr);
 
 /* Progress thread: copies the 'len' landed bytes at 'ptr' (from
- * wst_rx_device_land) to device memory 'dst'; copied_fn follows once they
+ * wst_recv_device_land) to device memory 'dst'; copied_fn follows once they
  * are there, and their room is free again. On error the room is released
  * here and nothing follows. */
-wst_status_t wst_rx_device_copy(struct wst_rx_device *dev, void *ptr, void *dst,
-                                size_t len, const struct wst_data_hdr *hdr,
-                                uint64_t tag);
+wst_status_t wst_recv_device_copy(struct wst_recv_device *dev, void *ptr,
+                                  void *dst, size_t len,
+                                  const struct wst_data_hdr *hdr, uint64_t tag);
 
 /* What the landing path did, for a log line per refit: copies (and their
  * bytes) from landing to on the GPU, the time from enqueuing a copy to
@@ -95,24 +96,24 @@ struct wst_landing_stats {
 
 /* Progress thread: the statistics since the last call, and a fresh
  * start. */
-void wst_rx_device_take_stats(struct wst_rx_device *dev,
-                              struct wst_landing_stats *stats);
+void wst_recv_device_take_stats(struct wst_recv_device *dev,
+                                struct wst_landing_stats *stats);
 
 /* Engine thread: adds to 'd' the digest of device run 'data' of 'len'
  * bytes at stream position d->pos, and advances d->pos. Runs are batched:
- * call wst_rx_device_digest_flush before reading d. */
-wst_status_t wst_rx_device_digest_add(struct wst_rx_device *dev,
-                                      struct wst_digest *d, const void *data,
-                                      uint64_t len);
-wst_status_t wst_rx_device_digest_flush(struct wst_rx_device *dev,
-                                        struct wst_digest *d);
+ * call wst_recv_device_digest_flush before reading d. */
+wst_status_t wst_recv_device_digest_add(struct wst_recv_device *dev,
+                                        struct wst_digest *d, const void *data,
+                                        uint64_t len);
+wst_status_t wst_recv_device_digest_flush(struct wst_recv_device *dev,
+                                          struct wst_digest *d);
 
 /* Repack thread: replays MoE layer 'ml' from device staging into device
  * live memory through its loader's load_layer_device, and waits for it. */
-wst_status_t wst_rx_device_repack(struct wst_rx_device *dev,
-                                  const struct wst_moe *moe,
-                                  const struct wst_moe_layer *ml,
-                                  void *const *region_data, char *err,
-                                  size_t errlen);
+wst_status_t wst_recv_device_repack(struct wst_recv_device *dev,
+                                    const struct wst_moe *moe,
+                                    const struct wst_moe_layer *ml,
+                                    void *const *region_data, char *err,
+                                    size_t errlen);
 
 #endif

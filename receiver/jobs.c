@@ -13,7 +13,7 @@
 #include "receiver_internal.h"
 #include "worker.h"
 
-struct job *wst_rx_job_new(struct wst_receiver *r)
+struct job *wst_recv_job_new(struct wst_receiver *r)
 {
     struct job *j = calloc(1, sizeof(*j));
 
@@ -25,15 +25,15 @@ struct job *wst_rx_job_new(struct wst_receiver *r)
     return j;
 }
 
-void wst_rx_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j)
+void wst_recv_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j)
 {
     if (j == NULL || wst_jobq_post(r->engine, fn, j) != WST_OK) {
         free(j);
-        wst_rx_refit_fail(r, WST_ERR_NO_MEMORY, "cannot queue engine work");
+        wst_recv_refit_fail(r, WST_ERR_NO_MEMORY, "cannot queue engine work");
     }
 }
 
-void wst_rx_job_begin(void *arg)
+void wst_recv_job_begin(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
@@ -42,30 +42,30 @@ void wst_rx_job_begin(void *arg)
                     ? r->hooks.begin(r->hooks.arg, j->version, j->reason,
                                      sizeof(j->reason))
                     : WST_OK;
-    wst_worker_post(r->worker, wst_rx_begin_done, j);
+    wst_worker_post(r->worker, wst_recv_begin_done, j);
 }
 
-void wst_rx_job_verify(void *arg)
+void wst_recv_job_verify(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
     size_t first, last;
     struct wst_digest d;
 
-    wst_rx_layer_items(r, j->rank, j->layer, &first, &last);
+    wst_recv_layer_items(r, j->rank, j->layer, &first, &last);
     wst_digest_init(&d);
     /* Runs in device memory are hashed on the GPU, batched; the digest's
      * sum is order-free, so host and device runs mix. */
     for (size_t k = first; k < last && j->status == WST_OK; k++) {
         const struct wst_plan_item *it = &r->plan->items[k];
-        const void *run = wst_rx_item_dest(r, it, 0);
+        const void *run = wst_recv_item_dest(r, it, 0);
         if (r->regions[it->region].mem == WST_MEM_CUDA)
-            j->status = wst_rx_device_digest_add(r->dev, &d, run, it->length);
+            j->status = wst_recv_device_digest_add(r->dev, &d, run, it->length);
         else
             wst_digest_update(&d, run, it->length);
     }
     if (r->dev != NULL && j->status == WST_OK)
-        j->status = wst_rx_device_digest_flush(r->dev, &d);
+        j->status = wst_recv_device_digest_flush(r->dev, &d);
     uint64_t got = wst_digest_final(&d);
     if (j->status != WST_OK) {
         snprintf(j->reason, sizeof(j->reason),
@@ -79,19 +79,19 @@ void wst_rx_job_verify(void *arg)
                  j->layer, j->rank, (unsigned long long)j->version,
                  (unsigned long long)j->digest, (unsigned long long)got);
     }
-    wst_worker_post(r->worker, wst_rx_verify_done, j);
+    wst_worker_post(r->worker, wst_recv_verify_done, j);
 }
 
-void wst_rx_job_skip_verify(void *arg)
+void wst_recv_job_skip_verify(void *arg)
 {
     struct job *j = arg;
 
-    wst_worker_post(j->r->worker, wst_rx_verify_done, j);
+    wst_worker_post(j->r->worker, wst_recv_verify_done, j);
 }
 
 /* On the repack thread: the layer is complete and verified, and its slot
- * is not reused before wst_rx_repack_done grants its next credit. */
-void wst_rx_job_repack(void *arg)
+ * is not reused before wst_recv_repack_done grants its next credit. */
+void wst_recv_job_repack(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
@@ -99,16 +99,16 @@ void wst_rx_job_repack(void *arg)
     double t0 = wst_now_s();
 
     if (r->moe.staging_device >= 0)
-        j->status = wst_rx_device_repack(r->dev, &r->moe, ml, r->region_data,
-                                         j->reason, sizeof(j->reason));
+        j->status = wst_recv_device_repack(r->dev, &r->moe, ml, r->region_data,
+                                           j->reason, sizeof(j->reason));
     else
         j->status = wst_moe_replay(&r->moe, ml, r->region_data, j->reason,
                                    sizeof(j->reason));
     j->seconds = wst_now_s() - t0;
-    wst_worker_post(r->worker, wst_rx_repack_done, j);
+    wst_worker_post(r->worker, wst_recv_repack_done, j);
 }
 
-void wst_rx_job_finalize(void *arg)
+void wst_recv_job_finalize(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
@@ -124,20 +124,20 @@ void wst_rx_job_finalize(void *arg)
                      why[0] ? why : wst_status_string(j->status));
     }
     j->seconds = wst_now_s() - t0;
-    wst_worker_post(r->worker, wst_rx_finalize_done, j);
+    wst_worker_post(r->worker, wst_recv_finalize_done, j);
 }
 
-void wst_rx_job_commit(void *arg)
+void wst_recv_job_commit(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
     if (r->hooks.committed != NULL)
         r->hooks.committed(r->hooks.arg, j->version);
-    wst_worker_post(r->worker, wst_rx_commit_done, j);
+    wst_worker_post(r->worker, wst_recv_commit_done, j);
 }
 
-void wst_rx_job_unusable(void *arg)
+void wst_recv_job_unusable(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
@@ -149,7 +149,7 @@ void wst_rx_job_unusable(void *arg)
 
 /* The engine paused for a refit that was refused before anything was
  * written: let it serve its committed version again. */
-void wst_rx_job_resume(void *arg)
+void wst_recv_job_resume(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;

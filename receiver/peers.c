@@ -14,8 +14,8 @@
 #include "receiver_internal.h"
 #include "worker.h"
 
-void wst_rx_send_msg(struct wst_receiver *r, struct peer *p,
-                     const struct wst_msg *m)
+void wst_recv_send_msg(struct wst_receiver *r, struct peer *p,
+                       const struct wst_msg *m)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -30,29 +30,29 @@ void wst_rx_send_msg(struct wst_receiver *r, struct peer *p,
     wst_conn_send(p->conn, buf, len);
 }
 
-void wst_rx_send_error(struct wst_receiver *r, struct peer *p,
-                       wst_status_t status, const char *msg)
+void wst_recv_send_error(struct wst_receiver *r, struct peer *p,
+                         wst_status_t status, const char *msg)
 {
     struct wst_msg m = {.type = WST_MSG_ERROR};
 
     m.u.error.status = status;
     snprintf(m.u.error.message, sizeof(m.u.error.message), "%s", msg);
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
 }
 
-void wst_rx_for_each_peer(struct wst_receiver *r,
-                          void (*fn)(struct wst_receiver *, struct peer *,
-                                     void *),
-                          void *arg)
+void wst_recv_for_each_peer(struct wst_receiver *r,
+                            void (*fn)(struct wst_receiver *, struct peer *,
+                                       void *),
+                            void *arg)
 {
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
             fn(r, r->by_rank[i], arg);
 }
 
-void wst_rx_peer_reset_refit(struct wst_receiver *r, struct peer *p)
+void wst_recv_peer_reset_refit(struct wst_receiver *r, struct peer *p)
 {
-    uint64_t n = wst_rx_layer_count(r);
+    uint64_t n = wst_recv_layer_count(r);
 
     p->version = 0;
     p->acked = 0;
@@ -83,7 +83,7 @@ static void peer_free(struct peer *p)
 
 /* Drops a peer: closes its connection and forgets its manifest. A refit it
  * takes part in fails (the caller decides before calling). */
-void wst_rx_peer_drop(struct wst_receiver *r, struct peer *p)
+void wst_recv_peer_drop(struct wst_receiver *r, struct peer *p)
 {
     if (p->hello_done && p->rank < r->world_size && r->by_rank[p->rank] == p)
         r->by_rank[p->rank] = NULL;
@@ -94,23 +94,23 @@ void wst_rx_peer_drop(struct wst_receiver *r, struct peer *p)
     peer_free(p);
 }
 
-/* As wst_rx_peer_drop, after an ERROR: the connection lingers long enough for
+/* As wst_recv_peer_drop, after an ERROR: the connection lingers long enough for
  * the peer to read why. */
-void wst_rx_peer_drop_after_error(struct wst_receiver *r, struct peer *p)
+void wst_recv_peer_drop_after_error(struct wst_receiver *r, struct peer *p)
 {
     if (p->conn != NULL) {
         wst_conn_close_later(p->conn, 0.5);
         p->conn = NULL;
     }
-    wst_rx_peer_drop(r, p);
+    wst_recv_peer_drop(r, p);
 }
 
-int wst_rx_peer_in_refit(const struct wst_receiver *r, const struct peer *p)
+int wst_recv_peer_in_refit(const struct wst_receiver *r, const struct peer *p)
 {
     return r->refit != REFIT_IDLE && p->hello_done && p->plan_sent;
 }
 
-int wst_rx_any_peer(const struct wst_receiver *r)
+int wst_recv_any_peer(const struct wst_receiver *r)
 {
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
@@ -118,7 +118,7 @@ int wst_rx_any_peer(const struct wst_receiver *r)
     return 0;
 }
 
-wst_status_t wst_rx_set_world(struct wst_receiver *r, uint32_t world)
+wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world)
 {
     struct peer **by_rank = calloc(world, sizeof(*by_rank));
 

@@ -12,14 +12,14 @@
 #include "receiver_internal.h"
 #include "worker.h"
 
-uint64_t wst_rx_layer_count(const struct wst_receiver *r)
+uint64_t wst_recv_layer_count(const struct wst_receiver *r)
 {
     return r->plan != NULL ? r->plan->n_layers : 0;
 }
 
 /* Items of sender 'rank' in 'layer': [first, last). */
-void wst_rx_layer_items(const struct wst_receiver *r, uint32_t rank,
-                        uint32_t layer, size_t *first, size_t *last)
+void wst_recv_layer_items(const struct wst_receiver *r, uint32_t rank,
+                          uint32_t layer, size_t *first, size_t *last)
 {
     const size_t *ix = &r->layer_index[(size_t)rank * (r->plan->n_layers + 1)];
 
@@ -27,8 +27,8 @@ void wst_rx_layer_items(const struct wst_receiver *r, uint32_t rank,
     *last = ix[layer + 1];
 }
 
-uint64_t wst_rx_expected_bytes(const struct wst_receiver *r, uint32_t rank,
-                               uint32_t layer)
+uint64_t wst_recv_expected_bytes(const struct wst_receiver *r, uint32_t rank,
+                                 uint32_t layer)
 {
     return r->plan->layer_bytes[(size_t)rank * r->plan->n_layers + layer];
 }
@@ -91,7 +91,7 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
         calloc(r->n_regions ? r->n_regions : 1, sizeof(*regs));
 
     if (regs == NULL) {
-        wst_rx_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
+        wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
         return;
     }
     for (size_t i = 0; i < r->n_regions; i++) {
@@ -112,26 +112,26 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
     m.u.plan.caps =
         (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
         (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
-        (wst_rx_nccl_possible(r) ? WST_CAP_NCCL : 0);
+        (wst_recv_nccl_possible(r) ? WST_CAP_NCCL : 0);
     m.u.plan.n_items = n;
     m.u.plan.items = &pl->items[first];
     m.u.plan.n_regions = r->n_regions;
     m.u.plan.regions = regs;
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
     free(regs);
     p->plan_sent = 1;
 }
 
-void wst_rx_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
+void wst_recv_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
     const struct job *j = arg;
 
-    wst_rx_send_error(r, p, j->status, j->reason);
+    wst_recv_send_error(r, p, j->status, j->reason);
 }
 
 static void pub_reason(struct wst_receiver *r, void *arg)
 {
-    wst_rx_set_state_reason(r, arg);
+    wst_recv_set_state_reason(r, arg);
 }
 
 static void pub_plan_time(struct wst_receiver *r, void *arg)
@@ -142,7 +142,7 @@ static void pub_plan_time(struct wst_receiver *r, void *arg)
 /* Plans once every sender rank has sent its manifest; a cached plan is
  * reused when the inputs are the same (the usual case: a sender restarts,
  * or every refit after the first). */
-void wst_rx_try_plan(struct wst_receiver *r)
+void wst_recv_try_plan(struct wst_receiver *r)
 {
     const struct wst_have **haves;
     size_t *n_haves;
@@ -178,8 +178,8 @@ void wst_rx_try_plan(struct wst_receiver *r)
         refusal.status = r->moe.refusal;
         snprintf(refusal.reason, sizeof(refusal.reason), "%s", r->moe.reason);
         WST_ERROR(&r->log, "plan refused: %s", refusal.reason);
-        wst_rx_publish(r, pub_reason, refusal.reason);
-        wst_rx_for_each_peer(r, wst_rx_refuse_to_peer, &refusal);
+        wst_recv_publish(r, pub_reason, refusal.reason);
+        wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
         goto out_free;
     }
     uint64_t key = wst_plan_input_key(&in);
@@ -191,8 +191,8 @@ void wst_rx_try_plan(struct wst_receiver *r)
         if (refusal.status != WST_OK) {
             /* A refusal changes nothing: the live buffers and the
              * committed version stay as they are. */
-            wst_rx_publish(r, pub_reason, refusal.reason);
-            wst_rx_for_each_peer(r, wst_rx_refuse_to_peer, &refusal);
+            wst_recv_publish(r, pub_reason, refusal.reason);
+            wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
             goto out_free;
         }
         wst_plan_destroy(r->plan);
@@ -205,7 +205,7 @@ void wst_rx_try_plan(struct wst_receiver *r)
             goto out_free;
         }
         double plan_s = wst_now_s() - t0;
-        wst_rx_publish(r, pub_plan_time, &plan_s);
+        wst_recv_publish(r, pub_plan_time, &plan_s);
         WST_INFO(&r->log,
                  "plan %016llx: %zu items, %llu bytes from %u senders, %u "
                  "layers, built in %.3f ms",
@@ -215,7 +215,7 @@ void wst_rx_try_plan(struct wst_receiver *r)
     }
     for (uint32_t i = 0; i < r->world_size; i++)
         if (!r->by_rank[i]->plan_sent) {
-            wst_rx_peer_reset_refit(r, r->by_rank[i]);
+            wst_recv_peer_reset_refit(r, r->by_rank[i]);
             send_plan(r, r->by_rank[i]);
         }
 out_free:

@@ -18,13 +18,13 @@
 #include "receiver_internal.h"
 #include "worker.h"
 
-void wst_rx_set_state_reason(struct wst_receiver *r, const char *reason)
+void wst_recv_set_state_reason(struct wst_receiver *r, const char *reason)
 {
     snprintf(r->state.reason, sizeof(r->state.reason), "%s", reason);
 }
 
-void wst_rx_publish(struct wst_receiver *r,
-                    void (*fn)(struct wst_receiver *, void *), void *arg)
+void wst_recv_publish(struct wst_receiver *r,
+                      void (*fn)(struct wst_receiver *, void *), void *arg)
 {
     pthread_mutex_lock(&r->lock);
     fn(r, arg);
@@ -115,12 +115,12 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
-                .accepted = wst_rx_on_accepted,
-                .message = wst_rx_on_message,
-                .conn_failed = wst_rx_on_conn_failed,
-                .data_dest = wst_rx_on_data_dest,
-                .data_done = wst_rx_on_data_done,
-                .tick = wst_rx_on_tick},
+                .accepted = wst_recv_on_accepted,
+                .message = wst_recv_on_message,
+                .conn_failed = wst_recv_on_conn_failed,
+                .data_dest = wst_recv_on_data_dest,
+                .data_done = wst_recv_on_data_done,
+                .tick = wst_recv_on_tick},
         .max_control_msg = WST_MSG_MAX_DEFAULT,
         .heartbeat = {.interval_s = r->heartbeat_s,
                       .timeout_s = r->peer_timeout_s,
@@ -226,7 +226,7 @@ static wst_status_t prepare_experts(struct wst_receiver *r)
         struct wst_want w[3];
         wst_moe_staging_wants(&r->moe, &r->moe.layers[i], r->staging_region, w);
         for (int p = 0; p < 3 && st == WST_OK; p++)
-            st = wst_rx_add_want(r, &w[p]);
+            st = wst_recv_add_want(r, &w[p]);
     }
     /* The repack thread finds live memory here, allocating nothing. */
     if (st == WST_OK && (r->region_data = calloc(
@@ -264,7 +264,7 @@ wst_status_t wst_receiver_start(wst_receiver_t *r, uint16_t *port_p)
 
     if (r->started)
         return WST_ERR_STATE;
-    st = wst_rx_prepare_device(r);
+    st = wst_recv_prepare_device(r);
     if (st == WST_OK)
         st = prepare_experts(r);
     if (st != WST_OK)
@@ -341,7 +341,7 @@ static void shutdown_peers(void *arg)
     r->generation++;
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
-            wst_rx_peer_drop(r, r->by_rank[i]);
+            wst_recv_peer_drop(r, r->by_rank[i]);
 }
 
 void wst_receiver_destroy(wst_receiver_t *r)
@@ -353,14 +353,14 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_worker_call(r->worker, shutdown_peers, r);
     wst_jobq_destroy(r->repacker);
     wst_jobq_destroy(r->engine);
-    wst_rx_device_stop(r->dev); /* copies done, none posted after this */
+    wst_recv_device_stop(r->dev); /* copies done, none posted after this */
     for (size_t i = 0; i < r->n_regions; i++) {
         free(r->regions[i].rkey);
         if (r->regions[i].memh != NULL)
             wst_worker_mem_unmap(r->worker, r->regions[i].memh);
     }
     wst_worker_destroy(r->worker);
-    wst_rx_device_destroy(r->dev);
+    wst_recv_device_destroy(r->dev);
     wst_plan_destroy(r->plan);
     free(r->layer_index);
     free(r->layer_verified);

@@ -29,7 +29,7 @@
 #include "planner.h"
 #include "worker.h"
 
-struct wst_rx_device;
+struct wst_recv_device;
 struct wst_nccl_link;
 struct wst_nccl_run;
 
@@ -113,11 +113,11 @@ struct wst_receiver {
     struct wst_want *wants;
     size_t n_wants;
     struct wst_region_desc *region_descs;
-    struct wst_moe moe;        /* MoE layers, staging pool, loaders */
-    uint32_t staging_region;   /* valid when moe.staging != NULL */
-    void **region_data;        /* [n_regions] base addresses, for repacks */
-    int device;                /* GPU of the device regions, or -1 */
-    struct wst_rx_device *dev; /* landing, copies: when device >= 0 */
+    struct wst_moe moe;          /* MoE layers, staging pool, loaders */
+    uint32_t staging_region;     /* valid when moe.staging != NULL */
+    void **region_data;          /* [n_regions] base addresses, for repacks */
+    int device;                  /* GPU of the device regions, or -1 */
+    struct wst_recv_device *dev; /* landing, copies: when device >= 0 */
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
 
     /* progress-thread state */
@@ -167,104 +167,105 @@ struct job {
 };
 
 /* receiver.c: the state API threads read, under r->lock */
-void wst_rx_set_state_reason(struct wst_receiver *r, const char *reason);
-void wst_rx_publish(struct wst_receiver *r,
-                    void (*fn)(struct wst_receiver *, void *), void *arg);
+void wst_recv_set_state_reason(struct wst_receiver *r, const char *reason);
+void wst_recv_publish(struct wst_receiver *r,
+                      void (*fn)(struct wst_receiver *, void *), void *arg);
 
 /* regions.c */
-void *wst_rx_item_dest(const struct wst_receiver *r,
-                       const struct wst_plan_item *it, uint64_t offset);
-wst_status_t wst_rx_add_want(struct wst_receiver *r,
-                             const struct wst_want *want);
+void *wst_recv_item_dest(const struct wst_receiver *r,
+                         const struct wst_plan_item *it, uint64_t offset);
+wst_status_t wst_recv_add_want(struct wst_receiver *r,
+                               const struct wst_want *want);
 
 /* peers.c */
-void wst_rx_send_msg(struct wst_receiver *r, struct peer *p,
-                     const struct wst_msg *m);
-void wst_rx_send_error(struct wst_receiver *r, struct peer *p,
-                       wst_status_t status, const char *msg);
-void wst_rx_for_each_peer(struct wst_receiver *r,
-                          void (*fn)(struct wst_receiver *, struct peer *,
-                                     void *),
-                          void *arg);
-void wst_rx_peer_reset_refit(struct wst_receiver *r, struct peer *p);
-void wst_rx_peer_drop(struct wst_receiver *r, struct peer *p);
-void wst_rx_peer_drop_after_error(struct wst_receiver *r, struct peer *p);
-int wst_rx_peer_in_refit(const struct wst_receiver *r, const struct peer *p);
-int wst_rx_any_peer(const struct wst_receiver *r);
-wst_status_t wst_rx_set_world(struct wst_receiver *r, uint32_t world);
+void wst_recv_send_msg(struct wst_receiver *r, struct peer *p,
+                       const struct wst_msg *m);
+void wst_recv_send_error(struct wst_receiver *r, struct peer *p,
+                         wst_status_t status, const char *msg);
+void wst_recv_for_each_peer(struct wst_receiver *r,
+                            void (*fn)(struct wst_receiver *, struct peer *,
+                                       void *),
+                            void *arg);
+void wst_recv_peer_reset_refit(struct wst_receiver *r, struct peer *p);
+void wst_recv_peer_drop(struct wst_receiver *r, struct peer *p);
+void wst_recv_peer_drop_after_error(struct wst_receiver *r, struct peer *p);
+int wst_recv_peer_in_refit(const struct wst_receiver *r, const struct peer *p);
+int wst_recv_any_peer(const struct wst_receiver *r);
+wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world);
 
 /* plan_cache.c */
-uint64_t wst_rx_layer_count(const struct wst_receiver *r);
-void wst_rx_layer_items(const struct wst_receiver *r, uint32_t rank,
-                        uint32_t layer, size_t *first, size_t *last);
-uint64_t wst_rx_expected_bytes(const struct wst_receiver *r, uint32_t rank,
-                               uint32_t layer);
-void wst_rx_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg);
-void wst_rx_try_plan(struct wst_receiver *r);
+uint64_t wst_recv_layer_count(const struct wst_receiver *r);
+void wst_recv_layer_items(const struct wst_receiver *r, uint32_t rank,
+                          uint32_t layer, size_t *first, size_t *last);
+uint64_t wst_recv_expected_bytes(const struct wst_receiver *r, uint32_t rank,
+                                 uint32_t layer);
+void wst_recv_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg);
+void wst_recv_try_plan(struct wst_receiver *r);
 
-/* jobs.c: wst_rx_job_* run on the engine thread (wst_rx_job_repack on the
+/* jobs.c: wst_recv_job_* run on the engine thread (wst_recv_job_repack on the
  * repack thread) */
-struct job *wst_rx_job_new(struct wst_receiver *r);
-void wst_rx_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j);
-void wst_rx_job_begin(void *arg);
-void wst_rx_job_verify(void *arg);
-void wst_rx_job_skip_verify(void *arg);
-void wst_rx_job_repack(void *arg);
-void wst_rx_job_finalize(void *arg);
-void wst_rx_job_commit(void *arg);
-void wst_rx_job_unusable(void *arg);
-void wst_rx_job_resume(void *arg);
+struct job *wst_recv_job_new(struct wst_receiver *r);
+void wst_recv_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j);
+void wst_recv_job_begin(void *arg);
+void wst_recv_job_verify(void *arg);
+void wst_recv_job_skip_verify(void *arg);
+void wst_recv_job_repack(void *arg);
+void wst_recv_job_finalize(void *arg);
+void wst_recv_job_commit(void *arg);
+void wst_recv_job_unusable(void *arg);
+void wst_recv_job_resume(void *arg);
 
-/* refit.c: the jobs' results come back to wst_rx_*_done */
-void wst_rx_refit_fail(struct wst_receiver *r, wst_status_t status,
-                       const char *fmt, ...)
+/* refit.c: the jobs' results come back to wst_recv_*_done */
+void wst_recv_refit_fail(struct wst_receiver *r, wst_status_t status,
+                         const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void wst_rx_refit_end(struct wst_receiver *r);
-double wst_rx_since_ack(const struct wst_receiver *r);
-void wst_rx_ack_peer(struct wst_receiver *r, struct peer *p, void *arg);
-void wst_rx_begin_done(void *arg);
-int wst_rx_job_current(struct wst_receiver *r, struct job *j);
-void wst_rx_queue_verify(struct wst_receiver *r, struct peer *p,
-                         uint32_t layer);
-void wst_rx_verify_done(void *arg);
-void wst_rx_repack_done(void *arg);
-void wst_rx_count_layer(struct wst_receiver *r, struct peer *p, uint32_t layer,
-                        uint64_t len);
-void wst_rx_refit_start(struct wst_receiver *r, uint64_t version);
+void wst_recv_refit_end(struct wst_receiver *r);
+double wst_recv_since_ack(const struct wst_receiver *r);
+void wst_recv_ack_peer(struct wst_receiver *r, struct peer *p, void *arg);
+void wst_recv_begin_done(void *arg);
+int wst_recv_job_current(struct wst_receiver *r, struct job *j);
+void wst_recv_queue_verify(struct wst_receiver *r, struct peer *p,
+                           uint32_t layer);
+void wst_recv_verify_done(void *arg);
+void wst_recv_repack_done(void *arg);
+void wst_recv_count_layer(struct wst_receiver *r, struct peer *p,
+                          uint32_t layer, uint64_t len);
+void wst_recv_refit_start(struct wst_receiver *r, uint64_t version);
 
 /* commit.c */
-void wst_rx_finalize_done(void *arg);
-void wst_rx_commit_done(void *arg);
+void wst_recv_finalize_done(void *arg);
+void wst_recv_commit_done(void *arg);
 
 /* control.c: the worker's callbacks for control messages and connections */
-void wst_rx_on_message(void *arg, wst_conn_t *conn, const void *buf,
-                       size_t len);
-void wst_rx_on_accepted(void *arg, wst_conn_t *conn);
-void wst_rx_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
-                           const char *why);
+void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
+                         size_t len);
+void wst_recv_on_accepted(void *arg, wst_conn_t *conn);
+void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
+                             const char *why);
 
 /* deadlines.c: the worker's tick */
-void wst_rx_on_tick(void *arg);
+void wst_recv_on_tick(void *arg);
 
 /* rx_am.c: the worker's data callbacks */
-wst_status_t wst_rx_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
-                                 size_t len, void **dest_p);
-void wst_rx_on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
-                         size_t len, wst_status_t status);
-struct peer *wst_rx_data_peer(struct wst_receiver *r,
-                              const struct wst_data_hdr *hdr);
-void wst_rx_count_data(struct wst_receiver *r, struct peer *p,
-                       const struct wst_data_hdr *hdr, size_t len);
+wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
+                                   size_t len, void **dest_p);
+void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
+                           void *dest, size_t len, wst_status_t status);
+struct peer *wst_recv_data_peer(struct wst_receiver *r,
+                                const struct wst_data_hdr *hdr);
+void wst_recv_count_data(struct wst_receiver *r, struct peer *p,
+                         const struct wst_data_hdr *hdr, size_t len);
 
 /* rx_bounce.c */
-wst_status_t wst_rx_prepare_device(struct wst_receiver *r);
-void wst_rx_log_landing(struct wst_receiver *r);
+wst_status_t wst_recv_prepare_device(struct wst_receiver *r);
+void wst_recv_log_landing(struct wst_receiver *r);
 
 /* rx_nccl.c */
-void wst_rx_nccl_post(struct wst_receiver *r, struct peer *p);
-int wst_rx_nccl_possible(const struct wst_receiver *r);
-void wst_rx_on_nccl_setup(struct wst_receiver *r, struct peer *p,
-                          const struct wst_nccl_setup *ns);
-void wst_rx_nccl_abort_peer(struct wst_receiver *r, struct peer *p, void *arg);
+void wst_recv_nccl_post(struct wst_receiver *r, struct peer *p);
+int wst_recv_nccl_possible(const struct wst_receiver *r);
+void wst_recv_on_nccl_setup(struct wst_receiver *r, struct peer *p,
+                            const struct wst_nccl_setup *ns);
+void wst_recv_nccl_abort_peer(struct wst_receiver *r, struct peer *p,
+                              void *arg);
 
 #endif

@@ -53,26 +53,26 @@ static void error_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
             return;
         p->failed_version = r->version;
     }
-    wst_rx_send_error(r, p, j->status, j->reason);
+    wst_recv_send_error(r, p, j->status, j->reason);
 }
 
 static void pub_refused(struct wst_receiver *r, void *arg)
 {
     /* An unusable receiver keeps saying why it is unusable. */
     if (r->state.usable)
-        wst_rx_set_state_reason(r, arg);
+        wst_recv_set_state_reason(r, arg);
     r->state.refit_in_progress = 0;
 }
 
 static void pub_unusable(struct wst_receiver *r, void *arg)
 {
-    wst_rx_set_state_reason(r, arg);
+    wst_recv_set_state_reason(r, arg);
     r->state.usable = 0;
     r->state.refit_in_progress = 0;
     r->state.refits_failed++;
 }
 
-void wst_rx_refit_end(struct wst_receiver *r)
+void wst_recv_refit_end(struct wst_receiver *r)
 {
     r->refit = REFIT_IDLE;
     r->generation++;
@@ -82,8 +82,8 @@ void wst_rx_refit_end(struct wst_receiver *r)
     }
 }
 
-void wst_rx_refit_fail(struct wst_receiver *r, wst_status_t status,
-                       const char *fmt, ...)
+void wst_recv_refit_fail(struct wst_receiver *r, wst_status_t status,
+                         const char *fmt, ...)
 {
     struct job *j;
     va_list ap;
@@ -100,34 +100,34 @@ void wst_rx_refit_fail(struct wst_receiver *r, wst_status_t status,
                  (unsigned long long)r->version, reason);
         return;
     }
-    j = wst_rx_job_new(r);
+    j = wst_recv_job_new(r);
     if (j == NULL) {
-        wst_rx_refit_end(r);
+        wst_recv_refit_end(r);
         return;
     }
     j->status = status;
     va_start(ap, fmt);
     vsnprintf(j->reason, sizeof(j->reason), fmt, ap);
     va_end(ap);
-    wst_rx_for_each_peer(r, error_to_peer, j);
+    wst_recv_for_each_peer(r, error_to_peer, j);
     /* No receive may go on writing live memory once the refit failed:
      * their communicators are aborted (the senders reconnect and set up
      * new ones). */
-    wst_rx_for_each_peer(r, wst_rx_nccl_abort_peer, NULL);
+    wst_recv_for_each_peer(r, wst_recv_nccl_abort_peer, NULL);
     if (r->refit == REFIT_BEGINNING) {
         /* Nothing was written: keep serving the committed version. */
         WST_ERROR(&r->log, "refit of version %llu refused: %s",
                   (unsigned long long)r->version, j->reason);
-        wst_rx_publish(r, pub_refused, j->reason);
+        wst_recv_publish(r, pub_refused, j->reason);
         free(j);
-        wst_rx_refit_end(r);
+        wst_recv_refit_end(r);
         return;
     }
     WST_ERROR(&r->log, "refit of version %llu failed, receiver unusable: %s",
               (unsigned long long)r->version, j->reason);
-    wst_rx_publish(r, pub_unusable, j->reason);
-    wst_rx_refit_end(r);
-    if (wst_jobq_post(r->engine, wst_rx_job_unusable, j) != WST_OK)
+    wst_recv_publish(r, pub_unusable, j->reason);
+    wst_recv_refit_end(r);
+    if (wst_jobq_post(r->engine, wst_recv_job_unusable, j) != WST_OK)
         free(j);
 }
 
@@ -139,14 +139,14 @@ static void send_credit(struct wst_receiver *r, struct peer *p, uint32_t layer)
         return;
     m.u.credit.version = r->version;
     m.u.credit.layer = layer;
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
 }
 
 static void credit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
     if (p->acked && p->version == r->version) {
         send_credit(r, p, *(const uint32_t *)arg);
-        wst_rx_nccl_post(r, p);
+        wst_recv_nccl_post(r, p);
     }
 }
 
@@ -162,16 +162,16 @@ static void grant_credits(struct wst_receiver *r)
         uint32_t layer = r->moe.layers[r->credit_next++].layer;
         WST_DEBUG(&r->log, "version %llu: credit for layer %u",
                   (unsigned long long)r->version, layer);
-        wst_rx_for_each_peer(r, credit_to_peer, &layer);
+        wst_recv_for_each_peer(r, credit_to_peer, &layer);
     }
 }
 
-double wst_rx_since_ack(const struct wst_receiver *r)
+double wst_recv_since_ack(const struct wst_receiver *r)
 {
     return (double)(wst_now_ns() - r->ack_ns) / 1e9;
 }
 
-void wst_rx_ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
+void wst_recv_ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
     struct wst_msg m = {.type = WST_MSG_BEGIN};
 
@@ -182,10 +182,10 @@ void wst_rx_ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
     m.u.begin.version = r->version;
     m.u.begin.plan_hash = p->plan_hash;
     m.u.begin.ack = 1;
-    wst_rx_send_msg(r, p, &m);
+    wst_recv_send_msg(r, p, &m);
     for (uint32_t k = 0; k < r->credit_next; k++)
         send_credit(r, p, r->moe.layers[k].layer);
-    wst_rx_nccl_post(r, p);
+    wst_recv_nccl_post(r, p);
 }
 
 static void pub_in_progress(struct wst_receiver *r, void *arg)
@@ -194,7 +194,7 @@ static void pub_in_progress(struct wst_receiver *r, void *arg)
     r->state.refit_in_progress = 1;
 }
 
-void wst_rx_begin_done(void *arg)
+void wst_recv_begin_done(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
@@ -205,12 +205,12 @@ void wst_rx_begin_done(void *arg)
          * unusable receiver's is not, so the engine hears why instead. */
         if (j->status == WST_OK && r->state.usable) {
             j->version = r->state.committed_version;
-            if (wst_jobq_post(r->engine, wst_rx_job_resume, j) == WST_OK)
+            if (wst_jobq_post(r->engine, wst_recv_job_resume, j) == WST_OK)
                 return;
         } else if (j->status == WST_OK) {
             j->status = WST_ERR_UNUSABLE;
             snprintf(j->reason, sizeof(j->reason), "%s", r->state.reason);
-            if (wst_jobq_post(r->engine, wst_rx_job_unusable, j) == WST_OK)
+            if (wst_jobq_post(r->engine, wst_recv_job_unusable, j) == WST_OK)
                 return;
         }
         free(j);
@@ -222,8 +222,8 @@ void wst_rx_begin_done(void *arg)
         snprintf(reason, sizeof(reason), "%s",
                  j->reason[0] ? j->reason : wst_status_string(st));
         free(j);
-        wst_rx_refit_fail(r, st, "engine refused to begin version %llu: %s",
-                          (unsigned long long)r->version, reason);
+        wst_recv_refit_fail(r, st, "engine refused to begin version %llu: %s",
+                            (unsigned long long)r->version, reason);
         return;
     }
     free(j);
@@ -234,29 +234,31 @@ void wst_rx_begin_done(void *arg)
     r->ack_ns = wst_now_ns();
     /* Acks carry the credits granted so far: grant the first ones first. */
     grant_credits(r);
-    wst_rx_for_each_peer(r, wst_rx_ack_peer, NULL);
+    wst_recv_for_each_peer(r, wst_recv_ack_peer, NULL);
 }
 
 /* A job back from the engine or repack thread: nonzero when its refit is
  * still the current one and the job succeeded. Otherwise the job is freed
  * here, after failing the refit if it was current. */
-int wst_rx_job_current(struct wst_receiver *r, struct job *j)
+int wst_recv_job_current(struct wst_receiver *r, struct job *j)
 {
     if (j->generation == r->generation && j->status == WST_OK)
         return 1;
     if (j->generation == r->generation)
-        wst_rx_refit_fail(r, j->status, "%s", j->reason);
+        wst_recv_refit_fail(r, j->status, "%s", j->reason);
     free(j);
     return 0;
 }
 
-void wst_rx_queue_verify(struct wst_receiver *r, struct peer *p, uint32_t layer)
+void wst_recv_queue_verify(struct wst_receiver *r, struct peer *p,
+                           uint32_t layer)
 {
-    struct job *j = wst_rx_job_new(r);
+    struct job *j = wst_recv_job_new(r);
 
     p->marks[layer] = MARK_CHECKING;
     if (j == NULL) {
-        wst_rx_refit_fail(r, WST_ERR_NO_MEMORY, "cannot queue a digest check");
+        wst_recv_refit_fail(r, WST_ERR_NO_MEMORY,
+                            "cannot queue a digest check");
         return;
     }
     j->rank = p->rank;
@@ -264,16 +266,16 @@ void wst_rx_queue_verify(struct wst_receiver *r, struct peer *p, uint32_t layer)
     j->digest = p->digests[layer];
     /* Unverified layers still pass through the engine thread, so events
      * keep one order. */
-    wst_rx_queue_job(r, r->verify ? wst_rx_job_verify : wst_rx_job_skip_verify,
-                     j);
+    wst_recv_queue_job(
+        r, r->verify ? wst_recv_job_verify : wst_recv_job_skip_verify, j);
 }
 
-void wst_rx_verify_done(void *arg)
+void wst_recv_verify_done(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (!wst_rx_job_current(r, j))
+    if (!wst_recv_job_current(r, j))
         return;
     struct peer *p = r->by_rank[j->rank];
     uint32_t layer = j->layer;
@@ -287,29 +289,29 @@ void wst_rx_verify_done(void *arg)
     WST_DEBUG(&r->log, "version %llu: layer %u complete",
               (unsigned long long)r->version, layer);
     pthread_mutex_lock(&r->lock);
-    r->times[layer].received = wst_rx_since_ack(r);
+    r->times[layer].received = wst_recv_since_ack(r);
     pthread_mutex_unlock(&r->lock);
     if (r->layer_moe[layer] == NULL) {
-        wst_rx_queue_job(r, wst_rx_job_finalize, j);
+        wst_recv_queue_job(r, wst_recv_job_finalize, j);
         return;
     }
-    if (wst_jobq_post(r->repacker, wst_rx_job_repack, j) != WST_OK) {
+    if (wst_jobq_post(r->repacker, wst_recv_job_repack, j) != WST_OK) {
         free(j);
-        wst_rx_refit_fail(r, WST_ERR_NO_MEMORY,
-                          "cannot queue the repack of layer %u", layer);
+        wst_recv_refit_fail(r, WST_ERR_NO_MEMORY,
+                            "cannot queue the repack of layer %u", layer);
     }
 }
 
-void wst_rx_repack_done(void *arg)
+void wst_recv_repack_done(void *arg)
 {
     struct job *j = arg;
     struct wst_receiver *r = j->r;
 
-    if (!wst_rx_job_current(r, j))
+    if (!wst_recv_job_current(r, j))
         return;
     const struct wst_moe_layer *ml = r->layer_moe[j->layer];
     pthread_mutex_lock(&r->lock);
-    r->times[j->layer].repacked = wst_rx_since_ack(r);
+    r->times[j->layer].repacked = wst_recv_since_ack(r);
     r->times[j->layer].repack_seconds = j->seconds;
     pthread_mutex_unlock(&r->lock);
     WST_DEBUG(&r->log,
@@ -319,22 +321,22 @@ void wst_rx_repack_done(void *arg)
     r->last_progress_ns = wst_now_ns();
     r->moe_repacked[ml->ordinal] = 1;
     grant_credits(r);
-    wst_rx_queue_job(r, wst_rx_job_finalize, j);
+    wst_recv_queue_job(r, wst_recv_job_finalize, j);
 }
 
 /* 'len' bytes of a message are where the plan wants them. */
-void wst_rx_count_layer(struct wst_receiver *r, struct peer *p, uint32_t layer,
-                        uint64_t len)
+void wst_recv_count_layer(struct wst_receiver *r, struct peer *p,
+                          uint32_t layer, uint64_t len)
 {
     p->recv_bytes[layer] += len;
     r->last_progress_ns = wst_now_ns();
     if (p->marks[layer] == MARK_WAITING &&
-        p->recv_bytes[layer] == wst_rx_expected_bytes(r, p->rank, layer))
-        wst_rx_queue_verify(r, p, layer);
-    wst_rx_nccl_post(r, p); /* an exchange completed: room for the next */
+        p->recv_bytes[layer] == wst_recv_expected_bytes(r, p->rank, layer))
+        wst_recv_queue_verify(r, p, layer);
+    wst_recv_nccl_post(r, p); /* an exchange completed: room for the next */
 }
 
-void wst_rx_refit_start(struct wst_receiver *r, uint64_t version)
+void wst_recv_refit_start(struct wst_receiver *r, uint64_t version)
 {
     struct job *j;
 
@@ -356,15 +358,15 @@ void wst_rx_refit_start(struct wst_receiver *r, uint64_t version)
     memset(r->moe_repacked, 0, r->moe.n_layers + 1);
     if (r->dev != NULL) {
         struct wst_landing_stats drop;
-        wst_rx_device_take_stats(r->dev, &drop); /* counts start here */
+        wst_recv_device_take_stats(r->dev, &drop); /* counts start here */
     }
     pthread_mutex_lock(&r->lock);
     memset(r->times, 0, r->plan->n_layers * sizeof(*r->times));
     pthread_mutex_unlock(&r->lock);
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
-            wst_rx_peer_reset_refit(r, r->by_rank[i]);
-    wst_rx_publish(r, pub_in_progress, NULL);
-    j = wst_rx_job_new(r);
-    wst_rx_queue_job(r, wst_rx_job_begin, j);
+            wst_recv_peer_reset_refit(r, r->by_rank[i]);
+    wst_recv_publish(r, pub_in_progress, NULL);
+    j = wst_recv_job_new(r);
+    wst_recv_queue_job(r, wst_recv_job_begin, j);
 }

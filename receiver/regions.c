@@ -12,8 +12,8 @@
 #include "worker.h"
 
 /* Where 'offset' bytes into plan item 'it' go. */
-void *wst_rx_item_dest(const struct wst_receiver *r,
-                       const struct wst_plan_item *it, uint64_t offset)
+void *wst_recv_item_dest(const struct wst_receiver *r,
+                         const struct wst_plan_item *it, uint64_t offset)
 {
     return (char *)r->regions[it->region].data + it->dst_offset + offset;
 }
@@ -30,7 +30,7 @@ static wst_status_t grow(void **array, size_t n, size_t size)
 
 /* The memory type the caller declared, checked against what CUDA says the
  * pointer is; device regions must all be on one GPU. Each region is logged
- * at debug level, the totals once at start (wst_rx_prepare_device). */
+ * at debug level, the totals once at start (wst_recv_prepare_device). */
 static wst_status_t region_memory(struct wst_receiver *r,
                                   const struct wst_region *region,
                                   enum wst_mem_type *mem_p)
@@ -124,8 +124,8 @@ err_unmap:
     return st;
 }
 
-wst_status_t wst_rx_add_want(struct wst_receiver *r,
-                             const struct wst_want *want)
+wst_status_t wst_recv_add_want(struct wst_receiver *r,
+                               const struct wst_want *want)
 {
     wst_status_t st = wst_want_check(want, r->region_descs, r->n_regions);
 
@@ -166,5 +166,5 @@ wst_status_t wst_receiver_add_want(wst_receiver_t *r,
     want.expert.grouped = w->expert_grouped != 0;
     want.expert.ep_rank = w->expert_grouped ? w->ep_rank : 0;
     want.expert.ep_size = w->expert_grouped ? w->ep_size : 0;
-    return wst_rx_add_want(r, &want);
+    return wst_recv_add_want(r, &want);
 }

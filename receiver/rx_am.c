@@ -34,8 +34,8 @@ static int data_fits(const struct wst_plan_item *items, size_t n,
     return sum == len;
 }
 
-wst_status_t wst_rx_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
-                                 size_t len, void **dest_p)
+wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
+                                   size_t len, void **dest_p)
 {
     struct wst_receiver *r = arg;
     struct peer *p = hdr->token < r->world_size ? r->by_rank[hdr->token] : NULL;
@@ -52,7 +52,7 @@ wst_status_t wst_rx_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
         hdr->item < n ? &r->plan->items[first + hdr->item] : NULL;
     if (it == NULL || p->mover != WST_MOVER_AM ||
         !data_fits(r->plan->items + first, n, hdr, len)) {
-        wst_rx_refit_fail(
+        wst_recv_refit_fail(
             r, WST_ERR_PROTOCOL,
             "sender %s: data for item %u (x%u) at %llu+%zu outside its "
             "plan",
@@ -62,7 +62,7 @@ wst_status_t wst_rx_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
     }
     if (it->staged && (r->layer_moe[it->layer] == NULL ||
                        r->layer_moe[it->layer]->ordinal >= r->credit_next)) {
-        wst_rx_refit_fail(
+        wst_recv_refit_fail(
             r, WST_ERR_PROTOCOL,
             "sender %s: experts of layer %u sent before their credit", p->name,
             it->layer);
@@ -70,23 +70,23 @@ wst_status_t wst_rx_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
     }
     if (r->regions[it->region].mem == WST_MEM_CUDA) {
         if (len > WST_LANDING_MESSAGE_MAX) {
-            wst_rx_refit_fail(
+            wst_recv_refit_fail(
                 r, WST_ERR_PROTOCOL,
                 "sender %s: a %zu-byte data message for device memory "
                 "exceeds the %llu-byte landing limit",
                 p->name, len, (unsigned long long)WST_LANDING_MESSAGE_MAX);
             return WST_ERR_PROTOCOL;
         }
-        *dest_p = wst_rx_device_land(r->dev, len);
+        *dest_p = wst_recv_device_land(r->dev, len);
         return *dest_p != NULL ? WST_OK : WST_ERR_BUSY;
     }
-    *dest_p = wst_rx_item_dest(r, it, hdr->offset);
+    *dest_p = wst_recv_item_dest(r, it, hdr->offset);
     return WST_OK;
 }
 
 /* The sender of a data message, while its refit is the one receiving. */
-struct peer *wst_rx_data_peer(struct wst_receiver *r,
-                              const struct wst_data_hdr *hdr)
+struct peer *wst_recv_data_peer(struct wst_receiver *r,
+                                const struct wst_data_hdr *hdr)
 {
     struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
                          ? r->by_rank[hdr->token]
@@ -97,42 +97,42 @@ struct peer *wst_rx_data_peer(struct wst_receiver *r,
     return p;
 }
 
-void wst_rx_count_data(struct wst_receiver *r, struct peer *p,
-                       const struct wst_data_hdr *hdr, size_t len)
+void wst_recv_count_data(struct wst_receiver *r, struct peer *p,
+                         const struct wst_data_hdr *hdr, size_t len)
 {
     const struct wst_plan_item *it =
         &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
 
-    wst_rx_count_layer(r, p, it->layer, len);
+    wst_recv_count_layer(r, p, it->layer, len);
 }
 
-void wst_rx_on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
-                         size_t len, wst_status_t status)
+void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
+                           void *dest, size_t len, wst_status_t status)
 {
     struct wst_receiver *r = arg;
-    struct peer *p = wst_rx_data_peer(r, hdr);
+    struct peer *p = wst_recv_data_peer(r, hdr);
     int landed =
-        r->dev != NULL && dest != NULL && wst_rx_device_owns(r->dev, dest);
+        r->dev != NULL && dest != NULL && wst_recv_device_owns(r->dev, dest);
 
     if (p != NULL && status != WST_OK)
-        wst_rx_refit_fail(r, status, "sender %s: receiving data failed",
-                          p->name);
+        wst_recv_refit_fail(r, status, "sender %s: receiving data failed",
+                            p->name);
     if (p == NULL || status != WST_OK) {
         if (landed)
-            wst_rx_device_release(r->dev, dest);
+            wst_recv_device_release(r->dev, dest);
         return;
     }
     if (!landed) {
-        wst_rx_count_data(r, p, hdr, len);
+        wst_recv_count_data(r, p, hdr, len);
         return;
     }
     /* In the landing ring: counted once it is on the GPU (on_copied). */
     const struct wst_plan_item *it =
         &r->plan->items[r->plan->sender_first[p->rank] + hdr->item];
-    wst_status_t st =
-        wst_rx_device_copy(r->dev, dest, wst_rx_item_dest(r, it, hdr->offset),
-                           len, hdr, r->generation);
+    wst_status_t st = wst_recv_device_copy(
+        r->dev, dest, wst_recv_item_dest(r, it, hdr->offset), len, hdr,
+        r->generation);
     if (st != WST_OK)
-        wst_rx_refit_fail(r, st, "copying data of sender %s to GPU %d failed",
-                          p->name, r->device);
+        wst_recv_refit_fail(r, st, "copying data of sender %s to GPU %d failed",
+                            p->name, r->device);
 }

@@ -14,28 +14,28 @@ static void on_copied(void *arg, const struct wst_data_hdr *hdr, size_t len,
                       uint64_t tag, wst_status_t status)
 {
     struct wst_receiver *r = arg;
-    struct peer *p = wst_rx_data_peer(r, hdr);
+    struct peer *p = wst_recv_data_peer(r, hdr);
 
     if (p == NULL || tag != r->generation)
         return; /* a refit that is over */
     if (status != WST_OK) {
-        wst_rx_refit_fail(r, status,
-                          "copying data of sender %s to GPU %d failed", p->name,
-                          r->device);
+        wst_recv_refit_fail(r, status,
+                            "copying data of sender %s to GPU %d failed",
+                            p->name, r->device);
         return;
     }
-    wst_rx_count_data(r, p, hdr, len);
+    wst_recv_count_data(r, p, hdr, len);
 }
 
 /* One line per refit on the way device bytes came in: the copies' delay
  * is what a busy GPU or a slow host-to-device link shows in. */
-void wst_rx_log_landing(struct wst_receiver *r)
+void wst_recv_log_landing(struct wst_receiver *r)
 {
     struct wst_landing_stats ls;
 
     if (r->dev == NULL)
         return;
-    wst_rx_device_take_stats(r->dev, &ls);
+    wst_recv_device_take_stats(r->dev, &ls);
     if (ls.copies == 0)
         return;
     WST_INFO(&r->log,
@@ -50,7 +50,7 @@ void wst_rx_log_landing(struct wst_receiver *r)
 
 /* The GPU side, when any region is device memory: the landing ring and
  * its copies (this UCX cannot write device memory), device digests. */
-wst_status_t wst_rx_prepare_device(struct wst_receiver *r)
+wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
 {
     char name[128] = "";
     uint64_t host = 0, device = 0;
@@ -82,6 +82,6 @@ wst_status_t wst_rx_prepare_device(struct wst_receiver *r)
     /* Puts would need remote keys for device memory: active messages into
      * the landing ring instead. */
     r->allow_put = 0;
-    return wst_rx_device_create(&r->log, r->worker, r->device, on_copied, r,
-                                &r->dev);
+    return wst_recv_device_create(&r->log, r->worker, r->device, on_copied, r,
+                                  &r->dev);
 }

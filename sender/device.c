@@ -6,20 +6,20 @@
 #include "digest_batch.h"
 #include "gpu.h"
 
-struct wst_tx_device {
+struct wst_send_device {
     const struct wst_logger *log;
     int device;
-    struct wst_bounce_ring *ring; /* progress thread; NULL: none */
+    struct wst_bounce_ring *ring;   /* progress thread; NULL: none */
     struct wst_digest_batch digest; /* application thread */
 };
 
-wst_status_t wst_tx_device_create(const struct wst_logger *log,
-                                  wst_worker_t *worker, int device,
-                                  uint32_t n_slots, void (*wake)(void *),
-                                  void *wake_arg,
-                                  struct wst_tx_device **dev_p)
+wst_status_t wst_send_device_create(const struct wst_logger *log,
+                                    wst_worker_t *worker, int device,
+                                    uint32_t n_slots, void (*wake)(void *),
+                                    void *wake_arg,
+                                    struct wst_send_device **dev_p)
 {
-    struct wst_tx_device *dev = calloc(1, sizeof(*dev));
+    struct wst_send_device *dev = calloc(1, sizeof(*dev));
     wst_status_t st;
 
     *dev_p = NULL;
@@ -42,21 +42,21 @@ wst_status_t wst_tx_device_create(const struct wst_logger *log,
         st = wst_bounce_ring_create(&p, &dev->ring);
     }
     if (st != WST_OK) {
-        wst_tx_device_stop(dev);
-        wst_tx_device_destroy(dev);
+        wst_send_device_stop(dev);
+        wst_send_device_destroy(dev);
         return st;
     }
     *dev_p = dev;
     return WST_OK;
 }
 
-void wst_tx_device_stop(struct wst_tx_device *dev)
+void wst_send_device_stop(struct wst_send_device *dev)
 {
     if (dev != NULL)
         wst_bounce_ring_stop(dev->ring);
 }
 
-void wst_tx_device_destroy(struct wst_tx_device *dev)
+void wst_send_device_destroy(struct wst_send_device *dev)
 {
     if (dev == NULL)
         return;
@@ -65,17 +65,17 @@ void wst_tx_device_destroy(struct wst_tx_device *dev)
     free(dev);
 }
 
-int wst_tx_device_ordinal(const struct wst_tx_device *dev)
+int wst_send_device_ordinal(const struct wst_send_device *dev)
 {
     return dev->device;
 }
 
-struct wst_bounce_ring *wst_tx_device_ring(const struct wst_tx_device *dev)
+struct wst_bounce_ring *wst_send_device_ring(const struct wst_send_device *dev)
 {
     return dev != NULL ? dev->ring : NULL;
 }
 
-wst_status_t wst_tx_device_after(struct wst_tx_device *dev, void *event)
+wst_status_t wst_send_device_after(struct wst_send_device *dev, void *event)
 {
     wst_status_t st = wst_gpu_set_device(dev->log, dev->device);
 
@@ -86,21 +86,21 @@ wst_status_t wst_tx_device_after(struct wst_tx_device *dev, void *event)
     return st;
 }
 
-wst_status_t wst_tx_device_digest_add(struct wst_tx_device *dev,
-                                      struct wst_digest *d, const void *data,
-                                      uint64_t len)
+wst_status_t wst_send_device_digest_add(struct wst_send_device *dev,
+                                        struct wst_digest *d, const void *data,
+                                        uint64_t len)
 {
     return wst_digest_batch_add(&dev->digest, d, data, len);
 }
 
-wst_status_t wst_tx_device_digest_flush(struct wst_tx_device *dev,
-                                        struct wst_digest *d)
+wst_status_t wst_send_device_digest_flush(struct wst_send_device *dev,
+                                          struct wst_digest *d)
 {
     return wst_digest_batch_flush(&dev->digest, d);
 }
 
-void wst_tx_device_log_bounce(struct wst_tx_device *dev,
-                              const struct wst_logger *log)
+void wst_send_device_log_bounce(struct wst_send_device *dev,
+                                const struct wst_logger *log)
 {
     struct wst_bounce_stats b;
 

@@ -37,7 +37,7 @@ static void do_digest_ready(void *arg)
         } else {
             l->digests[d->layer] = d->digest;
             l->digests_ready = d->layer + 1;
-            wst_tx_pump(l);
+            wst_send_pump(l);
         }
     }
     free(d);
@@ -58,17 +58,17 @@ static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
         const struct shard *sh = &s->shards[it->have];
         const char *run = (const char *)sh->data + it->src_offset;
         if (sh->device >= 0)
-            st = wst_tx_device_digest_add(s->dev, &d, run, it->length);
+            st = wst_send_device_digest_add(s->dev, &d, run, it->length);
         else
             wst_digest_update(&d, run, it->length);
     }
     if (st == WST_OK && s->dev != NULL)
-        st = wst_tx_device_digest_flush(s->dev, &d);
+        st = wst_send_device_digest_flush(s->dev, &d);
     *digest_p = wst_digest_final(&d);
     return st;
 }
 
-void wst_tx_compute_digests(struct wst_sender *s, uint64_t version)
+void wst_send_compute_digests(struct wst_sender *s, uint64_t version)
 {
     uint32_t max_layers = 0;
 

@@ -228,7 +228,7 @@ static void on_begin_ack(struct link *l, const struct wst_begin *b)
         return;
     }
     wst_link_set_state(l, LINK_STREAMING);
-    wst_tx_pump(l);
+    wst_send_pump(l);
 }
 
 /* A credit may overtake nothing (it follows the begin acknowledgement on
@@ -246,7 +246,7 @@ static void on_credit(struct link *l, const struct wst_credit *c)
     WST_DEBUG(&l->s->log, "receiver %s: credit for layer %u", l->name,
               c->layer);
     l->credits[c->layer] = 1;
-    wst_tx_pump(l);
+    wst_send_pump(l);
 }
 
 static void on_commit(struct link *l, const struct wst_commit *c)

@@ -111,7 +111,7 @@ static void nccl_local_ready(void *arg, wst_status_t status)
         return;
     if (status != WST_OK) {
         wst_link_fail(l, status, "nccl communicator with GPU %d failed",
-                      wst_tx_device_ordinal(l->s->dev));
+                      wst_send_device_ordinal(l->s->dev));
         return;
     }
     l->nccl_ready = 1;
@@ -143,10 +143,10 @@ static wst_status_t open_nccl(struct link *l)
     struct wst_tx_nccl_params p = {
         .log = &s->log,
         .worker = s->worker,
-        .device = wst_tx_device_ordinal(s->dev),
+        .device = wst_send_device_ordinal(s->dev),
         .timeout_s = s->timeout_s,
         .plan = &l->tx_plan,
-        .events = wst_tx_pump_events(l),
+        .events = wst_send_pump_events(l),
         .ready_fn = nccl_local_ready,
         .ready_arg = l,
     };
@@ -195,10 +195,11 @@ static wst_status_t open_chunks(struct link *l)
         .log = &s->log,
         .worker = s->worker,
         .wire = wire,
-        .ring = l->path == WST_PATH_BOUNCE ? wst_tx_device_ring(s->dev) : NULL,
+        .ring =
+            l->path == WST_PATH_BOUNCE ? wst_send_device_ring(s->dev) : NULL,
         .plan = &l->tx_plan,
         .window = s->window,
-        .events = wst_tx_pump_events(l),
+        .events = wst_send_pump_events(l),
     };
     st = wst_tx_chunks_create(&p, &l->tx);
     if (st != WST_OK) {
@@ -208,8 +209,8 @@ static wst_status_t open_chunks(struct link *l)
     WST_INFO(&s->log,
              "receiver %s: mover %s, data lanes %s%s, %zu items, %u layers",
              l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
-             rma_real ? " (real rma)" : " (no real rma lane)",
-             l->plan.n_items, l->plan.n_layers);
+             rma_real ? " (real rma)" : " (no real rma lane)", l->plan.n_items,
+             l->plan.n_layers);
     return WST_OK;
 }
 

@@ -46,7 +46,7 @@ static void on_moved(void *arg, uint64_t bytes, wst_status_t status)
         return;
     }
     l->bytes_moved += bytes;
-    wst_tx_pump(l);
+    wst_send_pump(l);
 }
 
 static void on_fenced(void *arg, uint32_t layer, wst_status_t status)
@@ -61,7 +61,7 @@ static void on_fenced(void *arg, uint32_t layer, wst_status_t status)
         return;
     }
     l->fenced = layer + 1;
-    wst_tx_pump(l);
+    wst_send_pump(l);
 }
 
 static void on_wake(void *arg)
@@ -69,22 +69,22 @@ static void on_wake(void *arg)
     struct link *l = arg;
 
     if (l->state == LINK_STREAMING)
-        wst_tx_pump(l);
+        wst_send_pump(l);
 }
 
-struct wst_tx_events wst_tx_pump_events(struct link *l)
+struct wst_tx_events wst_send_pump_events(struct link *l)
 {
     return (struct wst_tx_events){
         .arg = l, .moved = on_moved, .fenced = on_fenced, .wake = on_wake};
 }
 
-void wst_tx_pump_all(void *arg)
+void wst_send_pump_all(void *arg)
 {
     struct wst_sender *s = arg;
 
     for (size_t i = 0; i < s->n_links; i++)
         if (s->links[i].state == LINK_STREAMING)
-            wst_tx_pump(&s->links[i]);
+            wst_send_pump(&s->links[i]);
 }
 
 /* Tells the application of every layer up to 'layer' that it began. */
@@ -155,7 +155,7 @@ static int pump_step(struct link *l)
 
 /* Events may fire inside post() or fence(), re-entering the pump: the
  * outer call keeps going instead of recursing. */
-void wst_tx_pump(struct link *l)
+void wst_send_pump(struct link *l)
 {
     if (l->pumping) {
         l->pump_again = 1;

@@ -298,7 +298,7 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
         return st;
     /* Before the first copy or digest of this push is enqueued. */
     if (cuda_event != NULL && s->dev != NULL) {
-        st = wst_tx_device_after(s->dev, cuda_event);
+        st = wst_send_device_after(s->dev, cuda_event);
         if (st != WST_OK) {
             snprintf(s->last_error, sizeof(s->last_error),
                      "cannot wait for the shards' ready event (%s)",
@@ -309,7 +309,7 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
     s->version = version;
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, wst_link_do_begin, &s->links[i]);
-    wst_tx_compute_digests(s, version);
+    wst_send_compute_digests(s, version);
     return WST_OK;
 }
 
@@ -318,7 +318,7 @@ static void log_bounce(void *arg)
 {
     struct wst_sender *s = arg;
 
-    wst_tx_device_log_bounce(s->dev, &s->log);
+    wst_send_device_log_bounce(s->dev, &s->log);
 }
 
 wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
@@ -382,9 +382,9 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_worker_call(s->worker, close_links, s);
     for (size_t i = 0; i < s->n_shards; i++)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);
-    wst_tx_device_stop(s->dev);    /* no copy completes into a link after it */
+    wst_send_device_stop(s->dev);  /* no copy completes into a link after it */
     wst_worker_destroy(s->worker); /* after it, no move calls back */
-    wst_tx_device_destroy(s->dev);
+    wst_send_device_destroy(s->dev);
     free(s->shards);
     free(s->links);
     pthread_cond_destroy(&s->cond);

@@ -68,11 +68,11 @@ struct link {
     uint64_t *digests;     /* [n_layers], written by push */
     uint8_t *credits;      /* [n_layers]: staging credit for this version */
     uint32_t digests_ready;
-    struct wst_tx_src *srcs;     /* [n_items]: where each item is read */
-    struct wst_tx_plan tx_plan;  /* the plan as the sending half sees it */
-    struct wst_tx *tx;           /* the sending half, one per plan */
-    enum wst_mover_kind mover_kind; /* what BEGIN announces */
-    enum wst_path path;             /* how device shards travel */
+    struct wst_tx_src *srcs;         /* [n_items]: where each item is read */
+    struct wst_tx_plan tx_plan;      /* the plan as the sending half sees it */
+    struct wst_tx *tx;               /* the sending half, one per plan */
+    enum wst_mover_kind mover_kind;  /* what BEGIN announces */
+    enum wst_path path;              /* how device shards travel */
     int nccl_ready, nccl_peer_ready; /* nccl: both communicators up */
     char lanes[256];
 
@@ -106,7 +106,7 @@ struct wst_sender {
     uint32_t bounce_slots;
 
     wst_worker_t *worker;
-    struct wst_tx_device *dev; /* with the first device shard */
+    struct wst_send_device *dev; /* with the first device shard */
     struct shard *shards;
     size_t n_shards;
     struct link *links;
@@ -163,18 +163,18 @@ void wst_link_close_mover(struct link *l);
 /* ---- pump.c: progress thread ---- */
 
 /* Streams what can go now; events re-enter it. */
-void wst_tx_pump(struct link *l);
+void wst_send_pump(struct link *l);
 
 /* The events a link's sending half reports to its pump. */
-struct wst_tx_events wst_tx_pump_events(struct link *l);
+struct wst_tx_events wst_send_pump_events(struct link *l);
 
 /* Every streaming link pumps (a bounce slot came free; arg: the sender). */
-void wst_tx_pump_all(void *arg);
+void wst_send_pump_all(void *arg);
 
 /* ---- digests.c: application thread ---- */
 
 /* Digests every link's layers of 'version', layer-major, and hands each
  * to the progress thread as it is ready. */
-void wst_tx_compute_digests(struct wst_sender *s, uint64_t version);
+void wst_send_compute_digests(struct wst_sender *s, uint64_t version);
 
 #endif

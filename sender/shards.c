@@ -63,17 +63,17 @@ static wst_status_t shard_memory(struct wst_sender *s,
     }
     if (found != WST_MEM_CUDA || entry->bytes == 0)
         return WST_OK;
-    if (s->dev != NULL && wst_tx_device_ordinal(s->dev) != device) {
+    if (s->dev != NULL && wst_send_device_ordinal(s->dev) != device) {
         WST_ERROR(&s->log,
                   "register '%s': on GPU %d, but other shards are on GPU %d; "
                   "one sender reads one GPU",
-                  sh->name, device, wst_tx_device_ordinal(s->dev));
+                  sh->name, device, wst_send_device_ordinal(s->dev));
         return WST_ERR_UNSUPPORTED;
     }
     if (s->dev == NULL) {
-        wst_status_t st = wst_tx_device_create(&s->log, s->worker, device,
-                                               s->bounce_slots, wst_tx_pump_all, s,
-                                               &s->dev);
+        wst_status_t st =
+            wst_send_device_create(&s->log, s->worker, device, s->bounce_slots,
+                                   wst_send_pump_all, s, &s->dev);
         if (st != WST_OK) {
             WST_ERROR(&s->log, "register '%s': cannot set up GPU %d (%s)",
                       sh->name, device, wst_status_string(st));

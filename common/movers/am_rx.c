@@ -90,8 +90,8 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
     }
     const struct wst_plan_item *it = &pl->items[hdr->item];
     if (!wst_rx_item_allowed(rx, hdr->item)) {
-        fail(a, WST_ERR_PROTOCOL, "experts of layer %u sent before their credit",
-             it->layer);
+        fail(a, WST_ERR_PROTOCOL,
+             "experts of layer %u sent before their credit", it->layer);
         return WST_ERR_PROTOCOL;
     }
     if (pl->regions[it->region].mem != WST_MEM_CUDA) {
@@ -155,9 +155,9 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
     }
     /* In the landing ring: counted once it is on the GPU (am_copied). */
     uint64_t tag = (uint64_t)a->epoch << 32 | it->layer;
-    wst_status_t st =
-        wst_landing_copy(a->landing, dest, wst_rx_item_dest(rx->plan, it, hdr->offset),
-                         len, am_copied, a, tag);
+    wst_status_t st = wst_landing_copy(
+        a->landing, dest, wst_rx_item_dest(rx->plan, it, hdr->offset), len,
+        am_copied, a, tag);
     if (st != WST_OK) {
         fail(a, st, "copying data to the GPU failed");
         return;

@@ -74,8 +74,8 @@ wst_status_t wst_bounce_ring_create(const struct wst_bounce_ring_params *p,
         /* One entry per slot, plus one: a slot given back inside its own
          * completion (a move that finished at once) may be filled again
          * before that completion's entry is free. */
-        st = wst_gpu_waiter_create(p->log, p->worker, p->device,
-                                   p->n_slots + 1, &ring->waiter);
+        st = wst_gpu_waiter_create(p->log, p->worker, p->device, p->n_slots + 1,
+                                   &ring->waiter);
     if (st != WST_OK) {
         wst_bounce_ring_stop(ring);
         wst_bounce_ring_destroy(ring);

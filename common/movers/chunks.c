@@ -40,7 +40,7 @@ struct chunks_tx {
     struct wst_tx tx; /* first */
     const struct wst_logger *log;
     wst_worker_t *worker;
-    struct wst_mover *wire; /* owned */
+    struct wst_mover *wire;       /* owned */
     struct wst_bounce_ring *ring; /* borrowed; NULL: no device sources */
     uint64_t window;
     uint64_t in_flight;
@@ -51,7 +51,7 @@ struct chunks_tx {
     unsigned char *gather; /* [GATHER_BUFS][WST_GATHER_BYTES]; lazily */
     ucp_mem_h gather_memh;
     uint32_t gather_free; /* bit i: buffer i is free */
-    uint64_t live; /* pieces in flight, and 1 until destroy */
+    uint64_t live;        /* pieces in flight, and 1 until destroy */
 };
 
 static void chunks_free(struct chunks_tx *c)
@@ -158,8 +158,7 @@ static void bounce_filled(void *arg, wst_status_t status, uint64_t done_ns)
             c->tx.ev.moved(c->tx.ev.arg, len, st);
         return;
     }
-    if (c->fence_waiting && layer == c->fence_layer &&
-        c->copying[layer] == 0) {
+    if (c->fence_waiting && layer == c->fence_layer && c->copying[layer] == 0) {
         st = fence_now(c);
         if (st != WST_OK) {
             c->tx.ev.fenced(c->tx.ev.arg, layer, st);
@@ -304,11 +303,12 @@ static wst_status_t post_bounce(struct chunks_tx *c, struct wst_tx_cursor *cur,
                     wst_bounce_ring_memh(c->ring));
     if (items == 0)
         st = wst_bounce_ring_fill(
-            c->ring, slot, 0, (const char *)pl->srcs[cur->item].ptr + cur->offset,
-            len);
+            c->ring, slot, 0,
+            (const char *)pl->srcs[cur->item].ptr + cur->offset, len);
     for (size_t k = 0, at = 0; st == WST_OK && k < items; k++) {
-        st = wst_bounce_ring_fill(c->ring, slot, at, pl->srcs[cur->item + k].ptr,
-                                  pl->items[cur->item + k].length);
+        st =
+            wst_bounce_ring_fill(c->ring, slot, at, pl->srcs[cur->item + k].ptr,
+                                 pl->items[cur->item + k].length);
         at += pl->items[cur->item + k].length;
     }
     if (st == WST_OK)
@@ -344,7 +344,8 @@ static wst_status_t post_gathered(struct chunks_tx *c,
     int g = __builtin_ctz(c->gather_free);
     unsigned char *buf = c->gather + (size_t)g * WST_GATHER_BYTES, *at = buf;
     for (size_t k = 0; k < n; k++) {
-        memcpy(at, pl->srcs[cur->item + k].ptr, pl->items[cur->item + k].length);
+        memcpy(at, pl->srcs[cur->item + k].ptr,
+               pl->items[cur->item + k].length);
         at += pl->items[cur->item + k].length;
     }
     p->gather = g;
@@ -453,8 +454,8 @@ wst_status_t wst_tx_chunks_create(const struct wst_tx_chunks_params *p,
 
     if (c == NULL)
         return WST_ERR_NO_MEMORY;
-    c->copying = calloc(p->plan->n_layers ? p->plan->n_layers : 1,
-                        sizeof(*c->copying));
+    c->copying =
+        calloc(p->plan->n_layers ? p->plan->n_layers : 1, sizeof(*c->copying));
     if (c->copying == NULL) {
         free(c);
         return WST_ERR_NO_MEMORY;

@@ -14,13 +14,13 @@
 #define WST_GATHER_BYTES (1u << 20)
 
 struct wst_tx_chunks_params {
-    const struct wst_logger *log; /* borrowed for the tx's lifetime */
-    wst_worker_t *worker;         /* borrowed: registers gather buffers */
-    struct wst_mover *wire;       /* put or am; owned by the tx from now */
-    struct wst_bounce_ring *ring; /* borrowed; NULL: host sources only */
+    const struct wst_logger *log;   /* borrowed for the tx's lifetime */
+    wst_worker_t *worker;           /* borrowed: registers gather buffers */
+    struct wst_mover *wire;         /* put or am; owned by the tx from now */
+    struct wst_bounce_ring *ring;   /* borrowed; NULL: host sources only */
     const struct wst_tx_plan *plan; /* borrowed for the tx's lifetime */
-    uint64_t window;              /* bytes in flight at most (one piece
-                                     always goes) */
+    uint64_t window;                /* bytes in flight at most (one piece
+                                       always goes) */
     struct wst_tx_events events;
 };
 

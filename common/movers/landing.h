@@ -65,9 +65,9 @@ void wst_landing_release(struct wst_landing *landing, void *ptr);
 /* Copies the 'len' landed bytes at 'ptr' to device memory 'dst';
  * fn(ctx, tag, len, status) follows once they are there and their room is
  * free again. On error the room is released here and nothing follows. */
-wst_status_t wst_landing_copy(struct wst_landing *landing, void *ptr,
-                              void *dst, size_t len, wst_landing_copied_fn fn,
-                              void *ctx, uint64_t tag);
+wst_status_t wst_landing_copy(struct wst_landing *landing, void *ptr, void *dst,
+                              size_t len, wst_landing_copied_fn fn, void *ctx,
+                              uint64_t tag);
 
 /* What the ring did since the last call, for a log line per refit. */
 struct wst_landing_stats {

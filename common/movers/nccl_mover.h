@@ -45,7 +45,7 @@ struct wst_rx_nccl_params {
     double timeout_s;               /* for the communicator's set-up */
     const struct wst_rx_plan *plan; /* borrowed; every region on the GPU */
     struct wst_rx_events events;
-    wst_nccl_link_fn ready_fn;      /* this side's communicator is ready */
+    wst_nccl_link_fn ready_fn; /* this side's communicator is ready */
     void *ready_arg;
 };
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 struct nccl_rx {
-    struct wst_rx rx; /* first */
+    struct wst_rx rx;           /* first */
     struct wst_nccl_link *link; /* owned */
     struct wst_nccl_run *runs;  /* [n_items], borrowed by the link */
     uint32_t next;              /* next layer to post */
@@ -146,9 +146,9 @@ wst_status_t wst_rx_nccl_create(const struct wst_rx_nccl_params *p,
     n->rx.ops = &nccl_rx_ops;
     n->rx.ev = p->events;
     n->rx.plan = p->plan;
-    st = wst_nccl_link_create(p->log, p->worker, p->device, id, 2, 1,
-                              p->timeout_s, p->ready_fn, p->ready_arg,
-                              &n->link);
+    st =
+        wst_nccl_link_create(p->log, p->worker, p->device, id, 2, 1,
+                             p->timeout_s, p->ready_fn, p->ready_arg, &n->link);
     if (st != WST_OK)
         goto err_free;
     *rx_p = &n->rx;

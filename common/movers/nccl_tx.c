@@ -4,12 +4,12 @@
 #include <stdlib.h>
 
 struct nccl_tx {
-    struct wst_tx tx; /* first */
-    struct wst_nccl_link *link;     /* owned; kept while the plan is */
-    struct wst_nccl_run *runs;      /* [n_items], borrowed by the link */
-    uint32_t next;                  /* next layer to post */
-    uint32_t done;                  /* layers [0, done) sent */
-    int fence_wanted;               /* fence_layer waits for its send */
+    struct wst_tx tx;           /* first */
+    struct wst_nccl_link *link; /* owned; kept while the plan is */
+    struct wst_nccl_run *runs;  /* [n_items], borrowed by the link */
+    uint32_t next;              /* next layer to post */
+    uint32_t done;              /* layers [0, done) sent */
+    int fence_wanted;           /* fence_layer waits for its send */
     uint32_t fence_layer;
 };
 
@@ -138,9 +138,9 @@ wst_status_t wst_tx_nccl_create(const struct wst_tx_nccl_params *p,
     st = wst_nccl_get_id(p->log, id_p);
     if (st != WST_OK)
         goto err_free;
-    st = wst_nccl_link_create(p->log, p->worker, p->device, id_p, 2, 0,
-                              p->timeout_s, p->ready_fn, p->ready_arg,
-                              &n->link);
+    st =
+        wst_nccl_link_create(p->log, p->worker, p->device, id_p, 2, 0,
+                             p->timeout_s, p->ready_fn, p->ready_arg, &n->link);
     if (st != WST_OK)
         goto err_free;
     *tx_p = &n->tx;

@@ -87,8 +87,8 @@ struct wst_rx {
     struct wst_rx_events ev;
     const struct wst_rx_plan *plan;
     uint64_t version;
-    int receiving;         /* begun, not aborted */
-    uint32_t layer_bound;  /* staged items below it may land */
+    int receiving;        /* begun, not aborted */
+    uint32_t layer_bound; /* staged items below it may land */
 };
 
 /* Whether item k may land now: in a refit that is receiving, and, when

@@ -80,14 +80,14 @@ struct fixture {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint64_t moved;
-    uint32_t fenced;     /* layers fenced, in order */
-    int fence_disorder;  /* a fence out of order or twice */
+    uint32_t fenced;    /* layers fenced, in order */
+    int fence_disorder; /* a fence out of order or twice */
     wst_status_t tx_error;
-    uint64_t *landed;    /* [n_layers] bytes the receiving half counted */
+    uint64_t *landed; /* [n_layers] bytes the receiving half counted */
     wst_status_t rx_error;
     char rx_reason[512];
-    int destroyed;       /* the tx is gone */
-    int late_events;     /* events after destroy */
+    int destroyed;   /* the tx is gone */
+    int late_events; /* events after destroy */
 };
 
 static uint64_t rng_next(uint64_t *s)
@@ -136,9 +136,18 @@ static void index_layers(struct layout *l)
 static void layout_odd(struct layout *l)
 {
     static const uint64_t lens[] = {
-        1, 3, 7, 4097, (64u << 10) - 1, (64u << 10) + 1,
-        (1u << 20) + 3, WST_DATA_CHUNK_MAX - 1, WST_DATA_CHUNK_MAX + 1,
-        2 * WST_DATA_CHUNK_MAX + 13, 5, 1,
+        1,
+        3,
+        7,
+        4097,
+        (64u << 10) - 1,
+        (64u << 10) + 1,
+        (1u << 20) + 3,
+        WST_DATA_CHUNK_MAX - 1,
+        WST_DATA_CHUNK_MAX + 1,
+        2 * WST_DATA_CHUNK_MAX + 13,
+        5,
+        1,
     };
     size_t n = sizeof(lens) / sizeof(lens[0]);
 
@@ -577,15 +586,13 @@ static void prepare(struct fixture *f, void (*make)(struct layout *),
         const struct wst_plan_item *it = &l->items[k];
         memcpy(f->want + it->dst_offset, f->src + it->src_offset, it->length);
     }
-    assert_int_equal(wst_worker_mem_map(f->sw, f->src, l->src_bytes,
-                                        &f->src_memh),
-                     WST_OK);
-    assert_int_equal(wst_worker_mem_map(f->rw, f->dst, l->dst_bytes,
-                                        &f->dst_memh),
-                     WST_OK);
-    assert_int_equal(wst_worker_rkey_pack(f->rw, f->dst_memh, &f->rkey,
-                                          &f->rkey_len),
-                     WST_OK);
+    assert_int_equal(
+        wst_worker_mem_map(f->sw, f->src, l->src_bytes, &f->src_memh), WST_OK);
+    assert_int_equal(
+        wst_worker_mem_map(f->rw, f->dst, l->dst_bytes, &f->dst_memh), WST_OK);
+    assert_int_equal(
+        wst_worker_rkey_pack(f->rw, f->dst_memh, &f->rkey, &f->rkey_len),
+        WST_OK);
     for (size_t k = 0; k < l->n_items; k++)
         f->srcs[k] = (struct wst_tx_src){
             .ptr = f->src + l->items[k].src_offset,
@@ -804,8 +811,8 @@ static void case_peer_lost(void **state)
     wst_worker_destroy(f->rw);
     f->rw = NULL;
     assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
-    int ended = wait_for_s(f, failed_or_done,
-                           f->kind == WST_MOVER_AM ? WAIT_S : 2.0);
+    int ended =
+        wait_for_s(f, failed_or_done, f->kind == WST_MOVER_AM ? WAIT_S : 2.0);
     if (f->kind == WST_MOVER_AM) {
         assert_true(ended);
         assert_int_not_equal(f->tx_error, WST_OK);
