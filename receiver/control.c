@@ -154,6 +154,14 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
         wst_recv_refit_start(r, b->version);
     p->version = b->version;
     p->mover = b->mover;
+    wst_status_t st = wst_recv_peer_rx_open(r, p);
+    if (st != WST_OK) {
+        wst_recv_refit_fail(r, st,
+                            "sender %s: no receiving half for its %s "
+                            "mover",
+                            p->name, wst_mover_kind_name(b->mover));
+        return;
+    }
     if (r->refit == REFIT_RECEIVING)
         wst_recv_ack_peer(r, p, NULL);
 }
@@ -180,7 +188,7 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
     }
     r->last_progress_ns = wst_now_ns();
     p->digests[ld->layer] = ld->digest;
-    if (p->mover != WST_MOVER_PUT && p->recv_bytes[ld->layer] < want) {
+    if (p->rx->ops->counts_bytes && p->recv_bytes[ld->layer] < want) {
         p->marks[ld->layer] = MARK_WAITING;
         return;
     }

@@ -10,7 +10,6 @@
 
 #include "codec.h"
 #include "log.h"
-#include "nccl_link.h"
 #include "receiver_internal.h"
 #include "worker.h"
 
@@ -56,9 +55,6 @@ void wst_recv_peer_reset_refit(struct wst_receiver *r, struct peer *p)
 
     p->version = 0;
     p->acked = 0;
-    p->nccl_next = 0;
-    p->nccl_done = 0;
-    p->nccl_item = 0;
     free(p->recv_bytes);
     free(p->marks);
     free(p->digests);
@@ -73,8 +69,8 @@ static void peer_free(struct peer *p)
         struct wst_msg m = {.type = WST_MSG_HAVE, .u.have = p->have};
         wst_msg_release(&m);
     }
-    wst_nccl_link_destroy(p->nccl); /* before its borrowed runs go */
-    free(p->nccl_runs);
+    wst_recv_peer_rx_close(p);
+    free(p->rx_layer_first);
     free(p->recv_bytes);
     free(p->marks);
     free(p->digests);

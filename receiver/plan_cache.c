@@ -102,6 +102,11 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
             regs[i].rkey.data = r->regions[i].rkey;
         }
     }
+    if (wst_recv_peer_rx_plan(r, p) != WST_OK) {
+        free(regs);
+        wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
+        return;
+    }
     p->plan_hash =
         wst_plan_hash_items(pl->n_senders, pl->n_layers, &pl->items[first], n);
     m.u.plan.plan_hash = p->plan_hash;

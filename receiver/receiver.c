@@ -16,6 +16,7 @@
 #include "log.h"
 #include "planner.h"
 #include "receiver_internal.h"
+#include "landing.h"
 #include "worker.h"
 
 void wst_recv_set_state_reason(struct wst_receiver *r, const char *reason)
@@ -267,6 +268,8 @@ wst_status_t wst_receiver_start(wst_receiver_t *r, uint16_t *port_p)
     st = wst_recv_prepare_device(r);
     if (st == WST_OK)
         st = prepare_experts(r);
+    if (st == WST_OK)
+        st = wst_recv_prepare_rx_regions(r);
     if (st != WST_OK)
         return st;
     st = wst_worker_call(r->worker, do_listen, &c);
@@ -353,14 +356,16 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_worker_call(r->worker, shutdown_peers, r);
     wst_jobq_destroy(r->repacker);
     wst_jobq_destroy(r->engine);
-    wst_recv_device_stop(r->dev); /* copies done, none posted after this */
+    wst_landing_stop(r->landing); /* copies done, none posted after this */
     for (size_t i = 0; i < r->n_regions; i++) {
         free(r->regions[i].rkey);
         if (r->regions[i].memh != NULL)
             wst_worker_mem_unmap(r->worker, r->regions[i].memh);
     }
     wst_worker_destroy(r->worker);
+    wst_landing_destroy(r->landing);
     wst_recv_device_destroy(r->dev);
+    free(r->rx_regions);
     wst_plan_destroy(r->plan);
     free(r->layer_index);
     free(r->layer_verified);

@@ -8,8 +8,9 @@
  *  - the engine thread (a wst_jobq) runs digest checks and every engine
  *    hook, then posts the result back to the progress thread;
  *  - the repack thread (another wst_jobq) replays staged experts;
- *  - with regions in GPU memory, the completion thread of device.h, which
- *    posts each landed message's host-to-device copy back once it is done.
+ *  - with regions in GPU memory, the landing ring's waiter thread
+ *    (common/movers/landing.h), which posts each landed message's
+ *    host-to-device copy back once it is done.
  */
 #ifndef WST_RECEIVER_INTERNAL_H
 #define WST_RECEIVER_INTERNAL_H
@@ -27,11 +28,10 @@
 #include "manifest.h"
 #include "mover.h"
 #include "planner.h"
+#include "rx.h"
 #include "worker.h"
 
 struct wst_recv_device;
-struct wst_nccl_link;
-struct wst_nccl_run;
 
 enum refit_state {
     REFIT_IDLE,
@@ -42,7 +42,7 @@ enum refit_state {
 
 enum layer_mark {
     MARK_NONE,     /* no LAYER_DONE yet */
-    MARK_WAITING,  /* LAYER_DONE in, am bytes still arriving */
+    MARK_WAITING,  /* LAYER_DONE in, counted bytes still arriving */
     MARK_CHECKING, /* digest check queued */
     MARK_VERIFIED,
 };
@@ -72,23 +72,22 @@ struct peer {
      * BEGIN, still on the way, must not start a new one. */
     uint64_t failed_version;
 
+    /* This sender's slice of the plan, as its receiving halves see it:
+     * rebuilt (and the halves destroyed) whenever a plan is sent to it. */
+    struct wst_rx_plan rx_plan;
+    size_t *rx_layer_first; /* [n_layers + 1], into its own items */
+    struct wst_rx *nccl_rx; /* nccl: set up on NCCL_SETUP, kept across
+                               refits while the plan is */
+    int nccl_ready;         /* this side of its communicator is up */
+
     /* current refit */
     uint64_t version; /* BEGIN received for this version */
     enum wst_mover_kind mover;
+    struct wst_rx *rx; /* the mover's receiving half (nccl: nccl_rx) */
     int acked;
-    uint64_t *recv_bytes; /* [n_layers], am and nccl */
+    uint64_t *recv_bytes; /* [n_layers]: landed, for halves that count */
     uint8_t *marks;       /* [n_layers] enum layer_mark */
     uint64_t *digests;    /* [n_layers] from LAYER_DONE */
-
-    /* nccl mover: the communicator (kept across refits), the next layer
-     * to post, its first item (index into this sender's items), and the
-     * next layer whose exchange completes */
-    struct wst_nccl_link *nccl;
-    struct wst_nccl_run *nccl_runs; /* [nccl_cap], borrowed by the link */
-    size_t nccl_cap; /* its items in the plan the link was set up with */
-    int nccl_ready;
-    uint32_t nccl_next, nccl_done;
-    size_t nccl_item;
 };
 
 struct wst_receiver {
@@ -117,7 +116,9 @@ struct wst_receiver {
     uint32_t staging_region;     /* valid when moe.staging != NULL */
     void **region_data;          /* [n_regions] base addresses, for repacks */
     int device;                  /* GPU of the device regions, or -1 */
-    struct wst_recv_device *dev; /* landing, copies: when device >= 0 */
+    struct wst_recv_device *dev; /* digests, repacks: when device >= 0 */
+    struct wst_landing *landing; /* am data for device regions lands here */
+    struct wst_rx_region *rx_regions; /* [n_regions], for the movers */
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
 
     /* progress-thread state */
@@ -246,26 +247,29 @@ void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
 /* deadlines.c: the worker's tick */
 void wst_recv_on_tick(void *arg);
 
-/* rx_am.c: the worker's data callbacks */
+/* data.c: what the movers' receiving halves report, and the worker's
+ * data callbacks routed to them */
 wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                                    size_t len, void **dest_p);
 void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
                            void *dest, size_t len, wst_status_t status);
-struct peer *wst_recv_data_peer(struct wst_receiver *r,
-                                const struct wst_data_hdr *hdr);
-void wst_recv_count_data(struct wst_receiver *r, struct peer *p,
-                         const struct wst_data_hdr *hdr, size_t len);
+struct wst_rx_events wst_recv_rx_events(struct peer *p);
+/* This sender's slice of the current plan (its halves are destroyed). */
+wst_status_t wst_recv_peer_rx_plan(struct wst_receiver *r, struct peer *p);
+/* The receiving half for BEGIN's mover (nccl: the one set up before). */
+wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p);
+void wst_recv_peer_rx_close(struct peer *p);
+/* The bound below which staged layers have their credit. */
+uint32_t wst_recv_credit_bound(const struct wst_receiver *r);
 
-/* rx_bounce.c */
+/* device_setup.c */
 wst_status_t wst_recv_prepare_device(struct wst_receiver *r);
+wst_status_t wst_recv_prepare_rx_regions(struct wst_receiver *r);
 void wst_recv_log_landing(struct wst_receiver *r);
 
-/* rx_nccl.c */
-void wst_recv_nccl_post(struct wst_receiver *r, struct peer *p);
+/* nccl_setup.c */
 int wst_recv_nccl_possible(const struct wst_receiver *r);
 void wst_recv_on_nccl_setup(struct wst_receiver *r, struct peer *p,
                             const struct wst_nccl_setup *ns);
-void wst_recv_nccl_abort_peer(struct wst_receiver *r, struct peer *p,
-                              void *arg);
 
 #endif

@@ -37,6 +37,7 @@
 #include "codec.h"
 #include "device.h"
 #include "jobq.h"
+#include "landing.h"
 #include "log.h"
 #include "receiver_internal.h"
 #include "worker.h"
@@ -82,6 +83,16 @@ void wst_recv_refit_end(struct wst_receiver *r)
     }
 }
 
+static void abort_peer_rx(struct wst_receiver *r, struct peer *p, void *arg)
+{
+    (void)r;
+    (void)arg;
+    if (p->rx != NULL)
+        p->rx->ops->abort(p->rx);
+    if (p->nccl_rx != NULL && p->nccl_rx != p->rx)
+        p->nccl_rx->ops->abort(p->nccl_rx);
+}
+
 void wst_recv_refit_fail(struct wst_receiver *r, wst_status_t status,
                          const char *fmt, ...)
 {
@@ -110,10 +121,10 @@ void wst_recv_refit_fail(struct wst_receiver *r, wst_status_t status,
     vsnprintf(j->reason, sizeof(j->reason), fmt, ap);
     va_end(ap);
     wst_recv_for_each_peer(r, error_to_peer, j);
-    /* No receive may go on writing live memory once the refit failed:
-     * their communicators are aborted (the senders reconnect and set up
+    /* No receive may go on writing live memory once the refit failed
+     * (NCCL's communicators are aborted; the senders reconnect and set up
      * new ones). */
-    wst_recv_for_each_peer(r, wst_recv_nccl_abort_peer, NULL);
+    wst_recv_for_each_peer(r, abort_peer_rx, NULL);
     if (r->refit == REFIT_BEGINNING) {
         /* Nothing was written: keep serving the committed version. */
         WST_ERROR(&r->log, "refit of version %llu refused: %s",
@@ -146,7 +157,7 @@ static void credit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
 {
     if (p->acked && p->version == r->version) {
         send_credit(r, p, *(const uint32_t *)arg);
-        wst_recv_nccl_post(r, p);
+        p->rx->ops->allow(p->rx, wst_recv_credit_bound(r));
     }
 }
 
@@ -185,7 +196,14 @@ void wst_recv_ack_peer(struct wst_receiver *r, struct peer *p, void *arg)
     wst_recv_send_msg(r, p, &m);
     for (uint32_t k = 0; k < r->credit_next; k++)
         send_credit(r, p, r->moe.layers[k].layer);
-    wst_recv_nccl_post(r, p);
+    /* Its receiving half takes bytes from now on, as far as credits go. */
+    wst_status_t st = p->rx->ops->begin(p->rx, r->version);
+    if (st != WST_OK) {
+        wst_recv_refit_fail(r, st, "sender %s: its %s mover cannot begin",
+                            p->name, p->rx->ops->name);
+        return;
+    }
+    p->rx->ops->allow(p->rx, wst_recv_credit_bound(r));
 }
 
 static void pub_in_progress(struct wst_receiver *r, void *arg)
@@ -333,7 +351,6 @@ void wst_recv_count_layer(struct wst_receiver *r, struct peer *p,
     if (p->marks[layer] == MARK_WAITING &&
         p->recv_bytes[layer] == wst_recv_expected_bytes(r, p->rank, layer))
         wst_recv_queue_verify(r, p, layer);
-    wst_recv_nccl_post(r, p); /* an exchange completed: room for the next */
 }
 
 void wst_recv_refit_start(struct wst_receiver *r, uint64_t version)
@@ -356,9 +373,9 @@ void wst_recv_refit_start(struct wst_receiver *r, uint64_t version)
            r->plan->n_layers * sizeof(*r->layer_verified));
     r->credit_next = 0;
     memset(r->moe_repacked, 0, r->moe.n_layers + 1);
-    if (r->dev != NULL) {
+    if (r->landing != NULL) {
         struct wst_landing_stats drop;
-        wst_recv_device_take_stats(r->dev, &drop); /* counts start here */
+        wst_landing_take_stats(r->landing, &drop); /* counts start here */
     }
     pthread_mutex_lock(&r->lock);
     memset(r->times, 0, r->plan->n_layers * sizeof(*r->times));

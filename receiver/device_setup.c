@@ -1,31 +1,18 @@
-/* rx_bounce.c - landing for device regions, the bounce mover's receiving
- * half (device.h): the GPU side set up at start, a landed message counted
- * once its copy is on the GPU, and a line per refit on how landing went. */
+/* device_setup.c - the receiver's memory as the movers see it: the GPU
+ * side set up at start when regions are device memory (digests and repacks,
+ * device.h; the landing ring data for them lands in, common/movers/
+ * landing.h), the regions for the movers' receiving halves, and a line per
+ * refit on how landing went. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "device.h"
 #include "gpu.h"
 #include "gpu_probe.h"
+#include "landing.h"
 #include "log.h"
 #include "receiver_internal.h"
 #include "worker.h"
-
-static void on_copied(void *arg, const struct wst_data_hdr *hdr, size_t len,
-                      uint64_t tag, wst_status_t status)
-{
-    struct wst_receiver *r = arg;
-    struct peer *p = wst_recv_data_peer(r, hdr);
-
-    if (p == NULL || tag != r->generation)
-        return; /* a refit that is over */
-    if (status != WST_OK) {
-        wst_recv_refit_fail(r, status,
-                            "copying data of sender %s to GPU %d failed",
-                            p->name, r->device);
-        return;
-    }
-    wst_recv_count_data(r, p, hdr, len);
-}
 
 /* One line per refit on the way device bytes came in: the copies' delay
  * is what a busy GPU or a slow host-to-device link shows in. */
@@ -33,9 +20,9 @@ void wst_recv_log_landing(struct wst_receiver *r)
 {
     struct wst_landing_stats ls;
 
-    if (r->dev == NULL)
+    if (r->landing == NULL)
         return;
-    wst_recv_device_take_stats(r->dev, &ls);
+    wst_landing_take_stats(r->landing, &ls);
     if (ls.copies == 0)
         return;
     WST_INFO(&r->log,
@@ -82,6 +69,25 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
     /* Puts would need remote keys for device memory: active messages into
      * the landing ring instead. */
     r->allow_put = 0;
-    return wst_recv_device_create(&r->log, r->worker, r->device, on_copied, r,
-                                  &r->dev);
+    wst_status_t st = wst_recv_device_create(&r->log, r->device, &r->dev);
+    if (st == WST_OK)
+        st = wst_landing_create(&r->log, r->worker, r->device, &r->landing);
+    return st;
+}
+
+/* Where the movers find each region, once every region is in (the
+ * staging pool is the last). */
+wst_status_t wst_recv_prepare_rx_regions(struct wst_receiver *r)
+{
+    r->rx_regions =
+        calloc(r->n_regions ? r->n_regions : 1, sizeof(*r->rx_regions));
+    if (r->rx_regions == NULL)
+        return WST_ERR_NO_MEMORY;
+    for (size_t i = 0; i < r->n_regions; i++)
+        r->rx_regions[i] = (struct wst_rx_region){
+            .base = r->regions[i].data,
+            .length = r->regions[i].length,
+            .mem = r->regions[i].mem,
+        };
+    return WST_OK;
 }

@@ -1,0 +1,167 @@
+/* data.c - the receiver's side of the mover interface (common/movers/rx.h):
+ * each sender's receiving half, opened for the mover its BEGIN names, and
+ * what the half reports (bytes landed, a failure) fed to the refit state
+ * machine; data messages from the worker routed by their header's token to
+ * the sending rank's half (progress thread). Nothing here knows how a
+ * mover works.
+ */
+#include <stdlib.h>
+
+#include "am.h"
+#include "log.h"
+#include "put.h"
+#include "receiver_internal.h"
+
+static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
+{
+    struct peer *p = arg;
+    struct wst_receiver *r = p->r;
+
+    if (r->refit != REFIT_RECEIVING || p->version != r->version || !p->acked)
+        return;
+    wst_recv_count_layer(r, p, layer, bytes);
+}
+
+static void on_failed(void *arg, wst_status_t status, const char *reason)
+{
+    struct peer *p = arg;
+
+    wst_recv_refit_fail(p->r, status, "sender %s: %s", p->name, reason);
+}
+
+struct wst_rx_events wst_recv_rx_events(struct peer *p)
+{
+    return (struct wst_rx_events){
+        .arg = p, .landed = on_landed, .failed = on_failed};
+}
+
+uint32_t wst_recv_credit_bound(const struct wst_receiver *r)
+{
+    return r->credit_next < r->moe.n_layers
+               ? r->moe.layers[r->credit_next].layer
+               : UINT32_MAX;
+}
+
+void wst_recv_peer_rx_close(struct peer *p)
+{
+    if (p->rx != p->nccl_rx)
+        wst_rx_destroy(p->rx);
+    p->rx = NULL;
+    wst_rx_destroy(p->nccl_rx);
+    p->nccl_rx = NULL;
+    p->nccl_ready = 0;
+}
+
+wst_status_t wst_recv_peer_rx_plan(struct wst_receiver *r, struct peer *p)
+{
+    const struct wst_plan *pl = r->plan;
+    size_t first = pl->sender_first[p->rank];
+    size_t *bounds = calloc((size_t)pl->n_layers + 1, sizeof(*bounds));
+
+    if (bounds == NULL)
+        return WST_ERR_NO_MEMORY;
+    wst_recv_peer_rx_close(p); /* they borrow the old slice */
+    for (uint32_t layer = 0; layer < pl->n_layers; layer++) {
+        size_t lo, hi;
+        wst_recv_layer_items(r, p->rank, layer, &lo, &hi);
+        bounds[layer] = lo - first;
+    }
+    bounds[pl->n_layers] = pl->sender_first[p->rank + 1] - first;
+    free(p->rx_layer_first);
+    p->rx_layer_first = bounds;
+    p->rx_plan = (struct wst_rx_plan){
+        .items = pl->items + first,
+        .n_items = pl->sender_first[p->rank + 1] - first,
+        .n_layers = pl->n_layers,
+        .layer_first = bounds,
+        .regions = r->rx_regions,
+        .n_regions = r->n_regions,
+    };
+    return WST_OK;
+}
+
+wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
+{
+    struct wst_rx_events ev = wst_recv_rx_events(p);
+    wst_status_t st = WST_OK;
+
+    if (p->rx != p->nccl_rx)
+        wst_rx_destroy(p->rx);
+    p->rx = NULL;
+    switch (p->mover) {
+    case WST_MOVER_NCCL:
+        p->rx = p->nccl_rx;
+        break;
+    case WST_MOVER_PUT:
+        st = wst_rx_put_create(&p->rx_plan, &p->rx);
+        break;
+    case WST_MOVER_AM: {
+        struct wst_rx_am_params ap = {
+            .log = &r->log,
+            .landing = r->landing,
+            .plan = &p->rx_plan,
+            .events = ev,
+        };
+        st = wst_rx_am_create(&ap, &p->rx);
+        break;
+    }
+    }
+    if (st == WST_OK && p->rx == NULL)
+        st = WST_ERR_INVALID;
+    return st;
+}
+
+/* The sender of a data message, while its refit is the one receiving. */
+static struct peer *data_peer(struct wst_receiver *r,
+                              const struct wst_data_hdr *hdr)
+{
+    struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
+                         ? r->by_rank[hdr->token]
+                         : NULL;
+
+    if (r->refit != REFIT_RECEIVING || hdr->version != r->version ||
+        p == NULL || !p->acked || p->rx == NULL)
+        return NULL;
+    return p;
+}
+
+wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
+                                   size_t len, void **dest_p)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = data_peer(r, hdr);
+
+    if (p == NULL) {
+        WST_DEBUG(&r->log, "data for version %llu dropped (not receiving it)",
+                  (unsigned long long)hdr->version);
+        return WST_ERR_STATE;
+    }
+    if (p->rx->ops->data_dest == NULL) {
+        /* Its mover takes no messages: nothing of its plan comes so. */
+        wst_recv_refit_fail(r, WST_ERR_PROTOCOL,
+                            "sender %s: data for item %u outside its plan "
+                            "(its mover is %s)",
+                            p->name, hdr->item, p->rx->ops->name);
+        return WST_ERR_PROTOCOL;
+    }
+    return p->rx->ops->data_dest(p->rx, hdr, len, dest_p);
+}
+
+void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
+                           void *dest, size_t len, wst_status_t status)
+{
+    struct wst_receiver *r = arg;
+    struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
+                         ? r->by_rank[hdr->token]
+                         : NULL;
+
+    /* Its half placed it, and decides (it may hold landing room). */
+    if (p != NULL && p->rx != NULL && p->rx->ops->data_done != NULL) {
+        p->rx->ops->data_done(p->rx, hdr, dest, len, status);
+        return;
+    }
+    /* The half that placed it is gone: its landing room comes back. */
+    if (r->landing != NULL && dest != NULL &&
+        wst_landing_owns(r->landing, dest))
+        wst_landing_release(r->landing, dest);
+}
