@@ -183,7 +183,7 @@ ucp_ep_h wst_conn_data_ep(wst_conn_t *conn);
  * once the current progress call has returned; the connection is freed once
  * UCX has released it. No callback fires for it after this returns. A data
  * endpoint without peer-failure mode stays open until the worker is
- * destroyed (worker.c says why). */
+ * destroyed (conn_close.c says why). */
 void wst_conn_close(wst_conn_t *conn);
 
 /* Progress thread: like wst_conn_close, but the endpoints stay open for
