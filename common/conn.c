@@ -160,6 +160,28 @@ wst_status_t wst_conn_send(wst_conn_t *c, void *buf, size_t len)
     return WST_OK;
 }
 
+/* Whether puts on c's new data endpoint run in hardware (lanes.h), from
+ * the worker's transports, probed once; the reason goes to c->rma_why. */
+static int data_rma_real(struct wst_conn *c, const struct wst_lane *lanes,
+                         size_t n_lanes)
+{
+    wst_worker_t *w = c->worker;
+
+    if (!w->transports_probed) {
+        w->transports_probed = 1;
+        if (wst_transports_probe(w->log, &w->transports, &w->n_transports) !=
+            WST_OK) {
+            w->transports = NULL;
+            w->n_transports = 0;
+        }
+    }
+    int real =
+        wst_lanes_rma_real(lanes, n_lanes, w->transports, w->n_transports,
+                           c->data_peer_errors, c->rma_why, sizeof(c->rma_why));
+    WST_DEBUG(w->log, "peer %s: data lanes: %s", c->name, c->rma_why);
+    return real;
+}
+
 wst_status_t wst_conn_open_data(wst_conn_t *c, const void *addr,
                                 size_t addr_len, int peer_errors, char *lanes,
                                 size_t lanes_len, int *rma_real_p)
@@ -187,7 +209,10 @@ wst_status_t wst_conn_open_data(wst_conn_t *c, const void *addr,
         c->data_ep = NULL;
         return wst_status_from_ucs(st);
     }
-    wst_lanes_describe(c->data_ep, lanes, lanes_len, rma_real_p);
+    struct wst_lane read[WST_LANES_MAX];
+    size_t n_read = wst_lanes_read(c->data_ep, read, WST_LANES_MAX);
+    wst_lanes_format(read, n_read, lanes, lanes_len);
+    *rma_real_p = data_rma_real(c, read, n_read);
     return WST_OK;
 }
 
@@ -209,4 +234,9 @@ void *wst_conn_user(const wst_conn_t *c)
 const char *wst_conn_name(const wst_conn_t *c)
 {
     return c->name;
+}
+
+const char *wst_conn_rma_why(const wst_conn_t *c)
+{
+    return c->rma_why;
 }

@@ -143,6 +143,7 @@ static void ucx_fini(wst_worker_t *w)
     ucp_worker_release_address(w->worker, w->address);
     ucp_worker_destroy(w->worker);
     ucp_cleanup(w->context);
+    free(w->transports);
 }
 
 static struct wst_post *take_posts(wst_worker_t *w)

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+#include "transports.h"
 #include "worker.h"
 
 struct wst_post;
@@ -30,6 +31,7 @@ struct wst_conn {
     uint64_t close_at;    /* ns; nonzero: force-close then (lingering) */
     int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
+    char rma_why[256]; /* why puts on data_ep do or do not run in hardware */
 };
 
 struct wst_worker {
@@ -48,6 +50,9 @@ struct wst_worker {
     ucp_address_t *address;
     size_t address_len;
     int supports_cuda;
+    struct wst_transport *transports; /* probed for the first data endpoint */
+    size_t n_transports;
+    int transports_probed;
     struct wst_conn *conns;
     int closing;               /* closed connections not yet freed */
     struct wst_conn *to_close; /* closed, endpoints not yet closed */

@@ -3,7 +3,8 @@
  * listener accepts a connection and control messages make a round trip; a
  * data active message lands where data_dest said, also after being parked;
  * a connection fails when its peer closes it or falls silent; registered
- * memory and its packed key take a put from the peer.
+ * memory and its packed key take a put from the peer; the lanes module
+ * answers for a data endpoint under the process's UCX_TLS.
  *
  * Two workers in one process stand for the two sides. Every wait is
  * bounded (WAIT_S), so a lost callback fails the case instead of hanging.
@@ -16,8 +17,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -294,6 +297,7 @@ static void do_parked_total(void *arg)
 
 struct pair {
     struct side srv, cli;
+    uint16_t port;    /* the server's */
     wst_conn_t *conn; /* the client's */
 };
 
@@ -305,7 +309,7 @@ static int pair_connect(struct pair *p)
     if (wst_worker_call(p->srv.w, do_listen, &lc) != WST_OK ||
         lc.st != WST_OK || lc.port == 0)
         return -1;
-    cc.port = lc.port;
+    p->port = cc.port = lc.port;
     if (wst_worker_call(p->cli.w, do_connect, &cc) != WST_OK || cc.st != WST_OK)
         return -1;
     p->conn = cc.conn;
@@ -376,22 +380,29 @@ static void client_says(struct pair *p, const char *text)
     assert_true(side_wait(&p->srv, &p->srv.n_msgs, want));
 }
 
-/* Opens the client's data endpoint to the server's worker. */
-static void open_data(struct pair *p, int peer_errors,
-                      struct open_data_call *oc)
+/* Opens the data endpoint of the client's 'conn' to the server's worker. */
+static void open_data_on(struct pair *p, wst_conn_t *conn, int peer_errors,
+                         struct open_data_call *oc)
 {
     struct address_call ac = {.w = p->srv.w};
 
     assert_int_equal(wst_worker_call(p->srv.w, do_address, &ac), WST_OK);
     assert_non_null(ac.addr);
-    oc->conn = p->conn;
+    oc->conn = conn;
     oc->addr = ac.addr;
     oc->len = ac.len;
     oc->peer_errors = peer_errors;
     assert_int_equal(wst_worker_call(p->cli.w, do_open_data, oc), WST_OK);
     free(ac.addr);
     assert_int_equal(oc->st, WST_OK);
-    assert_non_null(wst_conn_data_ep(p->conn));
+    assert_non_null(wst_conn_data_ep(conn));
+}
+
+/* Opens the data endpoint of the client's first connection. */
+static void open_data(struct pair *p, int peer_errors,
+                      struct open_data_call *oc)
+{
+    open_data_on(p, p->conn, peer_errors, oc);
 }
 
 /* ---- posted functions ---- */
@@ -807,6 +818,82 @@ static void test_worker_mem_map_rkey_pack(void **state)
     free(dst);
 }
 
+/* ---- lanes ---- */
+
+/* Whether this host may have a transport that puts in hardware: an RDMA
+ * device or xpmem. */
+static int host_may_put_in_hardware(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    int found = access("/dev/xpmem", F_OK) == 0;
+
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        found |= e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
+/* Whether UCX_TLS lets data use shared memory. */
+static int tls_allows_shm(const char *tls)
+{
+    return tls == NULL || *tls == '\0' || strstr(tls, "sm") != NULL ||
+           strcmp(tls, "all") == 0;
+}
+
+/* One data endpoint's lanes and answer: the reason names every lane and
+ * agrees with the answer; without RDMA or xpmem the answer is no. */
+static void check_lanes(const struct open_data_call *oc, const char *why)
+{
+    char names[256];
+
+    print_message("UCX_TLS=%s, peer errors %s: lanes %s; %s\n",
+                  getenv("UCX_TLS") ? getenv("UCX_TLS") : "(unset)",
+                  oc->peer_errors ? "on" : "off", oc->lanes, why);
+    assert_true(oc->lanes[0] != '\0');
+    snprintf(names, sizeof(names), "%s", oc->lanes);
+    for (char *save = NULL, *t = strtok_r(names, " ", &save); t != NULL;
+         t = strtok_r(NULL, " ", &save)) {
+        char *bracket = strchr(t, '[');
+        assert_non_null(bracket);
+        *bracket = '\0';
+        assert_non_null(strstr(why, t));
+    }
+    assert_int_equal(oc->rma_real,
+                     strncmp(why, "no lane puts in hardware: ", 26) != 0);
+    if (!host_may_put_in_hardware())
+        assert_int_equal(oc->rma_real, 0);
+}
+
+/* The lanes module's answer under the process's UCX_TLS. Without RDMA,
+ * puts over tcp and over shared memory are emulated (the am mover), and
+ * peer-failure mode keeps data off shared memory. */
+static void test_worker_lanes_under_tls(void **state)
+{
+    struct pair *p = *state;
+    const char *tls = getenv("UCX_TLS");
+    struct open_data_call oc = {0}, oc_peer = {0};
+    struct connect_call cc = {.w = p->cli.w, .port = p->port};
+
+    client_says(p, "hello");
+    open_data(p, 0, &oc);
+    check_lanes(&oc, wst_conn_rma_why(p->conn));
+    if (tls_allows_shm(tls)) {
+        assert_non_null(strstr(oc.lanes, "/memory"));
+    } else {
+        assert_non_null(strstr(oc.lanes, "tcp/"));
+        assert_null(strstr(oc.lanes, "/memory"));
+    }
+
+    assert_int_equal(wst_worker_call(p->cli.w, do_connect, &cc), WST_OK);
+    assert_int_equal(cc.st, WST_OK);
+    open_data_on(p, cc.conn, 1, &oc_peer);
+    check_lanes(&oc_peer, wst_conn_rma_why(cc.conn));
+    assert_null(strstr(oc_peer.lanes, "/memory"));
+    if (!host_may_put_in_hardware())
+        assert_non_null(strstr(oc_peer.lanes, "tcp/"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -823,6 +910,8 @@ int main(void)
                                         pair_setup_heartbeat, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_mem_map_rkey_pack,
                                         pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_lanes_under_tls, pair_setup,
+                                        pair_teardown),
     };
 
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
