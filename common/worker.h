@@ -171,7 +171,8 @@ wst_status_t wst_conn_send(wst_conn_t *conn, void *buf, size_t len);
  * memory in UCX 1.13: asking for it moves traffic to TCP). The chosen lanes
  * are described in 'lanes' (e.g. "posix/memory[am,am_bw] cma/memory[rma_bw]")
  * and *rma_real_p says whether puts run on a real RMA lane (not emulated over
- * AM, as UCX 1.13 does on TCP). */
+ * AM, as UCX 1.13 does on TCP and shared memory), decided from the
+ * transports' UCT attributes (lanes.h); wst_conn_rma_why says why. */
 wst_status_t wst_conn_open_data(wst_conn_t *conn, const void *addr,
                                 size_t addr_len, int peer_errors, char *lanes,
                                 size_t lanes_len, int *rma_real_p);
@@ -183,7 +184,7 @@ ucp_ep_h wst_conn_data_ep(wst_conn_t *conn);
  * once the current progress call has returned; the connection is freed once
  * UCX has released it. No callback fires for it after this returns. A data
  * endpoint without peer-failure mode stays open until the worker is
- * destroyed (worker.c says why). */
+ * destroyed (conn_close.c says why). */
 void wst_conn_close(wst_conn_t *conn);
 
 /* Progress thread: like wst_conn_close, but the endpoints stay open for
@@ -197,5 +198,10 @@ void *wst_conn_user(const wst_conn_t *conn);
 
 /* "10.0.0.7:40123" for accepted peers, "host:port" for connected ones. */
 const char *wst_conn_name(const wst_conn_t *conn);
+
+/* Why puts on the data endpoint do or do not run in hardware, naming the
+ * lanes ("no lane puts in hardware: tcp/lo: zero-copy put only"); "" before
+ * wst_conn_open_data. Owned by the connection. */
+const char *wst_conn_rma_why(const wst_conn_t *conn);
 
 #endif

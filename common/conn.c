@@ -1,0 +1,242 @@
+/* conn.c - connections: a control endpoint, an optional data endpoint.
+ *
+ * Connections are found from an incoming active message through its reply
+ * endpoint (senders set UCP_AM_SEND_FLAG_REPLY), by a linear scan: a
+ * worker has tens of connections, not thousands. Closing them is
+ * conn_close.c's; accepting them is listener.c's.
+ */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "lanes.h"
+#include "ucx_status.h"
+#include "worker_internal.h"
+
+struct wst_conn *wst_conn_find(wst_worker_t *w, ucp_ep_h ep)
+{
+    for (struct wst_conn *c = w->conns; c != NULL; c = c->next)
+        if (c->ep == ep || c->data_ep == ep)
+            return c;
+    return NULL;
+}
+
+void wst_conn_fail(struct wst_conn *c, wst_status_t status, const char *why)
+{
+    wst_worker_t *w = c->worker;
+
+    if (c->failed)
+        return;
+    c->failed = 1;
+    /* The owner logs it: only it knows whether this loses anything. */
+    WST_DEBUG(w->log, "peer %s: %s", c->name, why);
+    if (w->ops.conn_failed != NULL)
+        w->ops.conn_failed(w->ops.arg, c, status, why);
+}
+
+void wst_conn_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct wst_conn *c = arg;
+
+    (void)ep;
+    wst_conn_fail(c, wst_status_from_ucs(status), ucs_status_string(status));
+}
+
+wst_status_t wst_worker_resolve(const wst_worker_t *w, const char *host,
+                                uint16_t port, struct sockaddr_storage *ss,
+                                socklen_t *len_p)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    char service[16];
+    int rc;
+
+    snprintf(service, sizeof(service), "%u", port);
+    rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        WST_ERROR(w->log, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        return WST_ERR_UNREACHABLE;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len_p = res->ai_addrlen;
+    freeaddrinfo(res);
+    return WST_OK;
+}
+
+struct wst_conn *wst_conn_new(wst_worker_t *w, const char *name)
+{
+    struct wst_conn *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->worker = w;
+    c->last_rx = c->last_tx = wst_now_ns();
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->next = w->conns;
+    w->conns = c;
+    return c;
+}
+
+void wst_conn_unlink(struct wst_conn *c)
+{
+    for (struct wst_conn **pp = &c->worker->conns; *pp != NULL;
+         pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            return;
+        }
+    }
+}
+
+wst_status_t wst_conn_connect(wst_worker_t *w, const char *host, uint16_t port,
+                              wst_conn_t **conn_p)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    char name[96];
+    wst_status_t status = wst_worker_resolve(w, host, port, &ss, &sslen);
+
+    if (status != WST_OK)
+        return status;
+    snprintf(name, sizeof(name), "%s:%u", host, port);
+    struct wst_conn *c = wst_conn_new(w, name);
+    if (c == NULL)
+        return WST_ERR_NO_MEMORY;
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sslen},
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = wst_conn_ep_error, .arg = c},
+    };
+    ucs_status_t st = ucp_ep_create(w->worker, &ep, &c->ep);
+    if (st != UCS_OK) {
+        WST_ERROR(w->log, "connect to %s: %s", name, ucs_status_string(st));
+        wst_conn_unlink(c);
+        free(c);
+        return wst_status_from_ucs(st);
+    }
+    *conn_p = c;
+    return WST_OK;
+}
+
+static void send_done(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status; /* a failed control send surfaces through wst_conn_ep_error */
+    free(user_data);
+    if (request != NULL)
+        ucp_request_free(request);
+}
+
+wst_status_t wst_conn_send(wst_conn_t *c, void *buf, size_t len)
+{
+    if (c->failed) {
+        free(buf);
+        return WST_ERR_PEER_FAILED;
+    }
+    ucp_request_param_t sp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = send_done,
+        .user_data = buf,
+        .flags = UCP_AM_SEND_FLAG_REPLY,
+    };
+    ucs_status_ptr_t req =
+        ucp_am_send_nbx(c->ep, WST_AM_CONTROL, NULL, 0, buf, len, &sp);
+    if (req == NULL) {
+        free(buf);
+        return WST_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        free(buf);
+        WST_WARN(c->worker->log, "send to %s: %s", c->name,
+                 ucs_status_string(UCS_PTR_STATUS(req)));
+        return wst_status_from_ucs(UCS_PTR_STATUS(req));
+    }
+    return WST_OK;
+}
+
+/* Whether puts on c's new data endpoint run in hardware (lanes.h), from
+ * the worker's transports, probed once; the reason goes to c->rma_why. */
+static int data_rma_real(struct wst_conn *c, const struct wst_lane *lanes,
+                         size_t n_lanes)
+{
+    wst_worker_t *w = c->worker;
+
+    if (!w->transports_probed) {
+        w->transports_probed = 1;
+        if (wst_transports_probe(w->log, &w->transports, &w->n_transports) !=
+            WST_OK) {
+            w->transports = NULL;
+            w->n_transports = 0;
+        }
+    }
+    int real =
+        wst_lanes_rma_real(lanes, n_lanes, w->transports, w->n_transports,
+                           c->data_peer_errors, c->rma_why, sizeof(c->rma_why));
+    WST_DEBUG(w->log, "peer %s: data lanes: %s", c->name, c->rma_why);
+    return real;
+}
+
+wst_status_t wst_conn_open_data(wst_conn_t *c, const void *addr,
+                                size_t addr_len, int peer_errors, char *lanes,
+                                size_t lanes_len, int *rma_real_p)
+{
+    wst_worker_t *w = c->worker;
+
+    (void)addr_len; /* the address is self-describing; length checked by
+                       the codec */
+    /* Without peer mode there is no error handler: such an endpoint may
+     * outlive c in the graveyard and must not point at it. */
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      (peer_errors ? UCP_EP_PARAM_FIELD_ERR_HANDLER : 0),
+        .address = addr,
+        .err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER
+                                : UCP_ERR_HANDLING_MODE_NONE,
+        .err_handler = {.cb = wst_conn_ep_error, .arg = c},
+    };
+    c->data_peer_errors = peer_errors;
+    ucs_status_t st = ucp_ep_create(w->worker, &ep, &c->data_ep);
+    if (st != UCS_OK) {
+        WST_ERROR(w->log, "data endpoint to %s: %s", c->name,
+                  ucs_status_string(st));
+        c->data_ep = NULL;
+        return wst_status_from_ucs(st);
+    }
+    struct wst_lane read[WST_LANES_MAX];
+    size_t n_read = wst_lanes_read(c->data_ep, read, WST_LANES_MAX);
+    wst_lanes_format(read, n_read, lanes, lanes_len);
+    *rma_real_p = data_rma_real(c, read, n_read);
+    return WST_OK;
+}
+
+ucp_ep_h wst_conn_data_ep(wst_conn_t *c)
+{
+    return c->data_ep;
+}
+
+void wst_conn_set_user(wst_conn_t *c, void *user)
+{
+    c->user = user;
+}
+
+void *wst_conn_user(const wst_conn_t *c)
+{
+    return c->user;
+}
+
+const char *wst_conn_name(const wst_conn_t *c)
+{
+    return c->name;
+}
+
+const char *wst_conn_rma_why(const wst_conn_t *c)
+{
+    return c->rma_why;
+}

@@ -1,0 +1,183 @@
+/* lanes.c - the lanes of a data endpoint, and whether puts on it run in
+ * hardware (see lanes.h for the rule and where each fact comes from).
+ */
+#include "lanes.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends to out[0..len) at *used, never past the end. */
+static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*used >= len)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(out + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *used += (size_t)n < len - *used ? (size_t)n : len - *used - 1;
+}
+
+/* Parses one line of ucp_ep_print_info. Lane lines look like
+ *   "#   lane[2]:  4:cma/memory.0 md[3]  -> md[3]/cma/sysdev[255] rma_bw#0"
+ * and become {"cma/memory", "rma_bw"} (roles without their '#n'). */
+static int parse_lane(char *line, struct wst_lane *lane)
+{
+    char *start = strstr(line, "lane[");
+    char *arrow = start != NULL ? strstr(start, "->") : NULL;
+    char tl[64] = "";
+    size_t used = 0;
+
+    if (arrow == NULL || sscanf(strchr(start, ':') + 1, " %*d:%63s", tl) != 1)
+        return 0;
+    char *dot = strrchr(tl, '.');
+    if (dot != NULL)
+        *dot = '\0';
+    snprintf(lane->name, sizeof(lane->name), "%s", tl);
+    lane->roles[0] = '\0';
+    /* Roles follow the remote md/tl/sysdev token. */
+    for (char *tok = strchr(arrow + 3, ' '); tok != NULL;
+         tok = strchr(tok, ' ')) {
+        while (*tok == ' ')
+            tok++;
+        size_t n = strcspn(tok, " #");
+        if (n > 0)
+            append(lane->roles, sizeof(lane->roles), &used, "%s%.*s",
+                   used ? "," : "", (int)n, tok);
+    }
+    return 1;
+}
+
+size_t wst_lanes_read(ucp_ep_h ep, struct wst_lane *lanes, size_t max)
+{
+    char *text = NULL, *save = NULL;
+    size_t textlen = 0, n = 0;
+    FILE *f = open_memstream(&text, &textlen);
+
+    if (f == NULL)
+        return 0;
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    for (char *line = strtok_r(text, "\n", &save); line != NULL && n < max;
+         line = strtok_r(NULL, "\n", &save))
+        n += (size_t)parse_lane(line, &lanes[n]);
+    free(text);
+    return n;
+}
+
+void wst_lanes_format(const struct wst_lane *lanes, size_t n, char *out,
+                      size_t outlen)
+{
+    size_t used = 0;
+
+    if (outlen > 0)
+        out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        append(out, outlen, &used, "%s%s[%s]", used ? " " : "", lanes[i].name,
+               lanes[i].roles);
+}
+
+/* Why a lane does or does not put in hardware, in the order checked. */
+enum lane_put {
+    PUT_NOT_PROBED,
+    PUT_NOT_PEER_TYPE,
+    PUT_NO_REGISTRATION,
+    PUT_NOT_QUERIED,
+    PUT_NO_PEER_FAILURE,
+    PUT_ZCOPY_ONLY,
+    PUT_NONE,
+    PUT_NO_PENDING,
+    PUT_HARDWARE,
+    PUT_KINDS,
+};
+
+static const char *const lane_put_text[PUT_KINDS] = {
+    [PUT_NOT_PROBED] = "not among the probed transports",
+    [PUT_NOT_PEER_TYPE] = "neither network nor shared memory",
+    [PUT_NO_REGISTRATION] = "registers no host memory",
+    [PUT_NOT_QUERIED] = "interface not queried",
+    [PUT_NO_PEER_FAILURE] = "no peer-failure handling",
+    [PUT_ZCOPY_ONLY] = "zero-copy put only",
+    [PUT_NONE] = "no put",
+    [PUT_NO_PENDING] = "no pending queue",
+    [PUT_HARDWARE] = "puts in hardware",
+};
+
+static enum lane_put lane_put(const struct wst_lane *lane,
+                              const struct wst_transport *transports,
+                              size_t n_transports, int peer_errors)
+{
+    const uint64_t put = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                         UCT_IFACE_FLAG_GET_BCOPY;
+    const struct wst_transport *t = NULL;
+
+    for (size_t i = 0; i < n_transports && t == NULL; i++)
+        if (strcmp(transports[i].name, lane->name) == 0)
+            t = &transports[i];
+    if (t == NULL)
+        return PUT_NOT_PROBED;
+    if (t->type != UCT_DEVICE_TYPE_NET && t->type != UCT_DEVICE_TYPE_SHM)
+        return PUT_NOT_PEER_TYPE;
+    if (!t->reg_host)
+        return PUT_NO_REGISTRATION;
+    if (!t->queried)
+        return PUT_NOT_QUERIED;
+    if (peer_errors &&
+        !(t->iface_flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE))
+        return PUT_NO_PEER_FAILURE;
+    if ((t->iface_flags & put) != put)
+        return (t->iface_flags & UCT_IFACE_FLAG_PUT_ZCOPY) ? PUT_ZCOPY_ONLY
+                                                           : PUT_NONE;
+    if (!(t->iface_flags & UCT_IFACE_FLAG_PENDING))
+        return PUT_NO_PENDING;
+    return PUT_HARDWARE;
+}
+
+int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
+                       const struct wst_transport *transports,
+                       size_t n_transports, int peer_errors, char *why,
+                       size_t why_len)
+{
+    enum lane_put kind[WST_LANES_MAX];
+    size_t n = n_lanes < WST_LANES_MAX ? n_lanes : WST_LANES_MAX;
+    size_t used = 0;
+    int real = 0;
+
+    if (why_len > 0)
+        why[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        kind[i] = lane_put(&lanes[i], transports, n_transports, peer_errors);
+        real |= kind[i] == PUT_HARDWARE;
+    }
+    if (n == 0) {
+        append(why, why_len, &used, "no lane read from ucx");
+        return 0;
+    }
+    if (!real)
+        append(why, why_len, &used, "no lane puts in hardware: ");
+    /* One group per reason: "tcp/eth0, tcp/lo: zero-copy put only". */
+    for (int k = real ? PUT_HARDWARE : 0; k < PUT_KINDS; k++) {
+        size_t in_group = 0;
+
+        for (size_t i = 0; i < n; i++)
+            if (kind[i] == (enum lane_put)k)
+                append(why, why_len, &used, "%s%s", in_group++ ? ", " : "",
+                       lanes[i].name);
+        if (in_group > 0 && k != PUT_HARDWARE)
+            append(why, why_len, &used, ": %s; ", lane_put_text[k]);
+        else if (in_group > 0)
+            append(why, why_len, &used, " %s", lane_put_text[k]);
+    }
+    /* Drop the last group's "; ". */
+    if (used >= 2 && strcmp(why + used - 2, "; ") == 0)
+        why[used - 2] = '\0';
+    return real;
+}

@@ -1,0 +1,56 @@
+/* lanes.h - the lanes of a data endpoint: which transports UCX chose for
+ * it, described for the log, and whether puts on it run in hardware.
+ *
+ * The decision comes from the transports' UCT attributes
+ * (transports.h), not from the roles UCX prints: a put runs in hardware
+ * when one of the endpoint's lanes is a network or shared-memory
+ * transport whose memory domain registers host memory and whose
+ * interface does put short and bcopy, get bcopy and has a pending queue
+ * (and peer-failure handling when the endpoint asks for it). Those are
+ * the flags UCP 1.13 requires of a lane before it gives it the "rma" role
+ * for registered memory (ucp_wireup_add_rma_lanes); without such a lane
+ * it emulates puts over active messages. RDMA transports (rc, dc) pass;
+ * tcp (zero-copy put only), cma and knem (zero-copy only: they serve
+ * rendezvous, not put) and posix/sysv (no registration) do not.
+ *
+ * Which transports the endpoint uses has no query in UCX 1.13
+ * (ucp_ep_query learned UCP_EP_ATTR_FIELD_TRANSPORTS in 1.14): their
+ * names and roles are read from ucp_ep_print_info's lane lines. Only the
+ * "tl/device" names count for the decision; a line that does not parse
+ * loses a lane, which can only turn the answer to "no" (the am mover).
+ */
+#ifndef WST_LANES_H
+#define WST_LANES_H
+
+#include <stddef.h>
+#include <ucp/api/ucp.h>
+
+#include "transports.h"
+
+#define WST_LANES_MAX 16
+
+/* One lane of an endpoint. */
+struct wst_lane {
+    char name[UCT_TL_NAME_MAX + UCT_DEVICE_NAME_MAX + 2]; /* "tl/device" */
+    char roles[128]; /* "am,am_bw", as UCX prints them, '#n' dropped */
+};
+
+/* Reads ep's lanes into lanes[0..max); returns how many were read. */
+size_t wst_lanes_read(ucp_ep_h ep, struct wst_lane *lanes, size_t max);
+
+/* "sysv/memory[am,am_bw] posix/memory[] cma/memory[rma_bw]" into out
+ * (truncated to outlen). */
+void wst_lanes_format(const struct wst_lane *lanes, size_t n, char *out,
+                      size_t outlen);
+
+/* 1 when one of 'lanes' is a transport of 'transports' (from
+ * wst_transports_probe) that puts to registered memory in hardware, 0
+ * otherwise; peer_errors: the endpoint has UCP_ERR_HANDLING_MODE_PEER.
+ * The reason, naming the transports, goes to 'why' (truncated to
+ * why_len). */
+int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
+                       const struct wst_transport *transports,
+                       size_t n_transports, int peer_errors, char *why,
+                       size_t why_len);
+
+#endif

@@ -1,0 +1,119 @@
+/* worker_internal.h - the worker's and connections' state, shared by the
+ * files that make up the worker module (worker.c, conn.c, conn_close.c,
+ * listener.c, control_am.c, data_am.c, heartbeat.c, memory.c). Private to
+ * common/: callers use worker.h.
+ *
+ * Everything here runs on the progress thread unless its comment says
+ * otherwise.
+ */
+#ifndef WST_WORKER_INTERNAL_H
+#define WST_WORKER_INTERNAL_H
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "transports.h"
+#include "worker.h"
+
+struct wst_post;
+struct wst_parked_data;
+
+struct wst_conn {
+    struct wst_conn *next;
+    wst_worker_t *worker;
+    ucp_ep_h ep;      /* control */
+    ucp_ep_h data_ep; /* NULL until opened */
+    void *user;
+    int failed;
+    int close_refs;       /* c is freed when this drops to 0 after close */
+    uint64_t last_rx;     /* ns of the last control message received */
+    uint64_t last_tx;     /* ns of the last heartbeat sent */
+    uint64_t close_at;    /* ns; nonzero: force-close then (lingering) */
+    int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
+    char name[96];
+    char rma_why[256]; /* why puts on data_ep do or do not run in hardware */
+};
+
+struct wst_worker {
+    const struct wst_logger *log;
+    struct wst_worker_ops ops;
+    unsigned tick_ms;
+    size_t max_control_msg;
+    uint64_t hb_interval_ns; /* 0: no heartbeats */
+    uint64_t hb_timeout_ns;
+    void *hb_msg;
+    size_t hb_len;
+
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    ucp_address_t *address;
+    size_t address_len;
+    int supports_cuda;
+    struct wst_transport *transports; /* probed for the first data endpoint */
+    size_t n_transports;
+    int transports_probed;
+    struct wst_conn *conns;
+    int closing;               /* closed connections not yet freed */
+    struct wst_conn *to_close; /* closed, endpoints not yet closed */
+    ucp_ep_h *graveyard;       /* see conn_close.c */
+    size_t n_graveyard;
+    int busy; /* UCX requests in flight (wst_worker_busy) */
+    struct wst_parked_data *parked, *parked_tail;
+    uint64_t parked_total; /* messages ever parked */
+
+    pthread_t thread;
+    int epfd;
+    int evfd;
+    int ucp_fd;
+    pthread_mutex_t lock;
+    struct wst_post *head, *tail;
+    int stop;
+    wst_status_t start_status; /* result of the thread's UCX set-up */
+    pthread_cond_t started;
+    int start_done;
+};
+
+/* conn.c */
+/* The connection 'ep' (control or data endpoint) belongs to, or NULL. */
+struct wst_conn *wst_conn_find(wst_worker_t *w, ucp_ep_h ep);
+/* Marks c failed and tells the owner, once. */
+void wst_conn_fail(struct wst_conn *c, wst_status_t status, const char *why);
+/* The error handler of every endpoint with peer-failure mode; arg is c. */
+void wst_conn_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+/* A new connection named 'name', linked into w->conns; NULL without
+ * memory. */
+struct wst_conn *wst_conn_new(wst_worker_t *w, const char *name);
+/* Takes c out of its worker's list (not freed). */
+void wst_conn_unlink(struct wst_conn *c);
+/* host:port (IPv4) into *ss; logs and returns WST_ERR_UNREACHABLE when it
+ * does not resolve. */
+wst_status_t wst_worker_resolve(const wst_worker_t *w, const char *host,
+                                uint16_t port, struct sockaddr_storage *ss,
+                                socklen_t *len_p);
+
+/* conn_close.c */
+/* Outside UCX callbacks: closes the endpoints of connections closed since
+ * the last call. */
+void wst_conn_close_pending(wst_worker_t *w);
+/* At shutdown: force-closes the parked data endpoints. */
+void wst_conn_close_graveyard(wst_worker_t *w);
+
+/* control_am.c: the WST_AM_CONTROL handler (arg is the worker). */
+ucs_status_t wst_control_am_recv(void *arg, const void *header,
+                                 size_t header_length, void *data,
+                                 size_t length,
+                                 const ucp_am_recv_param_t *param);
+
+/* data_am.c: the WST_AM_DATA handler (arg is the worker). */
+ucs_status_t wst_data_am_recv(void *arg, const void *header,
+                              size_t header_length, void *data, size_t length,
+                              const ucp_am_recv_param_t *param);
+/* At shutdown: releases every parked data message. */
+void wst_data_am_drop_parked(wst_worker_t *w);
+
+/* heartbeat.c: closes lingering connections that are due, sends the
+ * heartbeats that are due and fails connections gone silent. */
+void wst_heartbeat_tick(wst_worker_t *w, uint64_t now);
+
+#endif

@@ -1,0 +1,219 @@
+/* test_lanes.c - the lane rules without UCX endpoints: UCX_TLS and the
+ * device lists read as UCP reads them (transports.c), the lanes' text,
+ * and which lanes put in hardware, from transport attributes made up
+ * here (lanes.c). The same module over real endpoints is in
+ * test_worker.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "lanes.h"
+#include "transports.h"
+
+static void test_lanes_tls_filter(void **state)
+{
+    static const struct {
+        const char *tls, *tl;
+        int on;
+    } cases[] = {
+        {NULL, "tcp", 1},
+        {"", "rc_mlx5", 1},
+        {"all", "rc_mlx5", 1},
+        {"tcp", "tcp", 1},
+        {"tcp", "cma", 0},
+        {"tcp", "rc_mlx5", 0},
+        {"sm,tcp", "cma", 1},
+        {"sm,tcp", "posix", 1},
+        {"sm,tcp", "tcp", 1},
+        {"sm,tcp", "rc_mlx5", 0},
+        {"shm", "xpmem", 1},
+        {"mm", "sysv", 1},
+        {"mm", "cma", 0},
+        {"^sm", "cma", 0},
+        {"^sm", "tcp", 1},
+        {"^tcp", "tcp", 0},
+        {"^tcp", "posix", 1},
+        {"\\tcp", "tcp", 1},
+        {"tcp:aux", "tcp", 0},
+        /* A family's ":aux" member serves wireup only. */
+        {"rc", "rc_mlx5", 1},
+        {"rc", "rc_verbs", 1},
+        {"rc", "ud_mlx5", 0},
+        {"rc,ud", "ud_mlx5", 1},
+        {"dc", "dc_mlx5", 1},
+        {"ib", "ud_verbs", 1},
+        {"ib", "tcp", 0},
+        {"cuda", "cuda_ipc", 1},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int on = wst_transports_tl_enabled(cases[i].tls, cases[i].tl);
+
+        if (on != cases[i].on)
+            fail_msg("UCX_TLS=%s, %s: %d, expected %d",
+                     cases[i].tls ? cases[i].tls : "(unset)", cases[i].tl, on,
+                     cases[i].on);
+    }
+}
+
+static void test_lanes_device_filter(void **state)
+{
+    (void)state;
+    assert_true(wst_transports_dev_enabled(NULL, "eth0"));
+    assert_true(wst_transports_dev_enabled("", "eth0"));
+    assert_true(wst_transports_dev_enabled("all", "eth0"));
+    assert_true(wst_transports_dev_enabled("lo", "lo"));
+    assert_false(wst_transports_dev_enabled("lo", "eth0"));
+    assert_true(wst_transports_dev_enabled("eth0,lo", "eth0"));
+    assert_true(wst_transports_dev_enabled("mlx5_0:1", "mlx5_0:1"));
+    assert_false(wst_transports_dev_enabled("mlx5_0:1", "mlx5_0"));
+    assert_false(wst_transports_dev_enabled("lo0", "lo"));
+}
+
+static void test_lanes_format(void **state)
+{
+    const struct wst_lane lanes[] = {
+        {"sysv/memory", "am,am_bw"},
+        {"posix/memory", ""},
+        {"cma/memory", "rma_bw"},
+    };
+    char out[128], small[12];
+
+    (void)state;
+    wst_lanes_format(lanes, 3, out, sizeof(out));
+    assert_string_equal(
+        out, "sysv/memory[am,am_bw] posix/memory[] cma/memory[rma_bw]");
+    wst_lanes_format(lanes, 0, out, sizeof(out));
+    assert_string_equal(out, "");
+    /* Truncated, still a string. */
+    wst_lanes_format(lanes, 3, small, sizeof(small));
+    assert_int_equal(strlen(small), sizeof(small) - 1);
+    assert_memory_equal(small, "sysv/memory", 11);
+}
+
+#define HW_PUT                                                                 \
+    (UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |                     \
+     UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_PENDING)
+
+/* Transports as UCT describes them (flags as this machine's UCX 1.13
+ * reports them, rc_mlx5 and xpmem as their interfaces declare). */
+static const struct wst_transport transports[] = {
+    {"tcp/lo", UCT_DEVICE_TYPE_NET, 1, 1,
+     UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_PENDING |
+         UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
+    {"sysv/memory", UCT_DEVICE_TYPE_SHM, 0, 0, 0},
+    {"posix/memory", UCT_DEVICE_TYPE_SHM, 0, 0, 0},
+    {"cma/memory", UCT_DEVICE_TYPE_SHM, 1, 1,
+     UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+         UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
+    {"self/memory0", UCT_DEVICE_TYPE_SELF, 1, 1, HW_PUT},
+    {"rc_mlx5/mlx5_0:1", UCT_DEVICE_TYPE_NET, 1, 1,
+     HW_PUT | UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
+    {"rc_verbs/mlx5_1:1", UCT_DEVICE_TYPE_NET, 1, 1, HW_PUT},
+    {"xpmem/memory", UCT_DEVICE_TYPE_SHM, 1, 1, HW_PUT},
+    {"ud_verbs/mlx5_0:1", UCT_DEVICE_TYPE_NET, 1, 1,
+     UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
+    {"knem/memory", UCT_DEVICE_TYPE_SHM, 1, 0, 0},
+    {"odd/nopending", UCT_DEVICE_TYPE_NET, 1, 1,
+     HW_PUT & ~(uint64_t)UCT_IFACE_FLAG_PENDING},
+};
+#define N_TRANSPORTS (sizeof(transports) / sizeof(transports[0]))
+
+/* The answer and reason for lanes named 'names' (NULL-terminated). */
+static int decide(const char *const *names, int peer_errors, char *why,
+                  size_t why_len)
+{
+    struct wst_lane lanes[WST_LANES_MAX];
+    size_t n = 0;
+
+    for (; names[n] != NULL; n++) {
+        snprintf(lanes[n].name, sizeof(lanes[n].name), "%s", names[n]);
+        lanes[n].roles[0] = '\0';
+    }
+    return wst_lanes_rma_real(lanes, n, transports, N_TRANSPORTS, peer_errors,
+                              why, why_len);
+}
+
+/* The configurations the tests run: tcp, and shared memory (sysv/posix
+ * for AM, cma for rendezvous), neither puts in hardware on UCX 1.13. */
+static void test_lanes_tcp_and_shm_emulate_put(void **state)
+{
+    const char *tcp[] = {"tcp/lo", NULL};
+    const char *shm[] = {"sysv/memory", "posix/memory", "cma/memory", NULL};
+    char why[256];
+
+    (void)state;
+    assert_int_equal(decide(tcp, 1, why, sizeof(why)), 0);
+    assert_string_equal(why,
+                        "no lane puts in hardware: tcp/lo: zero-copy put only");
+    assert_int_equal(decide(tcp, 0, why, sizeof(why)), 0);
+    assert_int_equal(decide(shm, 0, why, sizeof(why)), 0);
+    assert_string_equal(why, "no lane puts in hardware: sysv/memory, "
+                             "posix/memory: registers no host memory; "
+                             "cma/memory: zero-copy put only");
+}
+
+/* RDMA, and a shared-memory transport that maps registered memory. */
+static void test_lanes_rdma_puts_in_hardware(void **state)
+{
+    const char *rc[] = {"ud_verbs/mlx5_0:1", "rc_mlx5/mlx5_0:1", NULL};
+    const char *xpmem[] = {"sysv/memory", "xpmem/memory", NULL};
+    char why[256];
+
+    (void)state;
+    assert_int_equal(decide(rc, 1, why, sizeof(why)), 1);
+    assert_string_equal(why, "rc_mlx5/mlx5_0:1 puts in hardware");
+    assert_int_equal(decide(rc, 0, why, sizeof(why)), 1);
+    assert_int_equal(decide(xpmem, 0, why, sizeof(why)), 1);
+    assert_string_equal(why, "xpmem/memory puts in hardware");
+}
+
+/* Each way a lane falls short is named. */
+static void test_lanes_reasons(void **state)
+{
+    const char *verbs[] = {"rc_verbs/mlx5_1:1", NULL};
+    const char *self[] = {"self/memory0", NULL};
+    const char *unknown[] = {"gni/ipogif0", NULL};
+    const char *knem[] = {"knem/memory", NULL};
+    const char *pending[] = {"odd/nopending", NULL};
+    const char *none[] = {NULL};
+    char why[256], tiny[16];
+
+    (void)state;
+    /* Peer-failure mode needs the transport to handle it. */
+    assert_int_equal(decide(verbs, 0, why, sizeof(why)), 1);
+    assert_int_equal(decide(verbs, 1, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "rc_verbs/mlx5_1:1: no peer-failure"));
+    assert_int_equal(decide(self, 0, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "neither network nor shared memory"));
+    assert_int_equal(decide(unknown, 0, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "gni/ipogif0: not among the probed"));
+    assert_int_equal(decide(knem, 0, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "interface not queried"));
+    assert_int_equal(decide(pending, 0, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "no pending queue"));
+    assert_int_equal(decide(none, 0, why, sizeof(why)), 0);
+    assert_string_equal(why, "no lane read from ucx");
+    /* A short buffer still gets a string. */
+    assert_int_equal(decide(knem, 0, tiny, sizeof(tiny)), 0);
+    assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lanes_tls_filter),
+        cmocka_unit_test(test_lanes_device_filter),
+        cmocka_unit_test(test_lanes_format),
+        cmocka_unit_test(test_lanes_tcp_and_shm_emulate_put),
+        cmocka_unit_test(test_lanes_rdma_puts_in_hardware),
+        cmocka_unit_test(test_lanes_reasons),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
