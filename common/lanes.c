@@ -181,3 +181,8 @@ int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
         why[used - 2] = '\0';
     return real;
 }
+
+int wst_ucx_mem_types_have_cuda(uint64_t memory_types)
+{
+    return (memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}

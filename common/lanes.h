@@ -53,4 +53,12 @@ int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
                        size_t n_transports, int peer_errors, char *why,
                        size_t why_len);
 
+/* Nonzero when a UCP context's memory_types (ucp_context_attr_t, field
+ * UCP_ATTR_FIELD_MEMORY_TYPES) include UCS_MEMORY_TYPE_CUDA. Only that bit
+ * counts: CUDA_MANAGED support alone does not let UCX register the
+ * cudaMalloc'd memory that weights and staging live in. The raw mask is a
+ * local value: never send it (UCX renumbered memory types between versions);
+ * send this answer instead. */
+int wst_ucx_mem_types_have_cuda(uint64_t memory_types);
+
 #endif

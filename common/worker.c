@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "device_path.h"
+#include "lanes.h"
 #include "ucx_status.h"
 #include "worker_internal.h"
 

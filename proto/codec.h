@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "manifest.h"
-#include "mover.h" /* enum wst_mover_kind */
+#include "mover_kind.h"
 #include "planner.h"
 
 #define WST_PROTOCOL_VERSION 2 /* 2: data headers carry an item count */

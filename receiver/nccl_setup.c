@@ -6,6 +6,7 @@
 #include "codec.h"
 #include "log.h"
 #include "nccl_mover.h"
+#include "select.h"
 #include "receiver_internal.h"
 
 /* Progress thread: this side of the communicator is ready (or not). */
@@ -34,7 +35,8 @@ int wst_recv_nccl_possible(const struct wst_receiver *r)
     const char *why;
 
     return r->rx_regions != NULL &&
-           wst_rx_nccl_possible(r->rx_regions, r->n_regions, r->device, &why);
+           wst_rx_nccl_possible(r->rx_regions, r->n_regions, r->device,
+                                wst_nccl_available(), &why);
 }
 
 void wst_recv_on_nccl_setup(struct wst_receiver *r, struct peer *p,
@@ -46,7 +48,7 @@ void wst_recv_on_nccl_setup(struct wst_receiver *r, struct peer *p,
         why = "unexpected nccl setup";
     else if (r->rx_regions == NULL ||
              !wst_rx_nccl_possible(r->rx_regions, r->n_regions, r->device,
-                                   &why))
+                                   wst_nccl_available(), &why))
         why = why != NULL ? why : "this receiver has no regions";
     if (why != NULL) {
         wst_recv_send_error(r, p, WST_ERR_UNSUPPORTED, why);

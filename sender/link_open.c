@@ -1,5 +1,5 @@
 /* link_open.c - a planned link's data path: how its device shards travel
- * (common/device_path.h: directly when UCX can read device memory, else
+ * (common/movers/select.h: directly when UCX can read device memory, else
  * through the pinned bounce ring, or NCCL) and the mover that carries its
  * data, chosen once per plan; then its sending half (common/movers/tx.h),
  * which is all the pump sees.
@@ -9,32 +9,14 @@
 #include "chunks.h"
 #include "codec.h"
 #include "device.h"
-#include "device_path.h"
+#include "select.h"
 #include "log.h"
 #include "mover.h"
+#include "wire.h"
 #include "nccl_comm.h"
 #include "nccl_mover.h"
 #include "sender_internal.h"
 #include "worker.h"
-
-/* Put only where the data lane does real RMA (describe_lanes), unless the
- * application or the receiver says otherwise. */
-static int choose_mover(struct link *l, int rma_real)
-{
-    struct wst_sender *s = l->s;
-
-    if (l->plan.mover == WST_MOVER_AM) {
-        if (s->mover_pref == WST_MOVER_PUT)
-            WST_WARN(&s->log,
-                     "receiver %s hands out no remote keys: "
-                     "using am instead of the configured put",
-                     l->name);
-        return WST_MOVER_AM;
-    }
-    if (s->mover_pref != 0)
-        return s->mover_pref;
-    return rma_real ? WST_MOVER_PUT : WST_MOVER_AM;
-}
 
 /* How this link's device shards travel, logged once per plan. */
 static wst_status_t choose_path(struct link *l)
@@ -163,7 +145,7 @@ static wst_status_t open_nccl(struct link *l)
 static wst_status_t open_chunks(struct link *l)
 {
     struct wst_sender *s = l->s;
-    struct wst_mover *wire = NULL;
+    struct wst_wire *wire = NULL;
     int rma_real = 0;
     wst_status_t st;
 
@@ -174,8 +156,15 @@ static wst_status_t open_chunks(struct link *l)
         if (st != WST_OK)
             return st;
     }
-    l->mover_kind = choose_mover(l, rma_real);
-    struct wst_mover_region *regs =
+    const char *why;
+    l->mover_kind =
+        wst_mover_choose(l->plan.mover, s->mover_pref, rma_real, &why);
+    if (l->mover_kind != s->mover_pref && s->mover_pref != 0)
+        WST_WARN(&s->log,
+                 "receiver %s: using %s instead of the configured %s: %s",
+                 l->name, wst_mover_kind_name(l->mover_kind),
+                 wst_mover_kind_name(s->mover_pref), why);
+    struct wst_remote_region *regs =
         calloc(l->plan.n_regions ? l->plan.n_regions : 1, sizeof(*regs));
     if (regs == NULL)
         return WST_ERR_NO_MEMORY;
@@ -185,9 +174,9 @@ static wst_status_t open_chunks(struct link *l)
         regs[i].rkey = l->plan.regions[i].rkey.data;
         regs[i].rkey_len = l->plan.regions[i].rkey.len;
     }
-    st = wst_mover_create(l->mover_kind, s->worker, wst_conn_data_ep(l->conn),
-                          l->plan.sender, regs, l->plan.n_regions, &s->log,
-                          &wire);
+    st = wst_wire_create(l->mover_kind, s->worker, wst_conn_data_ep(l->conn),
+                         l->plan.sender, regs, l->plan.n_regions, &s->log,
+                         &wire);
     free(regs);
     if (st != WST_OK)
         return st;
@@ -203,7 +192,7 @@ static wst_status_t open_chunks(struct link *l)
     };
     st = wst_tx_chunks_create(&p, &l->tx);
     if (st != WST_OK) {
-        wst_mover_destroy(wire);
+        wst_wire_destroy(wire);
         return st;
     }
     WST_INFO(&s->log,

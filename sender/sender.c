@@ -17,7 +17,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "device.h"
-#include "device_path.h"
+#include "select.h"
 #include "log.h"
 #include "mover.h"
 #include "sender_internal.h"

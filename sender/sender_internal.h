@@ -25,7 +25,7 @@
 
 #include "codec.h"
 #include "device.h"
-#include "device_path.h"
+#include "select.h"
 #include "log.h"
 #include "manifest.h"
 #include "mover.h"

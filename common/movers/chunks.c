@@ -40,7 +40,7 @@ struct chunks_tx {
     struct wst_tx tx; /* first */
     const struct wst_logger *log;
     wst_worker_t *worker;
-    struct wst_mover *wire;       /* owned */
+    struct wst_wire *wire;        /* owned */
     struct wst_bounce_ring *ring; /* borrowed; NULL: no device sources */
     uint64_t window;
     uint64_t in_flight;
@@ -433,7 +433,7 @@ static void chunks_destroy(struct wst_tx *tx)
     memset(&c->tx.ev, 0, sizeof(c->tx.ev));
     /* Moves in flight complete with an error once the endpoint closes;
      * their buffers (gather, slots) stay until then. */
-    wst_mover_destroy(c->wire);
+    wst_wire_destroy(c->wire);
     c->wire = NULL;
     if (--c->live == 0)
         chunks_free(c);

@@ -7,6 +7,7 @@
 #include "bounce_ring.h"
 #include "log.h"
 #include "mover.h"
+#include "wire.h"
 #include "tx.h"
 #include "worker.h"
 
@@ -16,7 +17,7 @@
 struct wst_tx_chunks_params {
     const struct wst_logger *log;   /* borrowed for the tx's lifetime */
     wst_worker_t *worker;           /* borrowed: registers gather buffers */
-    struct wst_mover *wire;         /* put or am; owned by the tx from now */
+    struct wst_wire *wire;          /* put or am; owned by the tx from now */
     struct wst_bounce_ring *ring;   /* borrowed; NULL: host sources only */
     const struct wst_tx_plan *plan; /* borrowed for the tx's lifetime */
     uint64_t window;                /* bytes in flight at most (one piece

@@ -55,10 +55,4 @@ wst_status_t wst_rx_nccl_create(const struct wst_rx_nccl_params *params,
                                 const unsigned char id[WST_NCCL_ID_BYTES],
                                 struct wst_rx **rx_p);
 
-/* Whether the NCCL mover can serve a receiver whose regions are these:
- * built with NCCL, and every region device memory on one GPU ('device',
- * -1 if none). *why_p says why not. */
-int wst_rx_nccl_possible(const struct wst_rx_region *regions, size_t n,
-                         int device, const char **why_p);
-
 #endif

@@ -159,17 +159,3 @@ err_free:
     free(n);
     return st;
 }
-
-int wst_rx_nccl_possible(const struct wst_rx_region *regions, size_t n,
-                         int device, const char **why_p)
-{
-    *why_p = "this receiver cannot run nccl (its memory is not all on one "
-             "GPU, or it was built without NCCL)";
-    if (device < 0 || !wst_nccl_available())
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (regions[i].mem != WST_MEM_CUDA)
-            return 0;
-    *why_p = NULL;
-    return 1;
-}

@@ -32,6 +32,7 @@
 #include "chunks.h"
 #include "clock.h"
 #include "mover.h"
+#include "wire.h"
 #include "put.h"
 #include "worker.h"
 
@@ -529,15 +530,15 @@ static void do_make_tx(void *arg)
 {
     struct prep *p = arg;
     struct fixture *f = p->f;
-    struct wst_mover *wire = NULL;
-    struct wst_mover_region reg = {
+    struct wst_wire *wire = NULL;
+    struct wst_remote_region reg = {
         .base = (uint64_t)(uintptr_t)f->dst,
         .length = f->lay.dst_bytes,
         .rkey = f->rkey,
         .rkey_len = f->rkey_len,
     };
 
-    p->st = wst_mover_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0,
+    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0,
                              &reg, 1, &f->log, &wire);
     if (p->st != WST_OK)
         return;
@@ -554,7 +555,7 @@ static void do_make_tx(void *arg)
     };
     p->st = wst_tx_chunks_create(&cp, &f->tx);
     if (p->st != WST_OK) {
-        wst_mover_destroy(wire);
+        wst_wire_destroy(wire);
         return;
     }
     p->st = f->tx->ops->begin(f->tx, 7);

@@ -1,8 +1,9 @@
-/* mover.h - how a sender moves contiguous runs to one receiver.
+/* wire.h - how the put and am movers' sending half (chunks.h) moves one
+ * contiguous run to one receiver: the UCX operation under it.
  *
- * A mover is a small ops table (NCCL-transport style) over one data
- * endpoint. Movers move contiguous runs only; packing of strided runs
- * happens above them. Implementations:
+ * A wire is a small ops table over one data endpoint. Wires move
+ * contiguous runs only; packing of strided runs happens above them.
+ * Implementations (wire.c):
  *  - put: ucp_put_nbx into the receiver's registered regions with their
  *    unpacked remote keys; a fence waits for the puts posted before it to
  *    complete, then issues ucp_ep_flush_nbx, the only thing that makes
@@ -14,8 +15,8 @@
  * All functions run on the progress thread. Callbacks fire there too, and a
  * callback may fire before the call that started it returns.
  */
-#ifndef WST_MOVER_H
-#define WST_MOVER_H
+#ifndef WST_MOVERS_WIRE_H
+#define WST_MOVERS_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,28 +24,9 @@
 #include <wstream/status.h>
 
 #include "log.h"
+#include "mover_kind.h"
 
-/* The largest data message a sender posts: items move in chunks of at
- * most this, and a receiver landing data for device memory in host slots
- * sizes them by it. */
-#define WST_DATA_CHUNK_MAX (8ull << 20)
-
-/* Values travel on the wire (put and am in a plan: what the receiver
- * offers; any of them in a sender's BEGIN: what it uses). nccl moves
- * whole layers with ncclSend/ncclRecv (kernels/nccl_link.h), not through
- * this ops table. */
-enum wst_mover_kind {
-    WST_MOVER_PUT = 1,
-    WST_MOVER_AM = 2,
-    WST_MOVER_NCCL = 3,
-};
-
-const char *wst_mover_kind_name(enum wst_mover_kind kind);
-
-/* Parses "put" or "am"; 0 if neither. */
-enum wst_mover_kind wst_mover_kind_parse(const char *name);
-
-typedef void (*wst_mover_cb)(void *arg, wst_status_t status);
+typedef void (*wst_wire_cb)(void *arg, wst_status_t status);
 
 /* One contiguous run. */
 struct wst_move {
@@ -60,36 +42,36 @@ struct wst_move {
 };
 
 /* A remote region as the receiver advertised it. */
-struct wst_mover_region {
+struct wst_remote_region {
     uint64_t base;
     uint64_t length;
-    const void *rkey; /* packed; borrowed during wst_mover_create */
+    const void *rkey; /* packed; borrowed during wst_wire_create */
     size_t rkey_len;
 };
 
-struct wst_mover;
-struct move_req; /* mover.c: the completion context of one move */
+struct wst_wire;
+struct move_req; /* wire.c: the completion context of one move */
 
-struct wst_mover_ops {
+struct wst_wire_ops {
     enum wst_mover_kind kind;
-    wst_status_t (*move)(struct wst_mover *m, const struct wst_move *mv,
-                         wst_mover_cb cb, void *arg);
-    wst_status_t (*fence)(struct wst_mover *m, wst_mover_cb cb, void *arg);
-    void (*destroy)(struct wst_mover *m);
+    wst_status_t (*move)(struct wst_wire *m, const struct wst_move *mv,
+                         wst_wire_cb cb, void *arg);
+    wst_status_t (*fence)(struct wst_wire *m, wst_wire_cb cb, void *arg);
+    void (*destroy)(struct wst_wire *m);
 };
 
 struct wst_worker;
 
-struct wst_mover {
-    const struct wst_mover_ops *ops;
+struct wst_wire {
+    const struct wst_wire_ops *ops;
     const struct wst_logger *log;
     struct wst_worker *worker; /* told of requests in flight */
     ucp_ep_h ep;
     uint32_t token; /* am: receiver-assigned id of this sender */
     size_t n_regions;
-    struct wst_mover_region *regions; /* owned copy, rkey pointers cleared */
-    ucp_rkey_h *rkeys;                /* put only; owned */
-    uint64_t outstanding;             /* moves not yet completed */
+    struct wst_remote_region *regions; /* owned copy, rkey pointers cleared */
+    ucp_rkey_h *rkeys;                 /* put only; owned */
+    uint64_t outstanding;              /* moves not yet completed */
     /* A fence covers the moves posted before it, not those posted
      * while it waits (or a busy stream would starve it): moves carry an
      * epoch, a fence closes the current one. One fence at a time, so two
@@ -97,7 +79,7 @@ struct wst_mover {
     uint64_t epoch;
     uint64_t in_epoch[2];
     uint64_t fence_epoch;
-    wst_mover_cb fence_cb; /* pending fence */
+    wst_wire_cb fence_cb; /* pending fence */
     void *fence_arg;
     wst_status_t error; /* first failed move, sticky */
     int destroyed;      /* freed when the last outstanding move completes */
@@ -113,14 +95,14 @@ struct wst_mover {
 /* Creates a mover of 'kind' over data endpoint 'ep'. For put, the region
  * keys are unpacked here once (never per refit). On success *mover_p is
  * owned by the caller (destroy through m->ops->destroy or
- * wst_mover_destroy). */
-wst_status_t wst_mover_create(enum wst_mover_kind kind,
-                              struct wst_worker *worker, ucp_ep_h ep,
-                              uint32_t token,
-                              const struct wst_mover_region *regions,
-                              size_t n_regions, const struct wst_logger *log,
-                              struct wst_mover **mover_p);
+ * wst_wire_destroy). */
+wst_status_t wst_wire_create(enum wst_mover_kind kind,
+                             struct wst_worker *worker, ucp_ep_h ep,
+                             uint32_t token,
+                             const struct wst_remote_region *regions,
+                             size_t n_regions, const struct wst_logger *log,
+                             struct wst_wire **mover_p);
 
-void wst_mover_destroy(struct wst_mover *m);
+void wst_wire_destroy(struct wst_wire *m);
 
 #endif

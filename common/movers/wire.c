@@ -1,5 +1,5 @@
-/* mover.c - the UCX put and active-message movers (see mover.h). */
-#include "mover.h"
+/* wire.c - the UCX put and active-message wires (see wire.h). */
+#include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +11,9 @@
  * send completes (UCX 1.13), so it lives here. */
 struct move_req {
     struct move_req *next; /* in the mover's free list */
-    struct wst_mover *m;
+    struct wst_wire *m;
     uint64_t epoch;
-    wst_mover_cb cb;
+    wst_wire_cb cb;
     void *arg;
     struct wst_data_hdr hdr;
 };
@@ -22,29 +22,7 @@ struct move_req {
  * still counts its bytes before trusting a layer. */
 #define AM_EAGER_MAX (8u * 1024u)
 
-const char *wst_mover_kind_name(enum wst_mover_kind kind)
-{
-    switch (kind) {
-    case WST_MOVER_PUT:
-        return "put";
-    case WST_MOVER_AM:
-        return "am";
-    case WST_MOVER_NCCL:
-        return "nccl";
-    }
-    return "invalid";
-}
-
-enum wst_mover_kind wst_mover_kind_parse(const char *name)
-{
-    if (name != NULL && strcmp(name, "put") == 0)
-        return WST_MOVER_PUT;
-    if (name != NULL && strcmp(name, "am") == 0)
-        return WST_MOVER_AM;
-    return 0;
-}
-
-static void mover_free(struct wst_mover *m)
+static void mover_free(struct wst_wire *m)
 {
     while (m->free_reqs != NULL) {
         struct move_req *r = m->free_reqs;
@@ -59,19 +37,19 @@ static void mover_free(struct wst_mover *m)
     free(m);
 }
 
-static wst_status_t flush(struct wst_mover *m, wst_mover_cb cb, void *arg);
+static wst_status_t flush(struct wst_wire *m, wst_wire_cb cb, void *arg);
 
 /* The fence's moves have all completed here: am's bytes are at the
  * receiver then; put's are once a flush issued now completes. Flushing
  * only now matters where UCX emulates puts: a flush issued while earlier
  * puts still wait in UCX's queues completed before they landed (the
  * conformance test's large put, UCX 1.13 over shared memory). */
-static void maybe_fire_fence(struct wst_mover *m)
+static void maybe_fire_fence(struct wst_wire *m)
 {
     if (m->fence_cb == NULL || m->destroyed ||
         m->in_epoch[m->fence_epoch & 1] != 0)
         return;
-    wst_mover_cb cb = m->fence_cb;
+    wst_wire_cb cb = m->fence_cb;
     void *arg = m->fence_arg;
     m->fence_cb = NULL;
     if (m->ops->kind != WST_MOVER_PUT || m->error != WST_OK) {
@@ -83,7 +61,7 @@ static void maybe_fire_fence(struct wst_mover *m)
         cb(arg, st);
 }
 
-static void req_release(struct wst_mover *m, struct move_req *r)
+static void req_release(struct wst_wire *m, struct move_req *r)
 {
     r->next = m->free_reqs;
     m->free_reqs = r;
@@ -92,14 +70,14 @@ static void req_release(struct wst_mover *m, struct move_req *r)
 static void move_done(void *request, ucs_status_t status, void *user_data)
 {
     struct move_req *r = user_data;
-    struct wst_mover *m = r->m;
+    struct wst_wire *m = r->m;
     wst_status_t st = wst_status_from_ucs(status);
 
     if (request != NULL) {
         ucp_request_free(request);
         wst_worker_busy(m->worker, -1);
     }
-    wst_mover_cb cb = r->cb;
+    wst_wire_cb cb = r->cb;
     void *arg = r->arg;
 
     m->outstanding--;
@@ -121,7 +99,7 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
 }
 
 /* Common tail of put and am: account for the request UCX returned. */
-static wst_status_t track(struct wst_mover *m, struct move_req *r,
+static wst_status_t track(struct wst_wire *m, struct move_req *r,
                           ucs_status_ptr_t req)
 {
     m->outstanding++;
@@ -144,7 +122,7 @@ static wst_status_t track(struct wst_mover *m, struct move_req *r,
 
 /* Requests are recycled: after the first refit the data path allocates
  * nothing. */
-static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb, void *arg)
+static struct move_req *req_new(struct wst_wire *m, wst_wire_cb cb, void *arg)
 {
     struct move_req *r = m->free_reqs;
 
@@ -161,7 +139,7 @@ static struct move_req *req_new(struct wst_mover *m, wst_mover_cb cb, void *arg)
     return r;
 }
 
-static wst_status_t check_move(const struct wst_mover *m,
+static wst_status_t check_move(const struct wst_wire *m,
                                const struct wst_move *mv)
 {
     if (m->error != WST_OK)
@@ -173,8 +151,8 @@ static wst_status_t check_move(const struct wst_mover *m,
     return WST_OK;
 }
 
-static wst_status_t put_move(struct wst_mover *m, const struct wst_move *mv,
-                             wst_mover_cb cb, void *arg)
+static wst_status_t put_move(struct wst_wire *m, const struct wst_move *mv,
+                             wst_wire_cb cb, void *arg)
 {
     wst_status_t st = check_move(m, mv);
     if (st != WST_OK)
@@ -204,7 +182,7 @@ static void flush_done(void *request, ucs_status_t status, void *user_data)
     move_done(request, status, r);
 }
 
-static wst_status_t flush(struct wst_mover *m, wst_mover_cb cb, void *arg)
+static wst_status_t flush(struct wst_wire *m, wst_wire_cb cb, void *arg)
 {
     struct move_req *r = req_new(m, cb, arg);
     if (r == NULL)
@@ -218,8 +196,8 @@ static wst_status_t flush(struct wst_mover *m, wst_mover_cb cb, void *arg)
     return track(m, r, ucp_ep_flush_nbx(m->ep, &p));
 }
 
-static wst_status_t am_move(struct wst_mover *m, const struct wst_move *mv,
-                            wst_mover_cb cb, void *arg)
+static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
+                            wst_wire_cb cb, void *arg)
 {
     wst_status_t st = check_move(m, mv);
     if (st != WST_OK)
@@ -250,7 +228,7 @@ static wst_status_t am_move(struct wst_mover *m, const struct wst_move *mv,
 
 /* Closes the current epoch: the fence fires (put: flushes) once every
  * move posted before it has completed. */
-static wst_status_t epoch_fence(struct wst_mover *m, wst_mover_cb cb, void *arg)
+static wst_status_t epoch_fence(struct wst_wire *m, wst_wire_cb cb, void *arg)
 {
     if (m->error != WST_OK)
         return m->error;
@@ -263,29 +241,29 @@ static wst_status_t epoch_fence(struct wst_mover *m, wst_mover_cb cb, void *arg)
     return WST_OK;
 }
 
-static void mover_ops_destroy(struct wst_mover *m)
+static void mover_ops_destroy(struct wst_wire *m)
 {
     m->destroyed = 1;
     if (m->outstanding == 0 && m->in_callback == 0)
         mover_free(m);
 }
 
-static const struct wst_mover_ops put_ops = {
+static const struct wst_wire_ops put_ops = {
     .kind = WST_MOVER_PUT,
     .move = put_move,
     .fence = epoch_fence,
     .destroy = mover_ops_destroy,
 };
 
-static const struct wst_mover_ops am_ops = {
+static const struct wst_wire_ops am_ops = {
     .kind = WST_MOVER_AM,
     .move = am_move,
     .fence = epoch_fence,
     .destroy = mover_ops_destroy,
 };
 
-static wst_status_t unpack_rkeys(struct wst_mover *m,
-                                 const struct wst_mover_region *regions)
+static wst_status_t unpack_rkeys(struct wst_wire *m,
+                                 const struct wst_remote_region *regions)
 {
     m->rkeys = calloc(m->n_regions ? m->n_regions : 1, sizeof(*m->rkeys));
     if (m->rkeys == NULL)
@@ -302,15 +280,15 @@ static wst_status_t unpack_rkeys(struct wst_mover *m,
     return WST_OK;
 }
 
-wst_status_t wst_mover_create(enum wst_mover_kind kind,
-                              struct wst_worker *worker, ucp_ep_h ep,
-                              uint32_t token,
-                              const struct wst_mover_region *regions,
-                              size_t n_regions, const struct wst_logger *log,
-                              struct wst_mover **mover_p)
+wst_status_t wst_wire_create(enum wst_mover_kind kind,
+                             struct wst_worker *worker, ucp_ep_h ep,
+                             uint32_t token,
+                             const struct wst_remote_region *regions,
+                             size_t n_regions, const struct wst_logger *log,
+                             struct wst_wire **mover_p)
 {
     wst_status_t status = WST_ERR_NO_MEMORY;
-    struct wst_mover *m = calloc(1, sizeof(*m));
+    struct wst_wire *m = calloc(1, sizeof(*m));
 
     if (m == NULL)
         return WST_ERR_NO_MEMORY;
@@ -343,7 +321,7 @@ err_free:
     return status;
 }
 
-void wst_mover_destroy(struct wst_mover *m)
+void wst_wire_destroy(struct wst_wire *m)
 {
     if (m != NULL)
         m->ops->destroy(m);

@@ -1,4 +1,17 @@
-/* device_path.h - how device bytes travel between one sender and one receiver.
+/* select.h - which mover a (sender, receiver) pair uses: the one module
+ * that decides, from what each side holds and what its UCX, CUDA and NCCL
+ * can do (attributes: common/lanes.h, wst_worker_supports_cuda, the NCCL
+ * stub), never from printed text.
+ *
+ * Three decisions, each pure and logged once per plan with its reason:
+ *  - the device path (below): how device bytes travel;
+ *  - the mover for host bytes (and bounced device bytes): put or am
+ *    (wst_mover_choose);
+ *  - whether a receiver can take the nccl mover at all
+ *    (wst_rx_nccl_possible).
+ *
+ * The device path: how device bytes travel between one sender and one
+ * receiver.
  *
  * A pure decision, taken once per (sender, receiver) pair from what each side
  * holds and can do, and logged once with its reason (DESIGN.md section 6).
@@ -16,7 +29,7 @@
  *           holding it, moved host to host by UCX. Always possible.
  *   nccl    ncclSend/ncclRecv between the two GPUs.
  *
- * The rules (the specification; tests/unit/test_device_path.c checks every
+ * The rules (the specification; tests/unit/test_select.c checks every
  * combination of inputs against them):
  *  1. Neither side holds device memory: host, whatever the preference, and
  *     the reason says a direct or bounce preference does not apply; except
@@ -35,14 +48,16 @@
  * Whenever direct is ruled out, the reason names the side(s) whose UCX lacks
  * CUDA support ("this sender's UCX", "the receiver's UCX").
  */
-#ifndef WST_DEVICE_PATH_H
-#define WST_DEVICE_PATH_H
+#ifndef WST_MOVERS_SELECT_H
+#define WST_MOVERS_SELECT_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <wstream/status.h>
 
 #include "log.h"
+#include "mover_kind.h"
+#include "rx.h"
 
 /* Values may travel on the wire: append only. */
 enum wst_path {
@@ -74,14 +89,6 @@ const char *wst_path_name(enum wst_path p);
  * the key and the value in its error). */
 wst_status_t wst_path_pref_parse(const char *s, enum wst_path_pref *out);
 
-/* Nonzero when a UCP context's memory_types (ucp_context_attr_t, field
- * UCP_ATTR_FIELD_MEMORY_TYPES) include UCS_MEMORY_TYPE_CUDA. Only that bit
- * counts: CUDA_MANAGED support alone does not let UCX register the
- * cudaMalloc'd memory that weights and staging live in. The raw mask is a
- * local value: never send it (UCX renumbered memory types between versions);
- * send this answer instead. */
-int wst_ucx_mem_types_have_cuda(uint64_t memory_types);
-
 /* What one sender knows about one receiver. Flags are 0 or nonzero. */
 struct wst_path_inputs {
     int src_device;     /* the sender's bytes for this receiver include device
@@ -112,5 +119,23 @@ wst_status_t wst_path_choose(const struct wst_path_inputs *in,
  * the call; NULL peer_name or why print as "?". */
 void wst_path_log(const struct wst_logger *log, const char *peer_name,
                   enum wst_path p, const char *why);
+
+/* The mover for a pair's host bytes (and bounced device bytes):
+ *  - am when the receiver offers only am (it hands out no remote keys);
+ *  - else the application's preference 'pref' (put or am), when it has one
+ *    (0: none);
+ *  - else put when a data lane does RMA in hardware ('rma_real',
+ *    common/lanes.h), am otherwise (puts would be emulated).
+ * *why_p (a static string) says why, for the log line. */
+enum wst_mover_kind wst_mover_choose(enum wst_mover_kind offered,
+                                     enum wst_mover_kind pref, int rma_real,
+                                     const char **why_p);
+
+/* Whether the nccl mover can serve a receiver whose regions are these:
+ * built with NCCL (nccl_built: wst_nccl_available), and every region
+ * device memory on its GPU 'device' (-1 if none). *why_p (a static string)
+ * says why not. */
+int wst_rx_nccl_possible(const struct wst_rx_region *regions, size_t n,
+                         int device, int nccl_built, const char **why_p);
 
 #endif

@@ -1,8 +1,9 @@
-/* test_device_path.c - the device path decision, its log line and the UCX
- * CUDA query.
+/* test_select.c - the selection module (common/movers/select.h): the
+ * device path decision, its log line and the UCX CUDA query; the mover for
+ * host bytes; whether a receiver can take nccl.
  *
  * The rules are checked twice, each time stated differently from
- * device_path.c's if-chain: an explicit table of representative cases with
+ * select.c's if-chain: an explicit table of representative cases with
  * the words their reasons must carry, and, over every combination of the
  * inputs, an oracle that walks a per-preference ladder of paths and takes
  * the first one that is feasible, plus invariants on the reasons.
@@ -19,7 +20,8 @@
 #include <string.h>
 #include <ucp/api/ucp.h>
 
-#include "device_path.h"
+#include "lanes.h"
+#include "select.h"
 #include "log.h"
 #include "worker.h"
 
@@ -575,6 +577,46 @@ static void test_device_path_log_respects_level(void **state)
     assert_null(strstr(c.line, "unverified"));
 }
 
+/* Every combination of offer, preference and lane: the receiver's am-only
+ * offer wins, then the preference, then the lane; the reason is said. */
+static void test_select_mover_choose(void **state)
+{
+    static const enum wst_mover_kind kinds[] = {0, WST_MOVER_PUT, WST_MOVER_AM};
+    (void)state;
+    for (int o = 1; o < 3; o++)
+        for (int p = 0; p < 3; p++)
+            for (int rma = 0; rma < 2; rma++) {
+                const char *why = NULL;
+                enum wst_mover_kind got =
+                    wst_mover_choose(kinds[o], kinds[p], rma, &why);
+                enum wst_mover_kind want = kinds[o] == WST_MOVER_AM
+                                               ? WST_MOVER_AM
+                                           : kinds[p] != 0 ? kinds[p]
+                                           : rma           ? WST_MOVER_PUT
+                                                           : WST_MOVER_AM;
+                assert_int_equal(got, want);
+                assert_non_null(why);
+                assert_true(strlen(why) > 0);
+            }
+}
+
+static void test_select_nccl_possible(void **state)
+{
+    struct wst_rx_region dev[2] = {{.mem = WST_MEM_CUDA},
+                                   {.mem = WST_MEM_CUDA}};
+    struct wst_rx_region mixed[2] = {{.mem = WST_MEM_CUDA},
+                                     {.mem = WST_MEM_HOST}};
+    const char *why = NULL;
+
+    (void)state;
+    assert_true(wst_rx_nccl_possible(dev, 2, 0, 1, &why));
+    assert_null(why);
+    assert_false(wst_rx_nccl_possible(dev, 2, -1, 1, &why));
+    assert_non_null(strstr(why, "nccl"));
+    assert_false(wst_rx_nccl_possible(dev, 2, 0, 0, &why));
+    assert_false(wst_rx_nccl_possible(mixed, 2, 0, 1, &why));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +631,8 @@ int main(void)
         cmocka_unit_test(test_device_path_log_bounce),
         cmocka_unit_test(test_device_path_log_direct),
         cmocka_unit_test(test_device_path_log_respects_level),
+        cmocka_unit_test(test_select_mover_choose),
+        cmocka_unit_test(test_select_nccl_possible),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
-/* device_path.c - the device path decision and its log line (device_path.h). */
-#include "device_path.h"
+/* select.c - which mover a (sender, receiver) pair uses (select.h). */
+#include "select.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,11 +40,6 @@ wst_status_t wst_path_pref_parse(const char *s, enum wst_path_pref *out)
         }
     }
     return WST_ERR_INVALID;
-}
-
-int wst_ucx_mem_types_have_cuda(uint64_t memory_types)
-{
-    return (memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
 /* Which sides hold device memory their UCX cannot register. */
@@ -227,4 +222,36 @@ void wst_path_log(const struct wst_logger *log, const char *peer_name,
                  ? " (unverified on hardware: no machine here has a "
                    "CUDA-aware UCX and an RDMA NIC)"
                  : "");
+}
+
+enum wst_mover_kind wst_mover_choose(enum wst_mover_kind offered,
+                                     enum wst_mover_kind pref, int rma_real,
+                                     const char **why_p)
+{
+    if (offered == WST_MOVER_AM) {
+        *why_p = "the receiver hands out no remote keys";
+        return WST_MOVER_AM;
+    }
+    if (pref != 0) {
+        *why_p = "configured";
+        return pref;
+    }
+    *why_p = rma_real ? "a data lane does rma in hardware"
+                      : "no data lane does rma in hardware (puts would be "
+                        "emulated)";
+    return rma_real ? WST_MOVER_PUT : WST_MOVER_AM;
+}
+
+int wst_rx_nccl_possible(const struct wst_rx_region *regions, size_t n,
+                         int device, int nccl_built, const char **why_p)
+{
+    *why_p = "this receiver cannot run nccl (its memory is not all on one "
+             "GPU, or it was built without NCCL)";
+    if (device < 0 || !nccl_built)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (regions[i].mem != WST_MEM_CUDA)
+            return 0;
+    *why_p = NULL;
+    return 1;
 }
