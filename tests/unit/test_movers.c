@@ -29,8 +29,13 @@
 #include <unistd.h>
 
 #include "am.h"
+#include "bounce_ring.h"
 #include "chunks.h"
 #include "clock.h"
+#include "gpu.h"
+#include "gpu_probe.h"
+#include "landing.h"
+#include "nccl_mover.h"
 #include "mover.h"
 #include "wire.h"
 #include "put.h"
@@ -48,8 +53,24 @@ struct layout {
     uint64_t src_bytes, dst_bytes;
 };
 
+/* The movers the cases run for. */
+enum variant {
+    V_PUT,    /* put wire, host memory */
+    V_AM,     /* am wire, host memory */
+    V_BOUNCE, /* device sources through the bounce ring, device
+                 destinations through the landing ring, over am */
+    V_NCCL,   /* device to device over NCCL, two GPUs */
+};
+
 struct fixture {
-    enum wst_mover_kind kind;
+    enum variant variant;
+    enum wst_mover_kind kind; /* the wire's: put or am */
+    int gpu_missing;          /* the variant needs GPUs this host lacks */
+    struct wst_bounce_ring *ring;
+    struct wst_landing *landing;
+    unsigned char *src_dev, *dst_dev; /* device copies (bounce, nccl) */
+    int dst_device;                   /* GPU of dst_dev */
+    int nccl_ready;                   /* sides whose communicator is up */
     struct wst_logger log;
     wst_worker_t *rw, *sw; /* receiver's and sender's workers */
     uint16_t port;
@@ -85,6 +106,7 @@ struct fixture {
     int fence_disorder; /* a fence out of order or twice */
     wst_status_t tx_error;
     uint64_t *landed; /* [n_layers] bytes the receiving half counted */
+    unsigned char nccl_id[WST_NCCL_ID_BYTES];
     wst_status_t rx_error;
     char rx_reason[512];
     int destroyed;   /* the tx is gone */
@@ -235,6 +257,19 @@ static void on_wake(void *arg)
 {
     note_late(arg);
     pump(arg);
+}
+
+static void on_nccl_ready(void *arg, wst_status_t status)
+{
+    struct fixture *f = arg;
+
+    pthread_mutex_lock(&f->lock);
+    if (status == WST_OK)
+        f->nccl_ready++;
+    else
+        f->tx_error = status;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
 }
 
 static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
@@ -404,14 +439,42 @@ static wst_status_t make_worker(struct fixture *f, wst_worker_t **w_p, int rx)
     return wst_worker_create(&p, w_p);
 }
 
-static int setup_kind(void **state, enum wst_mover_kind kind)
+/* GPUs the variant needs, and whether this host has them (said loudly). */
+static int gpus_missing(enum variant v)
+{
+    int need = v == V_NCCL ? 2 : v == V_BOUNCE ? 1 : 0, n = 0;
+    char why[160] = "";
+
+    if (need == 0)
+        return 0;
+    if (wst_kernels_device_count(&n, why, sizeof(why)) != WST_OK)
+        n = 0;
+    if (v == V_NCCL && !wst_nccl_available())
+        n = 0, snprintf(why, sizeof(why), "built without NCCL");
+    if (n >= need)
+        return 0;
+    fprintf(stderr, "SKIP: the %s mover's cases need %d GPU(s), %d here (%s)\n",
+            v == V_NCCL ? "nccl" : "bounce", need, n, why);
+    return 1;
+}
+
+static int setup_variant(void **state, enum variant v)
 {
     struct fixture *f = calloc(1, sizeof(*f));
     struct call c = {.f = f};
+    enum wst_mover_kind kind = v == V_PUT ? WST_MOVER_PUT : WST_MOVER_AM;
 
     if (f == NULL)
         return -1;
+    *state = f;
+    f->variant = v;
     f->kind = kind;
+    f->gpu_missing = gpus_missing(v);
+    if (f->gpu_missing) {
+        pthread_mutex_init(&f->lock, NULL);
+        pthread_cond_init(&f->cond, NULL);
+        return 0; /* every case skips, saying why */
+    }
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
     wst_logger_init(&f->log, "movers", WST_LOG_WARN);
@@ -426,18 +489,36 @@ static int setup_kind(void **state, enum wst_mover_kind kind)
         fprintf(stderr, "setup: workers or connection failed\n");
         return -1;
     }
-    *state = f;
+    if (v == V_BOUNCE && !f->gpu_missing) {
+        struct wst_bounce_ring_params rp = {
+            .log = &f->log, .worker = f->sw, .device = 0, .n_slots = 4};
+        if (wst_bounce_ring_create(&rp, &f->ring) != WST_OK ||
+            wst_landing_create(&f->log, f->rw, 0, &f->landing) != WST_OK) {
+            fprintf(stderr, "setup: bounce or landing ring failed\n");
+            return -1;
+        }
+    }
     return 0;
 }
 
 static int setup_put(void **state)
 {
-    return setup_kind(state, WST_MOVER_PUT);
+    return setup_variant(state, V_PUT);
 }
 
 static int setup_am(void **state)
 {
-    return setup_kind(state, WST_MOVER_AM);
+    return setup_variant(state, V_AM);
+}
+
+static int setup_bounce(void **state)
+{
+    return setup_variant(state, V_BOUNCE);
+}
+
+static int setup_nccl(void **state)
+{
+    return setup_variant(state, V_NCCL);
 }
 
 static void do_destroy_halves(void *arg)
@@ -468,10 +549,16 @@ static int teardown(void **state)
         wst_worker_mem_unmap(f->sw, f->src_memh);
     if (f->dst_memh != NULL)
         wst_worker_mem_unmap(f->rw, f->dst_memh);
+    wst_bounce_ring_stop(f->ring);
+    wst_landing_stop(f->landing);
     if (f->sw != NULL)
         wst_worker_destroy(f->sw);
     if (f->rw != NULL)
         wst_worker_destroy(f->rw);
+    wst_bounce_ring_destroy(f->ring);
+    wst_landing_destroy(f->landing);
+    wst_gpu_free(f->src_dev);
+    wst_gpu_free(f->dst_dev);
     free(f->rkey);
     free(f->src);
     free(f->dst);
@@ -492,6 +579,8 @@ static int teardown(void **state)
  * case, never silently. */
 static int lane_missing(struct fixture *f)
 {
+    if (f->gpu_missing)
+        return 1;
     if (f->kind == WST_MOVER_PUT && !f->rma_real)
         fprintf(stderr,
                 "NOTE: put runs on UCX's emulation here, no hardware RMA "
@@ -512,18 +601,38 @@ static void do_make_rx(void *arg)
     struct wst_rx_events ev = {
         .arg = f, .landed = on_landed, .failed = on_rx_failed};
 
-    if (f->kind == WST_MOVER_AM) {
-        struct wst_rx_am_params ap = {
-            .log = &f->log, .plan = &f->rx_plan, .events = ev};
+    if (f->variant == V_NCCL) {
+        struct wst_rx_nccl_params np = {
+            .log = &f->log,
+            .worker = f->rw,
+            .device = f->dst_device,
+            .timeout_s = WAIT_S,
+            .plan = &f->rx_plan,
+            .events = ev,
+            .ready_fn = on_nccl_ready,
+            .ready_arg = f,
+        };
+        p->st = wst_rx_nccl_create(&np, f->nccl_id, &f->rx);
+    } else if (f->kind == WST_MOVER_AM) {
+        struct wst_rx_am_params ap = {.log = &f->log,
+                                      .landing = f->landing,
+                                      .plan = &f->rx_plan,
+                                      .events = ev};
         p->st = wst_rx_am_create(&ap, &f->rx);
     } else {
         p->st = wst_rx_put_create(&f->rx_plan, &f->rx);
     }
-    if (p->st == WST_OK) {
+    if (p->st == WST_OK)
         f->rx->ev = ev;
-        p->st = f->rx->ops->begin(f->rx, 7);
-        f->rx->ops->allow(f->rx, f->lay.n_layers);
-    }
+}
+
+static void do_begin_rx(void *arg)
+{
+    struct prep *p = arg;
+    struct fixture *f = p->f;
+
+    p->st = f->rx->ops->begin(f->rx, 7);
+    f->rx->ops->allow(f->rx, f->lay.n_layers);
 }
 
 static void do_make_tx(void *arg)
@@ -531,6 +640,23 @@ static void do_make_tx(void *arg)
     struct prep *p = arg;
     struct fixture *f = p->f;
     struct wst_wire *wire = NULL;
+    struct wst_tx_events ev = {
+        .arg = f, .moved = on_moved, .fenced = on_fenced, .wake = on_wake};
+
+    if (f->variant == V_NCCL) {
+        struct wst_tx_nccl_params np = {
+            .log = &f->log,
+            .worker = f->sw,
+            .device = 0,
+            .timeout_s = WAIT_S,
+            .plan = &f->tx_plan,
+            .events = ev,
+            .ready_fn = on_nccl_ready,
+            .ready_arg = f,
+        };
+        p->st = wst_tx_nccl_create(&np, f->nccl_id, &f->tx);
+        return;
+    }
     struct wst_remote_region reg = {
         .base = (uint64_t)(uintptr_t)f->dst,
         .length = f->lay.dst_bytes,
@@ -538,27 +664,62 @@ static void do_make_tx(void *arg)
         .rkey_len = f->rkey_len,
     };
 
-    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0,
-                             &reg, 1, &f->log, &wire);
+    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0, &reg,
+                            1, &f->log, &wire);
     if (p->st != WST_OK)
         return;
     struct wst_tx_chunks_params cp = {
         .log = &f->log,
         .worker = f->sw,
         .wire = wire,
+        .ring = f->ring,
         .plan = &f->tx_plan,
         .window = f->window,
-        .events = {.arg = f,
-                   .moved = on_moved,
-                   .fenced = on_fenced,
-                   .wake = on_wake},
+        .events = ev,
     };
     p->st = wst_tx_chunks_create(&cp, &f->tx);
-    if (p->st != WST_OK) {
+    if (p->st != WST_OK)
         wst_wire_destroy(wire);
-        return;
-    }
-    p->st = f->tx->ops->begin(f->tx, 7);
+}
+
+static void do_begin_tx(void *arg)
+{
+    struct prep *p = arg;
+
+    p->st = p->f->tx->ops->begin(p->f->tx, 7);
+}
+
+static int both_ready(const struct fixture *f)
+{
+    return f->nccl_ready == 2;
+}
+
+static int wait_for_s(struct fixture *f, int (*pred)(const struct fixture *),
+                      double wait_s);
+
+/* Bounce and nccl: the sources on GPU 0, the destination (poisoned) on
+ * GPU 0 (bounce: it lands through the landing ring) or GPU 1 (nccl). */
+static void to_device(struct fixture *f)
+{
+    const struct layout *l = &f->lay;
+
+    f->dst_device = f->variant == V_NCCL ? 1 : 0;
+    assert_int_equal(wst_gpu_set_device(&f->log, 0), WST_OK);
+    assert_int_equal(
+        wst_gpu_malloc(&f->log, l->src_bytes, (void **)&f->src_dev), WST_OK);
+    assert_int_equal(wst_gpu_copy(&f->log, f->src_dev, f->src, l->src_bytes),
+                     WST_OK);
+    assert_int_equal(wst_gpu_set_device(&f->log, f->dst_device), WST_OK);
+    assert_int_equal(
+        wst_gpu_malloc(&f->log, l->dst_bytes, (void **)&f->dst_dev), WST_OK);
+    assert_int_equal(wst_gpu_memset(&f->log, f->dst_dev, POISON, l->dst_bytes),
+                     WST_OK);
+    for (size_t k = 0; k < l->n_items; k++)
+        f->srcs[k] = (struct wst_tx_src){
+            .ptr = f->src_dev + l->items[k].src_offset,
+            .memh = NULL,
+            .device = 0,
+        };
 }
 
 /* Buffers, registrations, the expected image and both halves. */
@@ -600,6 +761,8 @@ static void prepare(struct fixture *f, void (*make)(struct layout *),
             .memh = f->src_memh,
             .device = -1,
         };
+    if (f->variant == V_BOUNCE || f->variant == V_NCCL)
+        to_device(f);
     f->tx_plan = (struct wst_tx_plan){
         .items = l->items,
         .srcs = f->srcs,
@@ -608,7 +771,9 @@ static void prepare(struct fixture *f, void (*make)(struct layout *),
         .layer_first = l->layer_first,
     };
     f->region = (struct wst_rx_region){
-        .base = (char *)f->dst, .length = l->dst_bytes, .mem = WST_MEM_HOST};
+        .base = (char *)(f->dst_dev != NULL ? f->dst_dev : f->dst),
+        .length = l->dst_bytes,
+        .mem = f->dst_dev != NULL ? WST_MEM_CUDA : WST_MEM_HOST};
     f->rx_plan = (struct wst_rx_plan){
         .items = l->items,
         .n_items = l->n_items,
@@ -617,9 +782,16 @@ static void prepare(struct fixture *f, void (*make)(struct layout *),
         .regions = &f->region,
         .n_regions = 1,
     };
+    /* nccl: the sending half makes the id the receiving half joins. */
+    assert_int_equal(wst_worker_call(f->sw, do_make_tx, &p), WST_OK);
+    assert_int_equal(p.st, WST_OK);
     assert_int_equal(wst_worker_call(f->rw, do_make_rx, &p), WST_OK);
     assert_int_equal(p.st, WST_OK);
-    assert_int_equal(wst_worker_call(f->sw, do_make_tx, &p), WST_OK);
+    if (f->variant == V_NCCL)
+        assert_true(wait_for_s(f, both_ready, WAIT_S) && f->nccl_ready == 2);
+    assert_int_equal(wst_worker_call(f->rw, do_begin_rx, &p), WST_OK);
+    assert_int_equal(p.st, WST_OK);
+    assert_int_equal(wst_worker_call(f->sw, do_begin_tx, &p), WST_OK);
     assert_int_equal(p.st, WST_OK);
 }
 
@@ -676,6 +848,10 @@ static int all_landed(const struct fixture *f)
 
 static void check_image(const struct fixture *f)
 {
+    if (f->dst_dev != NULL) /* read back from the GPU */
+        assert_int_equal(
+            wst_gpu_copy(&f->log, f->dst, f->dst_dev, f->lay.dst_bytes),
+            WST_OK);
     if (memcmp(f->dst, f->want, f->lay.dst_bytes) != 0) {
         uint64_t i = 0;
         while (f->dst[i] == f->want[i])
@@ -761,24 +937,44 @@ static int cancelled(const struct fixture *f)
     return f->destroyed || f->tx_error != WST_OK;
 }
 
-/* Destroyed after the first chunk: no event after that, and bytes beyond
- * what the plan names are never written. */
+/* Bytes no item names keep their poison: nothing lands outside the plan. */
+static void check_gaps(struct fixture *f)
+{
+    const struct layout *l = &f->lay;
+    uint64_t at = 0;
+
+    if (f->dst_dev != NULL)
+        assert_int_equal(
+            wst_gpu_copy(&f->log, f->dst, f->dst_dev, l->dst_bytes), WST_OK);
+    for (size_t k = 0; k <= l->n_items; k++) {
+        uint64_t end = k < l->n_items ? l->items[k].dst_offset : l->dst_bytes;
+        for (; at < end; at++)
+            assert_int_equal(f->dst[at], POISON);
+        if (k < l->n_items)
+            at = end + l->items[k].length;
+    }
+}
+
+/* Destroyed once the first bytes moved, in mid-plan: no event after that,
+ * not everything moved, and nothing outside the plan written. */
 static void case_cancel(void **state)
 {
     struct fixture *f = *state;
+    uint64_t total = 0;
 
     if (lane_missing(f))
         skip();
-    prepare(f, layout_huge, WST_DATA_CHUNK_MAX);
+    prepare(f, layout_odd, WST_DATA_CHUNK_MAX);
+    for (size_t k = 0; k < f->lay.n_items; k++)
+        total += f->lay.items[k].length;
     f->stop_after = 1;
     assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
     assert_true(wait_for(f, cancelled));
     assert_true(f->destroyed);
     usleep(300 * 1000); /* time for late completions */
     assert_int_equal(f->late_events, 0);
-    assert_true(f->moved < f->lay.items[0].length);
-    for (uint64_t i = 0; i < f->lay.items[0].dst_offset; i++)
-        assert_int_equal(f->dst[i], POISON);
+    assert_true(f->moved < total);
+    check_gaps(f);
 }
 
 static void do_drop_peer(void *arg)
@@ -809,12 +1005,14 @@ static void case_peer_lost(void **state)
     assert_int_equal(wst_worker_call(f->rw, do_drop_peer, f), WST_OK);
     wst_worker_mem_unmap(f->rw, f->dst_memh);
     f->dst_memh = NULL;
+    wst_landing_stop(f->landing);
     wst_worker_destroy(f->rw);
     f->rw = NULL;
     assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
     int ended =
-        wait_for_s(f, failed_or_done, f->kind == WST_MOVER_AM ? WAIT_S : 2.0);
-    if (f->kind == WST_MOVER_AM) {
+        wait_for_s(f, failed_or_done,
+                   f->variant == V_AM || f->variant == V_BOUNCE ? WAIT_S : 2.0);
+    if (f->variant == V_AM || f->variant == V_BOUNCE) {
         assert_true(ended);
         assert_int_not_equal(f->tx_error, WST_OK);
     }
@@ -833,7 +1031,11 @@ int main(void)
 {
     const struct CMUnitTest am[] = {MOVER_CASES(am, setup_am)};
     const struct CMUnitTest put[] = {MOVER_CASES(put, setup_put)};
+    const struct CMUnitTest bounce[] = {MOVER_CASES(bounce, setup_bounce)};
+    const struct CMUnitTest nccl[] = {MOVER_CASES(nccl, setup_nccl)};
     int failed = cmocka_run_group_tests_name("am", am, NULL, NULL);
 
-    return failed + cmocka_run_group_tests_name("put", put, NULL, NULL);
+    failed += cmocka_run_group_tests_name("put", put, NULL, NULL);
+    failed += cmocka_run_group_tests_name("bounce", bounce, NULL, NULL);
+    return failed + cmocka_run_group_tests_name("nccl", nccl, NULL, NULL);
 }
