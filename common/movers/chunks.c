@@ -106,6 +106,23 @@ static int destroyed(const struct chunks_tx *c)
     return c->tx.ev.moved == NULL;
 }
 
+/* An event may destroy the tx (a link that fails on it does): code that
+ * goes on after raising one holds a reference, and drop() says whether the
+ * tx is gone or destroyed (then nothing but freeing may touch it). */
+static void hold(struct chunks_tx *c)
+{
+    c->live++;
+}
+
+static int drop(struct chunks_tx *c)
+{
+    if (--c->live == 0) {
+        chunks_free(c);
+        return 1;
+    }
+    return destroyed(c);
+}
+
 static void fence_done(void *arg, wst_status_t status)
 {
     struct chunks_tx *c = arg;
@@ -150,22 +167,25 @@ static void bounce_filled(void *arg, wst_status_t status, uint64_t done_ns)
         c->tx.ev.moved(c->tx.ev.arg, len, status);
         return;
     }
+    hold(c); /* the move may complete, and its event destroy us, at once */
     wst_status_t st = c->wire->ops->move(c->wire, &p->mv, move_done, p);
     if (st != WST_OK) {
         c->in_flight -= p->len;
         uint64_t len = p->len;
-        if (!piece_release(c, p))
+        if (!piece_release(c, p) && !destroyed(c))
             c->tx.ev.moved(c->tx.ev.arg, len, st);
+        drop(c);
         return;
     }
-    if (c->fence_waiting && layer == c->fence_layer && c->copying[layer] == 0) {
+    if (!destroyed(c) && c->fence_waiting && layer == c->fence_layer &&
+        c->copying[layer] == 0) {
         st = fence_now(c);
-        if (st != WST_OK) {
+        if (st != WST_OK && !destroyed(c))
             c->tx.ev.fenced(c->tx.ev.arg, layer, st);
-            return;
-        }
     }
-    c->tx.ev.wake(c->tx.ev.arg);
+    if (!destroyed(c))
+        c->tx.ev.wake(c->tx.ev.arg);
+    drop(c);
 }
 
 /* Items from the cursor (at an item's start) up to 'limit' that can go as
@@ -397,11 +417,13 @@ static wst_status_t chunks_post(struct wst_tx *tx, struct wst_tx_cursor *cur,
     int posted = 1;
 
     *posted_p = 0;
-    while (st == WST_OK && posted && cur->item < limit) {
+    hold(c); /* a move's event may destroy us in mid-loop */
+    while (st == WST_OK && posted && cur->item < limit && !destroyed(c)) {
         posted = 0;
         st = post_piece(c, cur, limit, &posted);
         *posted_p |= posted;
     }
+    drop(c);
     return st;
 }
 
@@ -435,8 +457,7 @@ static void chunks_destroy(struct wst_tx *tx)
      * their buffers (gather, slots) stay until then. */
     wst_wire_destroy(c->wire);
     c->wire = NULL;
-    if (--c->live == 0)
-        chunks_free(c);
+    drop(c);
 }
 
 static const struct wst_tx_ops chunks_ops = {

@@ -11,7 +11,16 @@ struct nccl_tx {
     uint32_t done;              /* layers [0, done) sent */
     int fence_wanted;           /* fence_layer waits for its send */
     uint32_t fence_layer;
+    int in_event; /* an event is being raised: destroy waits for it */
+    int dead;     /* destroyed while an event was raised */
 };
+
+static void nccl_free(struct nccl_tx *n)
+{
+    wst_nccl_link_destroy(n->link); /* before its borrowed runs go */
+    free(n->runs);
+    free(n);
+}
 
 static int whole_layer(const struct wst_tx_plan *pl,
                        const struct wst_tx_cursor *cur, size_t limit,
@@ -36,11 +45,16 @@ static void nccl_sent(void *arg, wst_status_t status)
 
     for (size_t k = pl->layer_first[layer]; k < pl->layer_first[layer + 1]; k++)
         bytes += pl->items[k].length;
+    /* Either event may destroy the tx (a link failing on it). */
+    n->in_event++;
     n->tx.ev.moved(n->tx.ev.arg, bytes, status);
-    if (n->fence_wanted && n->fence_layer == layer) {
+    if (!n->dead && n->fence_wanted && n->fence_layer == layer) {
         n->fence_wanted = 0;
         n->tx.ev.fenced(n->tx.ev.arg, layer, status);
     }
+    n->in_event--;
+    if (n->dead && n->in_event == 0)
+        nccl_free(n);
 }
 
 /* Posts the cursor's layer as one exchange, if the limit lets all of it
@@ -100,9 +114,11 @@ static void nccl_destroy(struct wst_tx *tx)
 {
     struct nccl_tx *n = (struct nccl_tx *)tx;
 
-    wst_nccl_link_destroy(n->link); /* before its borrowed runs go */
-    free(n->runs);
-    free(n);
+    if (n->in_event > 0) {
+        n->dead = 1; /* nccl_sent frees it once its event returned */
+        return;
+    }
+    nccl_free(n);
 }
 
 static const struct wst_tx_ops nccl_ops = {
