@@ -1,95 +1,124 @@
-/* commit.c - the end of a refit: each layer finalized, and once every
- * one is, the version committed, then the engine and the senders told
- * (progress thread). */
+/* commit.c - a refit's outcome as API threads read it (under the lock):
+ * started, each layer's times, committed with its bytes, refused or
+ * unusable with the reason; the refit state machine's actions decide it
+ * (refit.c), this only writes it down (progress thread). */
 #include <pthread.h>
-#include <stdlib.h>
+#include <string.h>
 
-#include "clock.h"
-#include "codec.h"
 #include "log.h"
 #include "mover.h"
 #include "receiver_internal.h"
 
-/* The committed refit's bytes: in total, and by mover ([WST_MOVER_*]). */
-struct refit_bytes {
-    uint64_t total;
-    uint64_t by_mover[WST_MOVER_NCCL + 1];
-};
-
-static void add_peer_bytes(struct wst_receiver *r, struct peer *p, void *arg)
+static void pub_started(struct wst_receiver *r, void *arg)
 {
-    struct refit_bytes *b = arg;
+    (void)arg;
+    if (r->times != NULL)
+        memset(r->times, 0, r->n_times * sizeof(*r->times));
+    r->state.refit_in_progress = 1;
+}
 
-    if (p->version != r->version || p->mover > WST_MOVER_NCCL)
-        return;
-    for (uint32_t layer = 0; layer < r->plan->n_layers; layer++)
-        b->by_mover[p->mover] += wst_recv_expected_bytes(r, p->rank, layer);
+void wst_recv_publish_started(struct wst_receiver *r)
+{
+    wst_recv_publish(r, pub_started, NULL);
+}
+
+void wst_recv_publish_times(struct wst_receiver *r,
+                            const struct wst_rm_action *a)
+{
+    pthread_mutex_lock(&r->lock);
+    if (a->layer < r->n_times) {
+        struct wst_layer_times *t = &r->times[a->layer];
+        if (a->kind == WST_RM_ACT_RECEIVED) {
+            t->received = a->at;
+        } else if (a->kind == WST_RM_ACT_REPACKED) {
+            t->repacked = a->at;
+            t->repack_seconds = a->seconds;
+        } else if (a->kind == WST_RM_ACT_FINAL) {
+            t->finalized = a->at;
+            t->finalize_seconds = a->seconds;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (a->kind == WST_RM_ACT_REPACKED && r->layer_moe[a->layer] != NULL) {
+        const struct wst_moe_layer *ml = r->layer_moe[a->layer];
+        WST_DEBUG(&r->log,
+                  "version %llu: layer %u repacked (%u experts, %s) in %.3f "
+                  "ms",
+                  (unsigned long long)a->version, a->layer, ml->shape.n_local,
+                  ml->loader->name, a->seconds * 1e3);
+    }
 }
 
 static void pub_committed(struct wst_receiver *r, void *arg)
 {
-    const struct refit_bytes *bytes = arg;
+    const struct wst_rm_action *a = arg;
 
-    r->state.committed_version = r->version;
+    r->state.committed_version = a->version;
     r->state.usable = 1;
     r->state.reason[0] = '\0';
     r->state.refit_in_progress = 0;
     r->state.refits_ok++;
-    r->state.last_refit_bytes = bytes->total;
-    r->state.last_refit_put_bytes = bytes->by_mover[WST_MOVER_PUT];
-    r->state.last_refit_am_bytes = bytes->by_mover[WST_MOVER_AM];
-    r->state.last_refit_nccl_bytes = bytes->by_mover[WST_MOVER_NCCL];
-    r->state.last_refit_seconds =
-        (double)(wst_now_ns() - r->refit_start_ns) / 1e9;
+    r->state.last_refit_bytes = a->bytes;
+    r->state.last_refit_put_bytes = a->bytes_by_mover[WST_MOVER_PUT];
+    r->state.last_refit_am_bytes = a->bytes_by_mover[WST_MOVER_AM];
+    r->state.last_refit_nccl_bytes = a->bytes_by_mover[WST_MOVER_NCCL];
+    r->state.last_refit_seconds = a->seconds;
 }
 
-static void commit_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
+/* Every byte is in place and verified: the version is committed now,
+ * before the engine is told to serve it. */
+void wst_recv_publish_committed(struct wst_receiver *r,
+                                const struct wst_rm_action *a)
 {
-    struct wst_msg m = {.type = WST_MSG_COMMIT};
-
-    (void)arg;
-    if (p->version != r->version)
-        return;
-    m.u.commit.version = r->version;
-    wst_recv_send_msg(r, p, &m);
-}
-
-void wst_recv_finalize_done(void *arg)
-{
-    struct job *j = arg;
-    struct wst_receiver *r = j->r;
-
-    if (!wst_recv_job_current(r, j))
-        return;
-    pthread_mutex_lock(&r->lock);
-    r->times[j->layer].finalized = wst_recv_since_ack(r);
-    r->times[j->layer].finalize_seconds = j->seconds;
-    pthread_mutex_unlock(&r->lock);
-    if (++r->layers_final < r->plan->n_layers) {
-        free(j);
-        return;
-    }
-    /* Every byte is in place and verified: the version is committed now,
-     * before the engine is told to serve it. */
-    struct refit_bytes bytes = {.total = r->plan->total_bytes};
-    wst_recv_for_each_peer(r, add_peer_bytes, &bytes);
-    r->refit = REFIT_COMMITTING;
-    wst_recv_publish(r, pub_committed, &bytes);
+    wst_recv_publish(r, pub_committed, (void *)a);
     WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
-             (unsigned long long)r->version, (unsigned long long)bytes.total,
-             r->state.last_refit_seconds);
-    wst_recv_log_landing(r);
-    wst_recv_queue_job(r, wst_recv_job_commit, j);
+             (unsigned long long)a->version, (unsigned long long)a->bytes,
+             a->seconds);
+    wst_recv_log_landing(r, a->version);
 }
 
-void wst_recv_commit_done(void *arg)
+static void pub_refused(struct wst_receiver *r, void *arg)
 {
-    struct job *j = arg;
-    struct wst_receiver *r = j->r;
+    const struct wst_rm_action *a = arg;
 
-    if (!wst_recv_job_current(r, j))
-        return;
-    free(j);
-    wst_recv_for_each_peer(r, commit_to_peer, NULL);
-    wst_recv_refit_end(r);
+    wst_recv_set_state_reason(r, a->reason);
+    r->state.refit_in_progress = 0;
+}
+
+/* Nothing was written: the receiver keeps serving its committed version
+ * (and an unusable one keeps saying why: the machine's reason). */
+void wst_recv_publish_refused(struct wst_receiver *r,
+                              const struct wst_rm_action *a)
+{
+    WST_ERROR(&r->log, "refit of version %llu refused: %s",
+              (unsigned long long)a->version, a->text);
+    wst_recv_publish(r, pub_refused, (void *)a);
+}
+
+static void pub_unusable(struct wst_receiver *r, void *arg)
+{
+    const struct wst_rm_action *a = arg;
+
+    wst_recv_set_state_reason(r, a->text);
+    r->state.usable = 0;
+    r->state.refit_in_progress = 0;
+    r->state.refits_failed++;
+}
+
+void wst_recv_publish_unusable(struct wst_receiver *r,
+                               const struct wst_rm_action *a)
+{
+    WST_ERROR(&r->log, "refit of version %llu failed, receiver unusable: %s",
+              (unsigned long long)a->version, a->text);
+    wst_recv_publish(r, pub_unusable, (void *)a);
+}
+
+static void pub_reason(struct wst_receiver *r, void *arg)
+{
+    wst_recv_set_state_reason(r, arg);
+}
+
+void wst_recv_publish_reason(struct wst_receiver *r, const char *reason)
+{
+    wst_recv_publish(r, pub_reason, (void *)reason);
 }

@@ -86,15 +86,16 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
         /* The rank restarted: its old connection is stale. */
         WST_WARN(&r->log, "sender rank %u reconnected from %s; dropping %s",
                  h->rank, p->name, old->name);
-        if (wst_recv_peer_in_refit(r, old))
-            wst_recv_refit_fail(r, WST_ERR_PEER_FAILED,
-                                "sender rank %u restarted during the refit",
-                                h->rank);
+        wst_recv_refit_peer_fail(
+            r, old, WST_RM_EV_PEER_LOST, WST_ERR_PEER_FAILED,
+            "sender rank %u restarted during the refit", h->rank);
         wst_recv_peer_drop(r, old);
     }
     p->hello_done = 1;
     p->rank = h->rank;
     r->by_rank[h->rank] = p;
+    struct wst_rm_event ev = {.kind = WST_RM_EV_PEER_JOINED, .rank = h->rank};
+    wst_recv_refit_event(r, &ev);
     snprintf(p->name + strlen(p->name), sizeof(p->name) - strlen(p->name),
              " (rank %u)", h->rank);
     WST_INFO(&r->log, "sender %s connected, world %u", p->name, h->world_size);
@@ -122,77 +123,45 @@ static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
     wst_recv_try_plan(r);
 }
 
+/* What only the connection knows is checked here, the rest by the refit
+ * machine. */
 static void on_begin(struct wst_receiver *r, struct peer *p,
                      const struct wst_begin *b)
 {
-    char why[160] = "";
+    const char *why = NULL;
 
     if (b->ack || !p->plan_sent || b->plan_hash != p->plan_hash)
-        snprintf(why, sizeof(why), "begin without the current plan");
+        why = "begin without the current plan";
     else if (b->mover == WST_MOVER_NCCL && !p->nccl_ready)
-        snprintf(why, sizeof(why), "nccl mover without a ready communicator");
+        why = "nccl mover without a ready communicator";
     else if (b->mover == WST_MOVER_PUT && !r->allow_put)
-        snprintf(why, sizeof(why), "put mover, but no remote keys were given");
-    else if (r->refit == REFIT_IDLE && b->version == p->failed_version)
-        snprintf(why, sizeof(why),
-                 "version %llu failed before this sender began it; retry "
-                 "on a new connection",
-                 (unsigned long long)b->version);
-    else if (r->refit != REFIT_IDLE && b->version != r->version)
-        snprintf(why, sizeof(why), "busy with version %llu",
-                 (unsigned long long)r->version);
-    else if (r->refit == REFIT_IDLE && b->version <= r->state.committed_version)
-        snprintf(why, sizeof(why), "version %llu is not above %llu",
-                 (unsigned long long)b->version,
-                 (unsigned long long)r->state.committed_version);
-    if (why[0] != '\0') {
-        wst_recv_send_error(
-            r, p, r->refit != REFIT_IDLE ? WST_ERR_BUSY : WST_ERR_STATE, why);
+        why = "put mover, but no remote keys were given";
+    if (why != NULL) {
+        wst_recv_send_error(r, p,
+                            wst_rm_state(&r->rm) != WST_RM_IDLE ? WST_ERR_BUSY
+                                                                : WST_ERR_STATE,
+                            why);
         return;
     }
-    if (r->refit == REFIT_IDLE)
-        wst_recv_refit_start(r, b->version);
-    p->version = b->version;
-    p->mover = b->mover;
-    wst_status_t st = wst_recv_peer_rx_open(r, p);
-    if (st != WST_OK) {
-        wst_recv_refit_fail(r, st,
-                            "sender %s: no receiving half for its %s "
-                            "mover",
-                            p->name, wst_mover_kind_name(b->mover));
-        return;
-    }
-    if (r->refit == REFIT_RECEIVING)
-        wst_recv_ack_peer(r, p, NULL);
+    struct wst_rm_event ev = {.kind = WST_RM_EV_BEGIN,
+                              .rank = p->rank,
+                              .version = b->version,
+                              .mover = b->mover};
+    wst_recv_refit_event(r, &ev);
 }
 
 static void on_layer_done(struct wst_receiver *r, struct peer *p,
                           const struct wst_layer_done *ld)
 {
-    if (r->refit != REFIT_RECEIVING || !p->acked || ld->version != r->version ||
-        ld->layer >= r->plan->n_layers || p->marks[ld->layer] != MARK_NONE) {
-        wst_recv_refit_fail(r, WST_ERR_PROTOCOL,
-                            "sender %s: unexpected layer-done for layer %u of "
-                            "version %llu",
-                            p->name, ld->layer,
-                            (unsigned long long)ld->version);
-        return;
-    }
-    uint64_t want = wst_recv_expected_bytes(r, p->rank, ld->layer);
-    if (ld->bytes != want) {
-        wst_recv_refit_fail(r, WST_ERR_INTEGRITY,
-                            "sender %s: layer %u has %llu bytes, the plan %llu",
-                            p->name, ld->layer, (unsigned long long)ld->bytes,
-                            (unsigned long long)want);
-        return;
-    }
-    r->last_progress_ns = wst_now_ns();
-    p->digests[ld->layer] = ld->digest;
-    if (p->rx->ops->counts_bytes && p->recv_bytes[ld->layer] < want) {
-        p->marks[ld->layer] = MARK_WAITING;
-        return;
-    }
-    wst_recv_queue_verify(r, p, ld->layer);
+    struct wst_rm_event ev = {.kind = WST_RM_EV_LAYER_DONE,
+                              .rank = wst_recv_peer_rank(p),
+                              .peer = p->name,
+                              .version = ld->version,
+                              .layer = ld->layer,
+                              .bytes = ld->bytes,
+                              .digest = ld->digest};
+
+    wst_recv_refit_event(r, &ev);
 }
 
 void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
@@ -212,9 +181,9 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
          * (unless it was part of a refit, which cannot complete now). */
         WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
         wst_recv_send_error(r, p, st, err);
-        if (wst_recv_peer_in_refit(r, p))
-            wst_recv_refit_fail(r, st, "sender %s sent a bad message: %s",
-                                p->name, err);
+        wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
+                                 "sender %s sent a bad message: %s", p->name,
+                                 err);
         wst_recv_peer_drop_after_error(r, p);
         return;
     }
@@ -238,10 +207,9 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
         break;
     case WST_MSG_ERROR:
         WST_WARN(&r->log, "sender %s reports: %s", p->name, m.u.error.message);
-        if (wst_recv_peer_in_refit(r, p) && p->version == r->version)
-            wst_recv_refit_fail(r, (wst_status_t)m.u.error.status,
-                                "sender %s failed: %s", p->name,
-                                m.u.error.message);
+        wst_recv_refit_peer_fail(
+            r, p, WST_RM_EV_PEER_ERROR, (wst_status_t)m.u.error.status,
+            "sender %s failed: %s", p->name, m.u.error.message);
         break;
     default:
         wst_recv_send_error(r, p, WST_ERR_PROTOCOL, "unexpected message");
@@ -273,8 +241,9 @@ void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
 
     if (p == NULL)
         return;
-    if (wst_recv_peer_in_refit(r, p))
-        wst_recv_refit_fail(r, status, "sender %s lost: %s", p->name, why);
+    if (wst_rm_in_refit(&r->rm, wst_recv_peer_rank(p)))
+        wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, status,
+                                 "sender %s lost: %s", p->name, why);
     else
         WST_INFO(&r->log, "sender %s disconnected: %s", p->name, why);
     wst_recv_peer_drop(r, p);

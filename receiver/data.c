@@ -15,11 +15,12 @@
 static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
 {
     struct peer *p = arg;
-    struct wst_receiver *r = p->r;
+    struct wst_rm_event ev = {.kind = WST_RM_EV_LANDED,
+                              .rank = wst_recv_peer_rank(p),
+                              .layer = layer,
+                              .bytes = bytes};
 
-    if (r->refit != REFIT_RECEIVING || p->version != r->version || !p->acked)
-        return;
-    wst_recv_count_layer(r, p, layer, bytes);
+    wst_recv_refit_event(p->r, &ev);
 }
 
 static void on_failed(void *arg, wst_status_t status, const char *reason)
@@ -33,13 +34,6 @@ struct wst_rx_events wst_recv_rx_events(struct peer *p)
 {
     return (struct wst_rx_events){
         .arg = p, .landed = on_landed, .failed = on_failed};
-}
-
-uint32_t wst_recv_credit_bound(const struct wst_receiver *r)
-{
-    return r->credit_next < r->moe.n_layers
-               ? r->moe.layers[r->credit_next].layer
-               : UINT32_MAX;
 }
 
 void wst_recv_peer_rx_close(struct peer *p)
@@ -119,8 +113,8 @@ static struct peer *data_peer(struct wst_receiver *r,
                          ? r->by_rank[hdr->token]
                          : NULL;
 
-    if (r->refit != REFIT_RECEIVING || hdr->version != r->version ||
-        p == NULL || !p->acked || p->rx == NULL)
+    if (p == NULL || p->rx == NULL ||
+        !wst_rm_takes_data(&r->rm, hdr->token, hdr->version))
         return NULL;
     return p;
 }

@@ -12,10 +12,10 @@ void wst_recv_on_tick(void *arg)
     uint64_t now = wst_now_ns();
     uint64_t limit = (uint64_t)(r->timeout_s * 1e9);
 
-    if (r->refit != REFIT_IDLE && now - r->last_progress_ns > limit) {
-        wst_recv_refit_fail(r, WST_ERR_TIMED_OUT,
-                            "version %llu: no progress for %.1f s",
-                            (unsigned long long)r->version, r->timeout_s);
+    if (wst_rm_stalled(&r->rm, now, limit)) {
+        struct wst_rm_event ev = {.kind = WST_RM_EV_DEADLINE,
+                                  .seconds = r->timeout_s};
+        wst_recv_refit_event(r, &ev);
         return;
     }
     if (r->first_have_ns == 0 || now - r->first_have_ns <= limit)

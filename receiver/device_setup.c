@@ -16,7 +16,7 @@
 
 /* One line per refit on the way device bytes came in: the copies' delay
  * is what a busy GPU or a slow host-to-device link shows in. */
-void wst_recv_log_landing(struct wst_receiver *r)
+void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
 {
     struct wst_landing_stats ls;
 
@@ -29,7 +29,7 @@ void wst_recv_log_landing(struct wst_receiver *r)
              "version %llu: %llu messages (%.1f MiB) landed and copied to GPU "
              "%d, %.3f ms mean and %.3f ms max from copy to on the GPU; %llu "
              "waited for room to land",
-             (unsigned long long)r->version, (unsigned long long)ls.copies,
+             (unsigned long long)version, (unsigned long long)ls.copies,
              (double)ls.bytes / (1 << 20), r->device,
              (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
              (double)ls.latency_max_ns / 1e6, (unsigned long long)ls.parked);

@@ -1,7 +1,7 @@
 /* jobs.c - work off the progress thread: engine hooks and digest checks
  * on the engine thread, expert repacks on the repack thread. Each job
- * posts itself back to the progress thread (refit.c, commit.c), which
- * frees it. */
+ * posts itself back to the progress thread, where its result goes to the
+ * refit state machine (refit.c) as an event and the job is freed. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,14 +13,21 @@
 #include "receiver_internal.h"
 #include "worker.h"
 
-struct job *wst_recv_job_new(struct wst_receiver *r)
+struct job *wst_recv_job_new(struct wst_receiver *r,
+                             const struct wst_rm_action *a)
 {
     struct job *j = calloc(1, sizeof(*j));
 
     if (j != NULL) {
         j->r = r;
-        j->generation = r->generation;
-        j->version = r->version;
+        j->generation = a->generation;
+        j->version = a->version;
+        j->rank = a->rank;
+        j->layer = a->layer;
+        j->digest = a->digest;
+        j->status = a->status;
+        if (a->text != NULL)
+            snprintf(j->reason, sizeof(j->reason), "%s", a->text);
     }
     return j;
 }
@@ -33,6 +40,46 @@ void wst_recv_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j)
     }
 }
 
+/* Progress thread: a job's result, to the machine. */
+static void job_done(struct job *j, enum wst_rm_event_kind kind)
+{
+    struct wst_rm_event ev = {.kind = kind,
+                              .generation = j->generation,
+                              .rank = j->rank,
+                              .layer = j->layer,
+                              .status = j->status,
+                              .seconds = j->seconds,
+                              .reason = j->reason};
+
+    wst_recv_refit_event(j->r, &ev);
+    free(j);
+}
+
+static void begin_done(void *arg)
+{
+    job_done(arg, WST_RM_EV_BEGIN_RESULT);
+}
+
+static void verify_done(void *arg)
+{
+    job_done(arg, WST_RM_EV_VERIFY_RESULT);
+}
+
+static void repack_done(void *arg)
+{
+    job_done(arg, WST_RM_EV_REPACK_RESULT);
+}
+
+static void finalize_done(void *arg)
+{
+    job_done(arg, WST_RM_EV_FINALIZE_RESULT);
+}
+
+static void commit_done(void *arg)
+{
+    job_done(arg, WST_RM_EV_COMMIT_DONE);
+}
+
 void wst_recv_job_begin(void *arg)
 {
     struct job *j = arg;
@@ -42,7 +89,7 @@ void wst_recv_job_begin(void *arg)
                     ? r->hooks.begin(r->hooks.arg, j->version, j->reason,
                                      sizeof(j->reason))
                     : WST_OK;
-    wst_worker_post(r->worker, wst_recv_begin_done, j);
+    wst_worker_post(r->worker, begin_done, j);
 }
 
 void wst_recv_job_verify(void *arg)
@@ -79,18 +126,18 @@ void wst_recv_job_verify(void *arg)
                  j->layer, j->rank, (unsigned long long)j->version,
                  (unsigned long long)j->digest, (unsigned long long)got);
     }
-    wst_worker_post(r->worker, wst_recv_verify_done, j);
+    wst_worker_post(r->worker, verify_done, j);
 }
 
 void wst_recv_job_skip_verify(void *arg)
 {
     struct job *j = arg;
 
-    wst_worker_post(j->r->worker, wst_recv_verify_done, j);
+    wst_worker_post(j->r->worker, verify_done, j);
 }
 
 /* On the repack thread: the layer is complete and verified, and its slot
- * is not reused before wst_recv_repack_done grants its next credit. */
+ * is not reused before its repack's result grants the next credit. */
 void wst_recv_job_repack(void *arg)
 {
     struct job *j = arg;
@@ -105,7 +152,7 @@ void wst_recv_job_repack(void *arg)
         j->status = wst_moe_replay(&r->moe, ml, r->region_data, j->reason,
                                    sizeof(j->reason));
     j->seconds = wst_now_s() - t0;
-    wst_worker_post(r->worker, wst_recv_repack_done, j);
+    wst_worker_post(r->worker, repack_done, j);
 }
 
 void wst_recv_job_finalize(void *arg)
@@ -124,7 +171,7 @@ void wst_recv_job_finalize(void *arg)
                      why[0] ? why : wst_status_string(j->status));
     }
     j->seconds = wst_now_s() - t0;
-    wst_worker_post(r->worker, wst_recv_finalize_done, j);
+    wst_worker_post(r->worker, finalize_done, j);
 }
 
 void wst_recv_job_commit(void *arg)
@@ -134,7 +181,7 @@ void wst_recv_job_commit(void *arg)
 
     if (r->hooks.committed != NULL)
         r->hooks.committed(r->hooks.arg, j->version);
-    wst_worker_post(r->worker, wst_recv_commit_done, j);
+    wst_worker_post(r->worker, commit_done, j);
 }
 
 void wst_recv_job_unusable(void *arg)

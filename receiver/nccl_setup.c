@@ -44,7 +44,8 @@ void wst_recv_on_nccl_setup(struct wst_receiver *r, struct peer *p,
 {
     const char *why = NULL;
 
-    if (!p->plan_sent || p->nccl_rx != NULL || r->refit != REFIT_IDLE)
+    if (!p->plan_sent || p->nccl_rx != NULL ||
+        wst_rm_state(&r->rm) != WST_RM_IDLE)
         why = "unexpected nccl setup";
     else if (r->rx_regions == NULL ||
              !wst_rx_nccl_possible(r->rx_regions, r->n_regions, r->device,

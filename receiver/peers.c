@@ -49,18 +49,9 @@ void wst_recv_for_each_peer(struct wst_receiver *r,
             fn(r, r->by_rank[i], arg);
 }
 
-void wst_recv_peer_reset_refit(struct wst_receiver *r, struct peer *p)
+uint32_t wst_recv_peer_rank(const struct peer *p)
 {
-    uint64_t n = wst_recv_layer_count(r);
-
-    p->version = 0;
-    p->acked = 0;
-    free(p->recv_bytes);
-    free(p->marks);
-    free(p->digests);
-    p->recv_bytes = n ? calloc(n, sizeof(*p->recv_bytes)) : NULL;
-    p->marks = n ? calloc(n, sizeof(*p->marks)) : NULL;
-    p->digests = n ? calloc(n, sizeof(*p->digests)) : NULL;
+    return p->hello_done ? p->rank : WST_RM_NO_RANK;
 }
 
 static void peer_free(struct peer *p)
@@ -71,9 +62,6 @@ static void peer_free(struct peer *p)
     }
     wst_recv_peer_rx_close(p);
     free(p->rx_layer_first);
-    free(p->recv_bytes);
-    free(p->marks);
-    free(p->digests);
     free(p);
 }
 
@@ -81,8 +69,11 @@ static void peer_free(struct peer *p)
  * takes part in fails (the caller decides before calling). */
 void wst_recv_peer_drop(struct wst_receiver *r, struct peer *p)
 {
-    if (p->hello_done && p->rank < r->world_size && r->by_rank[p->rank] == p)
+    if (p->hello_done && p->rank < r->world_size && r->by_rank[p->rank] == p) {
         r->by_rank[p->rank] = NULL;
+        struct wst_rm_event ev = {.kind = WST_RM_EV_PEER_LEFT, .rank = p->rank};
+        wst_recv_refit_event(r, &ev);
+    }
     if (p->conn != NULL) {
         wst_conn_set_user(p->conn, NULL);
         wst_conn_close(p->conn);
@@ -101,11 +92,6 @@ void wst_recv_peer_drop_after_error(struct wst_receiver *r, struct peer *p)
     wst_recv_peer_drop(r, p);
 }
 
-int wst_recv_peer_in_refit(const struct wst_receiver *r, const struct peer *p)
-{
-    return r->refit != REFIT_IDLE && p->hello_done && p->plan_sent;
-}
-
 int wst_recv_any_peer(const struct wst_receiver *r)
 {
     for (uint32_t i = 0; i < r->world_size; i++)
@@ -120,6 +106,10 @@ wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world)
 
     if (by_rank == NULL)
         return WST_ERR_NO_MEMORY;
+    if (wst_rm_set_world(&r->rm, world) != WST_OK) {
+        free(by_rank);
+        return WST_ERR_NO_MEMORY;
+    }
     free(r->by_rank);
     r->by_rank = by_rank;
     r->world_size = world;

@@ -27,10 +27,35 @@ void wst_recv_layer_items(const struct wst_receiver *r, uint32_t rank,
     *last = ix[layer + 1];
 }
 
-uint64_t wst_recv_expected_bytes(const struct wst_receiver *r, uint32_t rank,
-                                 uint32_t layer)
+/* The refit machine's view of the plan: bytes and staged items per
+ * (sender, layer), the MoE layers in ordinal order. */
+static wst_status_t plan_machine(struct wst_receiver *r)
 {
-    return r->plan->layer_bytes[(size_t)rank * r->plan->n_layers + layer];
+    const struct wst_plan *pl = r->plan;
+    uint8_t *staged = calloc((size_t)pl->n_senders * pl->n_layers + 1, 1);
+    uint32_t *moe_layers = calloc(r->moe.n_layers + 1, sizeof(*moe_layers));
+    wst_status_t st = WST_ERR_NO_MEMORY;
+
+    if (staged != NULL && moe_layers != NULL) {
+        for (size_t i = 0; i < pl->n_items; i++)
+            if (pl->items[i].staged)
+                staged[(size_t)pl->items[i].sender * pl->n_layers +
+                       pl->items[i].layer] = 1;
+        for (size_t i = 0; i < r->moe.n_layers; i++)
+            moe_layers[i] = r->moe.layers[i].layer;
+        struct wst_rm_plan rp = {.n_senders = pl->n_senders,
+                                 .n_layers = pl->n_layers,
+                                 .total_bytes = pl->total_bytes,
+                                 .layer_bytes = pl->layer_bytes,
+                                 .staged = staged,
+                                 .moe_layers = moe_layers,
+                                 .n_moe = (uint32_t)r->moe.n_layers,
+                                 .slots = r->moe.slots};
+        st = wst_rm_set_plan(&r->rm, &rp);
+    }
+    free(staged);
+    free(moe_layers);
+    return st;
 }
 
 static wst_status_t build_layer_index(struct wst_receiver *r)
@@ -39,20 +64,13 @@ static wst_status_t build_layer_index(struct wst_receiver *r)
     size_t stride = (size_t)pl->n_layers + 1;
 
     free(r->layer_index);
-    free(r->layer_verified);
-    free(r->staged_cells);
     free(r->layer_moe);
-    free(r->moe_repacked);
     r->layer_index =
         calloc((size_t)pl->n_senders * stride, sizeof(*r->layer_index));
-    r->layer_verified = calloc(pl->n_layers, sizeof(*r->layer_verified));
-    r->staged_cells = calloc((size_t)pl->n_senders * pl->n_layers, 1);
     r->layer_moe = calloc(pl->n_layers, sizeof(*r->layer_moe));
-    r->moe_repacked = calloc(r->moe.n_layers + 1, 1);
     struct wst_layer_times *times = calloc(pl->n_layers, sizeof(*times));
-    if (r->layer_index == NULL || r->layer_verified == NULL ||
-        r->staged_cells == NULL || r->layer_moe == NULL ||
-        r->moe_repacked == NULL || times == NULL) {
+    if (r->layer_index == NULL || r->layer_moe == NULL || times == NULL ||
+        plan_machine(r) != WST_OK) {
         free(times);
         return WST_ERR_NO_MEMORY;
     }
@@ -61,10 +79,6 @@ static wst_status_t build_layer_index(struct wst_receiver *r)
     r->times = times;
     r->n_times = pl->n_layers;
     pthread_mutex_unlock(&r->lock);
-    for (size_t i = 0; i < pl->n_items; i++)
-        if (pl->items[i].staged)
-            r->staged_cells[(size_t)pl->items[i].sender * pl->n_layers +
-                            pl->items[i].layer] = 1;
     for (size_t i = 0; i < r->moe.n_layers; i++)
         if (r->moe.layers[i].layer < pl->n_layers)
             r->layer_moe[r->moe.layers[i].layer] = &r->moe.layers[i];
@@ -125,6 +139,8 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
     wst_recv_send_msg(r, p, &m);
     free(regs);
     p->plan_sent = 1;
+    struct wst_rm_event ev = {.kind = WST_RM_EV_PEER_PLANNED, .rank = p->rank};
+    wst_recv_refit_event(r, &ev);
 }
 
 void wst_recv_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
@@ -134,9 +150,12 @@ void wst_recv_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
     wst_recv_send_error(r, p, j->status, j->reason);
 }
 
-static void pub_reason(struct wst_receiver *r, void *arg)
+/* The refusal stands as the receiver's reason (the refit machine's). */
+static void refused(struct wst_receiver *r, const char *reason)
 {
-    wst_recv_set_state_reason(r, arg);
+    struct wst_rm_event ev = {.kind = WST_RM_EV_PLAN_REFUSED, .reason = reason};
+
+    wst_recv_refit_event(r, &ev);
 }
 
 static void pub_plan_time(struct wst_receiver *r, void *arg)
@@ -183,7 +202,7 @@ void wst_recv_try_plan(struct wst_receiver *r)
         refusal.status = r->moe.refusal;
         snprintf(refusal.reason, sizeof(refusal.reason), "%s", r->moe.reason);
         WST_ERROR(&r->log, "plan refused: %s", refusal.reason);
-        wst_recv_publish(r, pub_reason, refusal.reason);
+        refused(r, refusal.reason);
         wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
         goto out_free;
     }
@@ -196,7 +215,7 @@ void wst_recv_try_plan(struct wst_receiver *r)
         if (refusal.status != WST_OK) {
             /* A refusal changes nothing: the live buffers and the
              * committed version stay as they are. */
-            wst_recv_publish(r, pub_reason, refusal.reason);
+            refused(r, refusal.reason);
             wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
             goto out_free;
         }
@@ -219,10 +238,8 @@ void wst_recv_try_plan(struct wst_receiver *r)
                  plan->n_layers, plan_s * 1e3);
     }
     for (uint32_t i = 0; i < r->world_size; i++)
-        if (!r->by_rank[i]->plan_sent) {
-            wst_recv_peer_reset_refit(r, r->by_rank[i]);
+        if (!r->by_rank[i]->plan_sent)
             send_plan(r, r->by_rank[i]);
-        }
 out_free:
     free(haves);
     free(n_haves);

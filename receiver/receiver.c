@@ -340,8 +340,7 @@ static void shutdown_peers(void *arg)
 {
     struct wst_receiver *r = arg;
 
-    r->refit = REFIT_IDLE;
-    r->generation++;
+    wst_recv_refit_shutdown(r);
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
             wst_recv_peer_drop(r, r->by_rank[i]);
@@ -368,10 +367,8 @@ void wst_receiver_destroy(wst_receiver_t *r)
     free(r->rx_regions);
     wst_plan_destroy(r->plan);
     free(r->layer_index);
-    free(r->layer_verified);
-    free(r->staged_cells);
+    wst_recv_refit_release(r);
     free(r->layer_moe);
-    free(r->moe_repacked);
     free(r->times);
     free(r->region_data);
     wst_moe_release(&r->moe);

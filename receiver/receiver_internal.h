@@ -28,24 +28,12 @@
 #include "manifest.h"
 #include "mover.h"
 #include "planner.h"
+#include "refit_machine.h"
 #include "rx.h"
 #include "worker.h"
 
 struct wst_recv_device;
-
-enum refit_state {
-    REFIT_IDLE,
-    REFIT_BEGINNING,
-    REFIT_RECEIVING,
-    REFIT_COMMITTING, /* every layer final: the version is held */
-};
-
-enum layer_mark {
-    MARK_NONE,     /* no LAYER_DONE yet */
-    MARK_WAITING,  /* LAYER_DONE in, counted bytes still arriving */
-    MARK_CHECKING, /* digest check queued */
-    MARK_VERIFIED,
-};
+struct wst_recv_pending;
 
 struct region {
     char name[WST_NAME_MAX];
@@ -68,10 +56,6 @@ struct peer {
     int plan_sent;
     uint64_t plan_hash; /* hash of this sender's slice of the plan */
 
-    /* A refit of this version failed before this sender began it: its
-     * BEGIN, still on the way, must not start a new one. */
-    uint64_t failed_version;
-
     /* This sender's slice of the plan, as its receiving halves see it:
      * rebuilt (and the halves destroyed) whenever a plan is sent to it. */
     struct wst_rx_plan rx_plan;
@@ -80,14 +64,9 @@ struct peer {
                                refits while the plan is */
     int nccl_ready;         /* this side of its communicator is up */
 
-    /* current refit */
-    uint64_t version; /* BEGIN received for this version */
-    enum wst_mover_kind mover;
-    struct wst_rx *rx; /* the mover's receiving half (nccl: nccl_rx) */
-    int acked;
-    uint64_t *recv_bytes; /* [n_layers]: landed, for halves that count */
-    uint8_t *marks;       /* [n_layers] enum layer_mark */
-    uint64_t *digests;    /* [n_layers] from LAYER_DONE */
+    /* current refit (the rest of it is the refit machine's) */
+    enum wst_mover_kind mover; /* its BEGIN's */
+    struct wst_rx *rx;         /* the mover's receiving half (nccl: nccl_rx) */
 };
 
 struct wst_receiver {
@@ -128,21 +107,15 @@ struct wst_receiver {
     struct wst_plan *plan;
     uint64_t plan_key;
     int have_plan_key;
-    size_t *layer_index;   /* [n_senders * (n_layers + 1)] item bounds */
-    uint8_t *staged_cells; /* [n_senders * n_layers]: has staged items */
+    size_t *layer_index; /* [n_senders * (n_layers + 1)] item bounds */
     const struct wst_moe_layer **layer_moe; /* [n_layers]; NULL: dense */
 
-    enum refit_state refit;
-    uint64_t version;
-    uint64_t generation;
-    uint64_t refit_start_ns;
-    uint64_t last_progress_ns;
-    uint32_t *layer_verified; /* [n_layers] senders verified */
-    uint32_t layers_final;
-    uint64_t ack_ns;       /* begin acknowledged: the timeline's zero */
-    uint32_t credit_next;  /* MoE ordinals [0, credit_next) have credit */
-    uint8_t *moe_repacked; /* [moe.n_layers] in this refit */
-    int polling;           /* holds the worker busy while a refit runs */
+    /* the refit: its state machine, and what its driver (refit.c) keeps */
+    struct wst_refit_machine rm;
+    struct wst_rm_actions actions;    /* the step's, being run */
+    struct wst_recv_pending *pending; /* events waiting for them */
+    int stepping;
+    int polling; /* holds the worker busy while a refit runs */
 
     /* what API threads read: under lock */
     pthread_mutex_t lock;
@@ -153,8 +126,8 @@ struct wst_receiver {
 };
 
 /* Work for the engine or repack thread (jobs.c) and its result, posted
- * back to the progress thread, which frees it. It carries the generation
- * of the refit it belongs to. */
+ * back to the progress thread, which feeds it to the refit machine and
+ * frees it. It carries the generation of the refit it belongs to. */
 struct job {
     struct wst_receiver *r;
     uint64_t generation;
@@ -187,10 +160,10 @@ void wst_recv_for_each_peer(struct wst_receiver *r,
                             void (*fn)(struct wst_receiver *, struct peer *,
                                        void *),
                             void *arg);
-void wst_recv_peer_reset_refit(struct wst_receiver *r, struct peer *p);
+/* Its rank as the refit machine knows it: WST_RM_NO_RANK before hello. */
+uint32_t wst_recv_peer_rank(const struct peer *p);
 void wst_recv_peer_drop(struct wst_receiver *r, struct peer *p);
 void wst_recv_peer_drop_after_error(struct wst_receiver *r, struct peer *p);
-int wst_recv_peer_in_refit(const struct wst_receiver *r, const struct peer *p);
 int wst_recv_any_peer(const struct wst_receiver *r);
 wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world);
 
@@ -198,14 +171,13 @@ wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world);
 uint64_t wst_recv_layer_count(const struct wst_receiver *r);
 void wst_recv_layer_items(const struct wst_receiver *r, uint32_t rank,
                           uint32_t layer, size_t *first, size_t *last);
-uint64_t wst_recv_expected_bytes(const struct wst_receiver *r, uint32_t rank,
-                                 uint32_t layer);
 void wst_recv_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg);
 void wst_recv_try_plan(struct wst_receiver *r);
 
 /* jobs.c: wst_recv_job_* run on the engine thread (wst_recv_job_repack on the
- * repack thread) */
-struct job *wst_recv_job_new(struct wst_receiver *r);
+ * repack thread); a job is made for an action of the refit machine */
+struct job *wst_recv_job_new(struct wst_receiver *r,
+                             const struct wst_rm_action *a);
 void wst_recv_queue_job(struct wst_receiver *r, wst_job_fn fn, struct job *j);
 void wst_recv_job_begin(void *arg);
 void wst_recv_job_verify(void *arg);
@@ -216,26 +188,35 @@ void wst_recv_job_commit(void *arg);
 void wst_recv_job_unusable(void *arg);
 void wst_recv_job_resume(void *arg);
 
-/* refit.c: the jobs' results come back to wst_recv_*_done */
+/* refit.c: the refit machine's driver. Every event goes through
+ * wst_recv_refit_event, which runs the actions. */
+void wst_recv_refit_event(struct wst_receiver *r,
+                          const struct wst_rm_event *ev);
+/* A failure of the refit under way, if any (WST_RM_EV_FAIL). */
 void wst_recv_refit_fail(struct wst_receiver *r, wst_status_t status,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void wst_recv_refit_end(struct wst_receiver *r);
-double wst_recv_since_ack(const struct wst_receiver *r);
-void wst_recv_ack_peer(struct wst_receiver *r, struct peer *p, void *arg);
-void wst_recv_begin_done(void *arg);
-int wst_recv_job_current(struct wst_receiver *r, struct job *j);
-void wst_recv_queue_verify(struct wst_receiver *r, struct peer *p,
-                           uint32_t layer);
-void wst_recv_verify_done(void *arg);
-void wst_recv_repack_done(void *arg);
-void wst_recv_count_layer(struct wst_receiver *r, struct peer *p,
-                          uint32_t layer, uint64_t len);
-void wst_recv_refit_start(struct wst_receiver *r, uint64_t version);
+/* A sender lost (WST_RM_EV_PEER_LOST) or failed (_PEER_ERROR): the refit
+ * fails if the sender takes part in it. */
+void wst_recv_refit_peer_fail(struct wst_receiver *r, struct peer *p,
+                              enum wst_rm_event_kind kind, wst_status_t status,
+                              const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The receiver goes away: results still to come are stale. */
+void wst_recv_refit_shutdown(struct wst_receiver *r);
+void wst_recv_refit_release(struct wst_receiver *r);
 
-/* commit.c */
-void wst_recv_finalize_done(void *arg);
-void wst_recv_commit_done(void *arg);
+/* commit.c: the refit's outcome, published under r->lock */
+void wst_recv_publish_started(struct wst_receiver *r);
+void wst_recv_publish_times(struct wst_receiver *r,
+                            const struct wst_rm_action *a);
+void wst_recv_publish_committed(struct wst_receiver *r,
+                                const struct wst_rm_action *a);
+void wst_recv_publish_refused(struct wst_receiver *r,
+                              const struct wst_rm_action *a);
+void wst_recv_publish_unusable(struct wst_receiver *r,
+                               const struct wst_rm_action *a);
+void wst_recv_publish_reason(struct wst_receiver *r, const char *reason);
 
 /* control.c: the worker's callbacks for control messages and connections */
 void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
@@ -259,13 +240,11 @@ wst_status_t wst_recv_peer_rx_plan(struct wst_receiver *r, struct peer *p);
 /* The receiving half for BEGIN's mover (nccl: the one set up before). */
 wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p);
 void wst_recv_peer_rx_close(struct peer *p);
-/* The bound below which staged layers have their credit. */
-uint32_t wst_recv_credit_bound(const struct wst_receiver *r);
 
 /* device_setup.c */
 wst_status_t wst_recv_prepare_device(struct wst_receiver *r);
 wst_status_t wst_recv_prepare_rx_regions(struct wst_receiver *r);
-void wst_recv_log_landing(struct wst_receiver *r);
+void wst_recv_log_landing(struct wst_receiver *r, uint64_t version);
 
 /* nccl_setup.c */
 int wst_recv_nccl_possible(const struct wst_receiver *r);

@@ -1,0 +1,781 @@
+/* refit_machine.c - the receiver's refit state machine: every decision of
+ * a refit, as steps from events to actions (see refit_machine.h). */
+#include "refit_machine.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DENSE UINT32_MAX /* moe_ordinal of a layer without experts */
+
+static void emit(struct wst_rm_actions *out, struct wst_rm_action a)
+{
+    wst_rm_actions_add(out, a);
+}
+
+static void say(struct wst_refit_machine *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void say(struct wst_refit_machine *m, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(m->text, sizeof(m->text), fmt, ap);
+    va_end(ap);
+}
+
+static struct wst_rm_sender *sender(struct wst_refit_machine *m, uint32_t rank)
+{
+    return rank < m->world ? &m->senders[rank] : NULL;
+}
+
+static size_t cell(const struct wst_refit_machine *m, uint32_t rank,
+                   uint32_t layer)
+{
+    return (size_t)rank * m->lay.n_layers + layer;
+}
+
+/* Bytes of rank's layer in the plan. */
+static uint64_t expected(const struct wst_refit_machine *m, uint32_t rank,
+                         uint32_t layer)
+{
+    return rank < m->lay.n_senders && layer < m->lay.n_layers
+               ? m->lay.bytes[cell(m, rank, layer)]
+               : 0;
+}
+
+static int staged(const struct wst_refit_machine *m, uint32_t rank,
+                  uint32_t layer)
+{
+    return rank < m->lay.n_senders && layer < m->lay.n_layers &&
+           m->lay.staged[cell(m, rank, layer)];
+}
+
+/* Staged layers below it have their credit. */
+static uint32_t credit_bound(const struct wst_refit_machine *m)
+{
+    return m->credit_next < m->lay.n_moe ? m->lay.moe_layers[m->credit_next]
+                                         : UINT32_MAX;
+}
+
+static double since(uint64_t then_ns, uint64_t now_ns)
+{
+    return (double)(now_ns - then_ns) / 1e9;
+}
+
+/* A sender present and in the refit of the current version. */
+static int in_version(const struct wst_refit_machine *m,
+                      const struct wst_rm_sender *s)
+{
+    return s->present && s->version == m->version;
+}
+
+static void reset_sender(struct wst_refit_machine *m, uint32_t rank)
+{
+    struct wst_rm_sender *s = &m->senders[rank];
+
+    s->version = 0;
+    s->acked = 0;
+    s->counts_bytes = 0;
+    if (m->lay.n_layers == 0)
+        return;
+    memset(&m->cells.marks[cell(m, rank, 0)], 0, m->lay.n_layers);
+    memset(&m->cells.landed[cell(m, rank, 0)], 0,
+           m->lay.n_layers * sizeof(*m->cells.landed));
+    memset(&m->cells.digests[cell(m, rank, 0)], 0,
+           m->lay.n_layers * sizeof(*m->cells.digests));
+}
+
+/* ---- sizes ---- */
+
+static void free_cells(struct wst_rm_cells *c)
+{
+    free(c->marks);
+    free(c->landed);
+    free(c->digests);
+}
+
+/* Zeroed, for world x n_layers. */
+static wst_status_t alloc_cells(struct wst_rm_cells *c, uint32_t world,
+                                uint32_t n_layers)
+{
+    size_t n = (size_t)world * n_layers + 1;
+
+    c->marks = calloc(n, 1);
+    c->landed = calloc(n, sizeof(*c->landed));
+    c->digests = calloc(n, sizeof(*c->digests));
+    if (c->marks != NULL && c->landed != NULL && c->digests != NULL)
+        return WST_OK;
+    free_cells(c);
+    return WST_ERR_NO_MEMORY;
+}
+
+static void free_layers(struct wst_rm_layers *l)
+{
+    free(l->bytes);
+    free(l->staged);
+    free(l->moe_layers);
+    free(l->moe_ordinal);
+    free(l->verified);
+    free(l->repacked);
+}
+
+static wst_status_t copy_plan(struct wst_rm_layers *l,
+                              const struct wst_rm_plan *plan)
+{
+    size_t n = (size_t)plan->n_senders * plan->n_layers;
+
+    *l = (struct wst_rm_layers){.n_senders = plan->n_senders,
+                                .n_layers = plan->n_layers,
+                                .total_bytes = plan->total_bytes,
+                                .n_moe = plan->n_moe,
+                                .slots = plan->slots ? plan->slots : 1};
+    l->bytes = calloc(n + 1, sizeof(*l->bytes));
+    l->staged = calloc(n + 1, 1);
+    l->moe_layers = calloc(l->n_moe + 1, sizeof(*l->moe_layers));
+    l->moe_ordinal = calloc(l->n_layers + 1, sizeof(*l->moe_ordinal));
+    l->verified = calloc(l->n_layers + 1, sizeof(*l->verified));
+    l->repacked = calloc(l->n_moe + 1, 1);
+    if (l->bytes == NULL || l->staged == NULL || l->moe_layers == NULL ||
+        l->moe_ordinal == NULL || l->verified == NULL || l->repacked == NULL) {
+        free_layers(l);
+        return WST_ERR_NO_MEMORY;
+    }
+    if (n != 0) {
+        memcpy(l->bytes, plan->layer_bytes, n * sizeof(*l->bytes));
+        memcpy(l->staged, plan->staged, n);
+    }
+    for (uint32_t layer = 0; layer < l->n_layers; layer++)
+        l->moe_ordinal[layer] = DENSE;
+    for (uint32_t k = 0; k < l->n_moe; k++) {
+        l->moe_layers[k] = plan->moe_layers[k];
+        if (l->moe_layers[k] < l->n_layers)
+            l->moe_ordinal[l->moe_layers[k]] = k;
+    }
+    return WST_OK;
+}
+
+wst_status_t wst_rm_set_world(struct wst_refit_machine *m, uint32_t world)
+{
+    struct wst_rm_sender *senders = calloc(world + 1, sizeof(*senders));
+    struct wst_rm_cells cells;
+
+    if (senders == NULL)
+        return WST_ERR_NO_MEMORY;
+    if (alloc_cells(&cells, world, m->lay.n_layers) != WST_OK) {
+        free(senders);
+        return WST_ERR_NO_MEMORY;
+    }
+    free(m->senders);
+    m->senders = senders;
+    m->world = world;
+    free_cells(&m->cells);
+    m->cells = cells;
+    return WST_OK;
+}
+
+wst_status_t wst_rm_set_plan(struct wst_refit_machine *m,
+                             const struct wst_rm_plan *plan)
+{
+    struct wst_rm_layers lay;
+    struct wst_rm_cells cells;
+
+    if (copy_plan(&lay, plan) != WST_OK)
+        return WST_ERR_NO_MEMORY;
+    if (alloc_cells(&cells, m->world, plan->n_layers) != WST_OK) {
+        free_layers(&lay);
+        return WST_ERR_NO_MEMORY;
+    }
+    free_layers(&m->lay);
+    m->lay = lay;
+    free_cells(&m->cells);
+    m->cells = cells;
+    return WST_OK;
+}
+
+void wst_rm_release(struct wst_refit_machine *m)
+{
+    free(m->senders);
+    free_layers(&m->lay);
+    free_cells(&m->cells);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---- the refit's end ---- */
+
+static void end(struct wst_refit_machine *m, struct wst_rm_actions *out)
+{
+    m->state = WST_RM_IDLE;
+    m->generation++;
+    emit(out,
+         (struct wst_rm_action){.kind = WST_RM_ACT_END, .version = m->version});
+}
+
+/* Fails the refit for m->text. Before the begin hook acknowledged nothing
+ * was written: refused, the receiver serves its committed version. After,
+ * unusable. Once every layer is final, nothing is lost. */
+static void fail(struct wst_refit_machine *m, wst_status_t status,
+                 struct wst_rm_actions *out)
+{
+    if (m->state == WST_RM_IDLE)
+        return;
+    if (m->state == WST_RM_COMMITTING) {
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_LATE_FAILURE,
+                                         .version = m->version,
+                                         .text = m->text});
+        return;
+    }
+    /* Every planned sender hears of it: those in the refit, and those
+     * whose BEGIN is still to come (it will be answered with an error,
+     * not taken for a new refit; a retry comes on a new connection). */
+    for (uint32_t rank = 0; rank < m->world; rank++) {
+        struct wst_rm_sender *s = &m->senders[rank];
+        if (!s->present)
+            continue;
+        if (s->version != m->version) {
+            if (!s->planned)
+                continue;
+            s->failed_version = m->version;
+        }
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
+                                         .rank = rank,
+                                         .version = m->version,
+                                         .status = status,
+                                         .text = m->text});
+    }
+    /* No receive may go on writing live memory once the refit failed. */
+    for (uint32_t rank = 0; rank < m->world; rank++)
+        if (m->senders[rank].present)
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_ABORT_RX,
+                                             .rank = rank});
+    if (m->state == WST_RM_BEGINNING) {
+        /* An unusable receiver keeps saying why it is unusable. */
+        if (!m->unusable)
+            snprintf(m->reason, sizeof(m->reason), "%s", m->text);
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_REFUSED,
+                                         .version = m->version,
+                                         .text = m->text,
+                                         .reason = m->reason});
+        end(m, out);
+        return;
+    }
+    m->unusable = 1;
+    snprintf(m->reason, sizeof(m->reason), "%s", m->text);
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_UNUSABLE,
+                                     .version = m->version,
+                                     .text = m->text});
+    end(m, out);
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_TELL_UNUSABLE,
+                                     .version = m->version,
+                                     .status = status,
+                                     .text = m->text});
+}
+
+/* Fails for an event's own reason. */
+static void fail_for(struct wst_refit_machine *m, wst_status_t status,
+                     const char *reason, struct wst_rm_actions *out)
+{
+    if (reason != m->text)
+        say(m, "%s", reason != NULL ? reason : wst_status_string(status));
+    fail(m, status, out);
+}
+
+/* ---- begin ---- */
+
+static void start(struct wst_refit_machine *m, uint64_t version,
+                  uint64_t now_ns, struct wst_rm_actions *out)
+{
+    m->state = WST_RM_BEGINNING;
+    m->version = version;
+    m->generation++;
+    m->start_ns = now_ns;
+    m->progress_ns = now_ns;
+    m->layers_final = 0;
+    m->credit_next = 0;
+    if (m->lay.n_layers != 0)
+        memset(m->lay.verified, 0, m->lay.n_layers * sizeof(*m->lay.verified));
+    if (m->lay.n_moe != 0)
+        memset(m->lay.repacked, 0, m->lay.n_moe);
+    for (uint32_t rank = 0; rank < m->world; rank++)
+        if (m->senders[rank].present)
+            reset_sender(m, rank);
+    emit(out,
+         (struct wst_rm_action){.kind = WST_RM_ACT_START, .version = version});
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_BEGIN_HOOK,
+                                     .version = version,
+                                     .generation = m->generation});
+}
+
+static void on_begin(struct wst_refit_machine *m, const struct wst_rm_event *ev,
+                     struct wst_rm_actions *out)
+{
+    struct wst_rm_sender *s = sender(m, ev->rank);
+    int idle = m->state == WST_RM_IDLE;
+
+    m->text[0] = '\0';
+    if (s == NULL || !s->present || !s->planned)
+        say(m, "begin without the current plan");
+    else if (idle && ev->version == s->failed_version)
+        say(m,
+            "version %llu failed before this sender began it; retry on a "
+            "new connection",
+            (unsigned long long)ev->version);
+    else if (!idle && ev->version != m->version)
+        say(m, "busy with version %llu", (unsigned long long)m->version);
+    else if (idle && ev->version <= m->committed_version)
+        say(m, "version %llu is not above %llu",
+            (unsigned long long)ev->version,
+            (unsigned long long)m->committed_version);
+    if (m->text[0] != '\0') {
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
+                                         .rank = ev->rank,
+                                         .version = ev->version,
+                                         .status = idle ? WST_ERR_STATE
+                                                        : WST_ERR_BUSY,
+                                         .text = m->text});
+        return;
+    }
+    if (idle)
+        start(m, ev->version, ev->now_ns, out);
+    s->version = ev->version;
+    s->mover = ev->mover;
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_OPEN_RX,
+                                     .rank = ev->rank,
+                                     .version = ev->version,
+                                     .mover = ev->mover});
+}
+
+/* Acknowledges rank's BEGIN with the credits granted so far; its half
+ * takes bytes from then on, as far as credits go. */
+static void ack(struct wst_refit_machine *m, uint32_t rank,
+                struct wst_rm_actions *out)
+{
+    struct wst_rm_sender *s = &m->senders[rank];
+
+    if (s->version != m->version || s->acked)
+        return;
+    s->acked = 1;
+    emit(out, (struct wst_rm_action){
+                  .kind = WST_RM_ACT_ACK, .rank = rank, .version = m->version});
+    for (uint32_t k = 0; k < m->credit_next; k++)
+        if (staged(m, rank, m->lay.moe_layers[k]))
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_CREDIT,
+                                             .rank = rank,
+                                             .layer = m->lay.moe_layers[k],
+                                             .version = m->version});
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RX_BEGIN,
+                                     .rank = rank,
+                                     .version = m->version,
+                                     .bound = credit_bound(m)});
+}
+
+static void on_rx_opened(struct wst_refit_machine *m,
+                         const struct wst_rm_event *ev,
+                         struct wst_rm_actions *out)
+{
+    struct wst_rm_sender *s = sender(m, ev->rank);
+
+    if (s == NULL || !s->present)
+        return;
+    s->counts_bytes = ev->counts_bytes != 0;
+    if (m->state == WST_RM_RECEIVING)
+        ack(m, ev->rank, out);
+}
+
+/* Grants credits in MoE-layer order while slots are free: ordinal k needs
+ * ordinal k - S repacked (its slot's previous tenant). */
+static void grant_credits(struct wst_refit_machine *m,
+                          struct wst_rm_actions *out)
+{
+    while (m->credit_next < m->lay.n_moe &&
+           (m->credit_next < m->lay.slots ||
+            m->lay.repacked[m->credit_next - m->lay.slots])) {
+        uint32_t layer = m->lay.moe_layers[m->credit_next++];
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_GRANT,
+                                         .layer = layer,
+                                         .version = m->version});
+        for (uint32_t rank = 0; rank < m->world; rank++) {
+            const struct wst_rm_sender *s = &m->senders[rank];
+            if (!s->acked || !in_version(m, s))
+                continue;
+            if (staged(m, rank, layer))
+                emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_CREDIT,
+                                                 .rank = rank,
+                                                 .layer = layer,
+                                                 .version = m->version});
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RX_ALLOW,
+                                             .rank = rank,
+                                             .bound = credit_bound(m)});
+        }
+    }
+}
+
+static void on_begin_result(struct wst_refit_machine *m,
+                            const struct wst_rm_event *ev,
+                            struct wst_rm_actions *out)
+{
+    if (ev->generation != m->generation) {
+        /* Refused meanwhile: the engine paused for nothing. It may serve
+         * again only if its live memory is the committed version; an
+         * unusable receiver's is not, so the engine hears why instead. */
+        if (ev->status != WST_OK)
+            return;
+        if (!m->unusable)
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RESUME,
+                                             .version = m->committed_version});
+        else
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_TELL_UNUSABLE,
+                                             .version = m->committed_version,
+                                             .status = WST_ERR_UNUSABLE,
+                                             .text = m->reason});
+        return;
+    }
+    if (ev->status != WST_OK) {
+        say(m, "engine refused to begin version %llu: %s",
+            (unsigned long long)m->version,
+            ev->reason != NULL && ev->reason[0] != '\0'
+                ? ev->reason
+                : wst_status_string(ev->status));
+        fail(m, ev->status, out);
+        return;
+    }
+    m->state = WST_RM_RECEIVING;
+    m->progress_ns = ev->now_ns;
+    m->ack_ns = ev->now_ns;
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RECEIVING,
+                                     .version = m->version});
+    /* Acks carry the credits granted so far: grant the first ones first. */
+    grant_credits(m, out);
+    for (uint32_t rank = 0; rank < m->world; rank++)
+        if (m->senders[rank].present)
+            ack(m, rank, out);
+}
+
+/* ---- layers ---- */
+
+static void queue_verify(struct wst_refit_machine *m, uint32_t rank,
+                         uint32_t layer, struct wst_rm_actions *out)
+{
+    m->cells.marks[cell(m, rank, layer)] = WST_RM_MARK_CHECKING;
+    emit(out, (struct wst_rm_action){
+                  .kind = WST_RM_ACT_VERIFY,
+                  .rank = rank,
+                  .layer = layer,
+                  .version = m->version,
+                  .generation = m->generation,
+                  .digest = m->cells.digests[cell(m, rank, layer)]});
+}
+
+static void on_layer_done(struct wst_refit_machine *m,
+                          const struct wst_rm_event *ev,
+                          struct wst_rm_actions *out)
+{
+    const struct wst_rm_sender *s = sender(m, ev->rank);
+    const char *peer = ev->peer != NULL ? ev->peer : "?";
+
+    if (m->state != WST_RM_RECEIVING || s == NULL || !s->present || !s->acked ||
+        ev->version != m->version || ev->layer >= m->lay.n_layers ||
+        m->cells.marks[cell(m, ev->rank, ev->layer)] != WST_RM_MARK_NONE) {
+        say(m, "sender %s: unexpected layer-done for layer %u of version %llu",
+            peer, ev->layer, (unsigned long long)ev->version);
+        fail(m, WST_ERR_PROTOCOL, out);
+        return;
+    }
+    uint64_t want = expected(m, ev->rank, ev->layer);
+    if (ev->bytes != want) {
+        say(m, "sender %s: layer %u has %llu bytes, the plan %llu", peer,
+            ev->layer, (unsigned long long)ev->bytes, (unsigned long long)want);
+        fail(m, WST_ERR_INTEGRITY, out);
+        return;
+    }
+    size_t c = cell(m, ev->rank, ev->layer);
+    m->progress_ns = ev->now_ns;
+    m->cells.digests[c] = ev->digest;
+    if (s->counts_bytes && m->cells.landed[c] < want) {
+        m->cells.marks[c] = WST_RM_MARK_WAITING;
+        return;
+    }
+    queue_verify(m, ev->rank, ev->layer, out);
+}
+
+static void on_landed(struct wst_refit_machine *m,
+                      const struct wst_rm_event *ev, struct wst_rm_actions *out)
+{
+    const struct wst_rm_sender *s = sender(m, ev->rank);
+
+    if (m->state != WST_RM_RECEIVING || s == NULL || !in_version(m, s) ||
+        !s->acked || ev->layer >= m->lay.n_layers)
+        return;
+    size_t c = cell(m, ev->rank, ev->layer);
+    m->cells.landed[c] += ev->bytes;
+    m->progress_ns = ev->now_ns;
+    if (m->cells.marks[c] == WST_RM_MARK_WAITING &&
+        m->cells.landed[c] == expected(m, ev->rank, ev->layer))
+        queue_verify(m, ev->rank, ev->layer, out);
+}
+
+/* A job's result: nonzero when its refit is the current one and it
+ * succeeded; a failure of the current refit fails it. */
+static int job_current(struct wst_refit_machine *m,
+                       const struct wst_rm_event *ev,
+                       struct wst_rm_actions *out)
+{
+    if (ev->generation != m->generation)
+        return 0;
+    if (ev->status == WST_OK)
+        return 1;
+    fail_for(m, ev->status, ev->reason, out);
+    return 0;
+}
+
+static void on_verify_result(struct wst_refit_machine *m,
+                             const struct wst_rm_event *ev,
+                             struct wst_rm_actions *out)
+{
+    const struct wst_rm_sender *s = sender(m, ev->rank);
+    uint32_t layer = ev->layer;
+
+    if (!job_current(m, ev, out) || layer >= m->lay.n_layers)
+        return;
+    if (s != NULL && s->present)
+        m->cells.marks[cell(m, ev->rank, layer)] = WST_RM_MARK_VERIFIED;
+    m->progress_ns = ev->now_ns;
+    if (++m->lay.verified[layer] < m->world)
+        return;
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RECEIVED,
+                                     .layer = layer,
+                                     .version = m->version,
+                                     .at = since(m->ack_ns, ev->now_ns)});
+    emit(out, (struct wst_rm_action){.kind = m->lay.moe_ordinal[layer] == DENSE
+                                                 ? WST_RM_ACT_FINALIZE
+                                                 : WST_RM_ACT_REPACK,
+                                     .layer = layer,
+                                     .version = m->version,
+                                     .generation = m->generation});
+}
+
+static void on_repack_result(struct wst_refit_machine *m,
+                             const struct wst_rm_event *ev,
+                             struct wst_rm_actions *out)
+{
+    if (!job_current(m, ev, out) || ev->layer >= m->lay.n_layers ||
+        m->lay.moe_ordinal[ev->layer] == DENSE)
+        return;
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_REPACKED,
+                                     .layer = ev->layer,
+                                     .version = m->version,
+                                     .at = since(m->ack_ns, ev->now_ns),
+                                     .seconds = ev->seconds});
+    m->progress_ns = ev->now_ns;
+    m->lay.repacked[m->lay.moe_ordinal[ev->layer]] = 1;
+    grant_credits(m, out);
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_FINALIZE,
+                                     .layer = ev->layer,
+                                     .version = m->version,
+                                     .generation = m->generation});
+}
+
+/* ---- commit ---- */
+
+static void on_finalize_result(struct wst_refit_machine *m,
+                               const struct wst_rm_event *ev,
+                               struct wst_rm_actions *out)
+{
+    if (!job_current(m, ev, out))
+        return;
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_FINAL,
+                                     .layer = ev->layer,
+                                     .version = m->version,
+                                     .at = since(m->ack_ns, ev->now_ns),
+                                     .seconds = ev->seconds});
+    if (++m->layers_final < m->lay.n_layers)
+        return;
+    /* Every byte is in place and verified: the version is committed now,
+     * before the engine is told to serve it. */
+    struct wst_rm_action c = {.kind = WST_RM_ACT_COMMITTED,
+                              .version = m->version,
+                              .bytes = m->lay.total_bytes,
+                              .seconds = since(m->start_ns, ev->now_ns)};
+    for (uint32_t rank = 0; rank < m->world; rank++) {
+        const struct wst_rm_sender *s = &m->senders[rank];
+        if (!in_version(m, s) || s->mover >= WST_RM_MOVER_KINDS)
+            continue;
+        for (uint32_t layer = 0; layer < m->lay.n_layers; layer++)
+            c.bytes_by_mover[s->mover] += expected(m, rank, layer);
+    }
+    m->state = WST_RM_COMMITTING;
+    m->committed_version = m->version;
+    m->unusable = 0;
+    m->reason[0] = '\0';
+    emit(out, c);
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_COMMIT_HOOK,
+                                     .version = m->version,
+                                     .generation = m->generation});
+}
+
+static void on_commit_done(struct wst_refit_machine *m,
+                           const struct wst_rm_event *ev,
+                           struct wst_rm_actions *out)
+{
+    if (!job_current(m, ev, out))
+        return;
+    for (uint32_t rank = 0; rank < m->world; rank++)
+        if (in_version(m, &m->senders[rank]))
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_COMMIT,
+                                             .rank = rank,
+                                             .version = m->version});
+    end(m, out);
+}
+
+/* ---- senders ---- */
+
+static void on_peer(struct wst_refit_machine *m, const struct wst_rm_event *ev,
+                    struct wst_rm_actions *out)
+{
+    struct wst_rm_sender *s = sender(m, ev->rank);
+
+    if (s == NULL)
+        return;
+    switch (ev->kind) {
+    case WST_RM_EV_PEER_JOINED:
+        *s = (struct wst_rm_sender){.present = 1};
+        reset_sender(m, ev->rank);
+        break;
+    case WST_RM_EV_PEER_PLANNED:
+        reset_sender(m, ev->rank);
+        s->planned = 1;
+        break;
+    case WST_RM_EV_PEER_LEFT:
+        s->present = 0;
+        break;
+    case WST_RM_EV_PEER_LOST:
+        if (wst_rm_in_refit(m, ev->rank))
+            fail_for(m, ev->status, ev->reason, out);
+        break;
+    case WST_RM_EV_PEER_ERROR:
+        if (wst_rm_in_refit(m, ev->rank) && s->version == m->version)
+            fail_for(m, ev->status, ev->reason, out);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_fail(struct wst_refit_machine *m, const struct wst_rm_event *ev,
+                    struct wst_rm_actions *out)
+{
+    fail_for(m, ev->status, ev->reason, out);
+}
+
+static void on_deadline(struct wst_refit_machine *m,
+                        const struct wst_rm_event *ev,
+                        struct wst_rm_actions *out)
+{
+    say(m, "version %llu: no progress for %.1f s",
+        (unsigned long long)m->version, ev->seconds);
+    fail(m, WST_ERR_TIMED_OUT, out);
+}
+
+static void on_plan_refused(struct wst_refit_machine *m,
+                            const struct wst_rm_event *ev,
+                            struct wst_rm_actions *out)
+{
+    snprintf(m->reason, sizeof(m->reason), "%s",
+             ev->reason != NULL ? ev->reason : "");
+    emit(out,
+         (struct wst_rm_action){.kind = WST_RM_ACT_REASON, .text = m->reason});
+}
+
+static void on_shutdown(struct wst_refit_machine *m,
+                        const struct wst_rm_event *ev,
+                        struct wst_rm_actions *out)
+{
+    (void)ev;
+    (void)out;
+    m->state = WST_RM_IDLE;
+    m->generation++;
+}
+
+static void (*const handlers[])(struct wst_refit_machine *,
+                                const struct wst_rm_event *,
+                                struct wst_rm_actions *) = {
+    [WST_RM_EV_PEER_JOINED] = on_peer,
+    [WST_RM_EV_PEER_PLANNED] = on_peer,
+    [WST_RM_EV_PEER_LEFT] = on_peer,
+    [WST_RM_EV_PEER_LOST] = on_peer,
+    [WST_RM_EV_PEER_ERROR] = on_peer,
+    [WST_RM_EV_BEGIN] = on_begin,
+    [WST_RM_EV_RX_OPENED] = on_rx_opened,
+    [WST_RM_EV_BEGIN_RESULT] = on_begin_result,
+    [WST_RM_EV_LAYER_DONE] = on_layer_done,
+    [WST_RM_EV_LANDED] = on_landed,
+    [WST_RM_EV_VERIFY_RESULT] = on_verify_result,
+    [WST_RM_EV_REPACK_RESULT] = on_repack_result,
+    [WST_RM_EV_FINALIZE_RESULT] = on_finalize_result,
+    [WST_RM_EV_COMMIT_DONE] = on_commit_done,
+    [WST_RM_EV_FAIL] = on_fail,
+    [WST_RM_EV_DEADLINE] = on_deadline,
+    [WST_RM_EV_PLAN_REFUSED] = on_plan_refused,
+    [WST_RM_EV_SHUTDOWN] = on_shutdown,
+};
+
+void wst_rm_step(struct wst_refit_machine *m, const struct wst_rm_event *ev,
+                 struct wst_rm_actions *out)
+{
+    if ((size_t)ev->kind < sizeof(handlers) / sizeof(handlers[0]) &&
+        handlers[ev->kind] != NULL)
+        handlers[ev->kind](m, ev, out);
+}
+
+/* ---- questions ---- */
+
+enum wst_rm_state wst_rm_state(const struct wst_refit_machine *m)
+{
+    return m->state;
+}
+
+uint64_t wst_rm_version(const struct wst_refit_machine *m)
+{
+    return m->version;
+}
+
+uint64_t wst_rm_committed(const struct wst_refit_machine *m)
+{
+    return m->committed_version;
+}
+
+int wst_rm_usable(const struct wst_refit_machine *m)
+{
+    return !m->unusable;
+}
+
+int wst_rm_in_refit(const struct wst_refit_machine *m, uint32_t rank)
+{
+    return m->state != WST_RM_IDLE && rank < m->world &&
+           m->senders[rank].present && m->senders[rank].planned;
+}
+
+int wst_rm_takes_data(const struct wst_refit_machine *m, uint32_t rank,
+                      uint64_t version)
+{
+    return m->state == WST_RM_RECEIVING && version == m->version &&
+           rank < m->world && m->senders[rank].present &&
+           m->senders[rank].acked;
+}
+
+int wst_rm_stalled(const struct wst_refit_machine *m, uint64_t now_ns,
+                   uint64_t limit_ns)
+{
+    return m->state != WST_RM_IDLE && now_ns >= m->progress_ns &&
+           now_ns - m->progress_ns > limit_ns;
+}
+
+enum wst_rm_mark wst_rm_mark(const struct wst_refit_machine *m, uint32_t rank,
+                             uint32_t layer)
+{
+    return rank < m->world && layer < m->lay.n_layers
+               ? (enum wst_rm_mark)m->cells.marks[cell(m, rank, layer)]
+               : WST_RM_MARK_NONE;
+}
