@@ -21,7 +21,7 @@
  * tests/gpu checks against its CPU twin, so that the check costs little
  * and the demo's refit times are mostly wstream's, not the check's. It
  * finalizes every layer, and writes its state to --state-file after every
- * message (atomic rename).
+ * message (common/atomic_file.h).
  *
  * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up (also: no
  * CUDA or no GPU for --cuda-device); 2 a protocol error, "ERROR busy" or a
@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "config.h"
 #include "digest.h"
 #include "digest_gpu.h"
@@ -364,16 +365,18 @@ static void write_device(const struct standin *e, FILE *f)
 
 static void write_state(const struct standin *e)
 {
-    char tmp[4096], reason[2 * LINE_MAX_BYTES];
+    char reason[2 * LINE_MAX_BYTES], err[512];
+    char *text = NULL;
+    size_t len = 0;
     FILE *f;
 
     if (e->set.state_file[0] == '\0')
         return;
     json_escape(e->reason, reason, sizeof(reason));
-    snprintf(tmp, sizeof(tmp), "%s.tmp", e->set.state_file);
-    f = fopen(tmp, "w");
+    f = open_memstream(&text, &len);
     if (f == NULL) {
-        fprintf(stderr, "standin: cannot write %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
+                strerror(errno));
         return;
     }
     fprintf(f,
@@ -383,9 +386,13 @@ static void write_state(const struct standin *e)
             e->state, e->committed, e->begins, e->layers, e->refused, reason);
     write_device(e, f);
     fputs("}\n", f);
-    if (fclose(f) != 0 || rename(tmp, e->set.state_file) != 0)
+    if (fclose(f) != 0)
         fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
                 strerror(errno));
+    else if (wst_atomic_write(e->set.state_file, text, len, 0644, err,
+                              sizeof(err)) != WST_OK)
+        fprintf(stderr, "standin: cannot write state: %s\n", err);
+    free(text);
 }
 
 /* 1: a line in 'line' (no '\n'); 0: EOF; -1: error or overlong line. */
