@@ -17,6 +17,7 @@
 #include "planner.h"
 #include "receiver_internal.h"
 #include "landing.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 void wst_recv_set_state_reason(struct wst_receiver *r, const char *reason)
@@ -310,14 +311,7 @@ wst_status_t wst_receiver_wait_committed(wst_receiver_t *r, uint64_t version,
             st = WST_ERR_UNUSABLE;
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+        wst_cond_wait_s(&r->cond, &r->lock, 0.02);
     }
     pthread_mutex_unlock(&r->lock);
     return st;

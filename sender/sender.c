@@ -21,6 +21,7 @@
 #include "log.h"
 #include "mover.h"
 #include "sender_internal.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 #define DEFAULT_WINDOW (64ull << 20)
@@ -207,7 +208,6 @@ static wst_status_t wait_links(struct wst_sender *s,
                                const char *what)
 {
     uint64_t deadline = wst_deadline_ns(timeout_s);
-    struct timespec ts;
 
     for (;;) {
         size_t n_done = 0;
@@ -233,13 +233,7 @@ static wst_status_t wait_links(struct wst_sender *s,
             WST_ERROR(&s->log, "%s", s->last_error);
             return WST_ERR_TIMED_OUT;
         }
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        wst_cond_wait_s(&s->cond, &s->lock, 0.05);
     }
 }
 

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 #define WAIT_S 10.0
@@ -65,14 +66,12 @@ static void side_signal(struct side *s)
 /* Waits until *counter >= want; 0 on time out. */
 static int side_wait(struct side *s, const int *counter, int want)
 {
-    struct timespec until;
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
     int ok;
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)WAIT_S;
     pthread_mutex_lock(&s->lock);
     while (*counter < want &&
-           pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0)
+           wst_cond_wait_until(&s->cond, &s->lock, deadline) == WST_OK)
         ;
     ok = *counter >= want;
     pthread_mutex_unlock(&s->lock);
@@ -560,13 +559,11 @@ static int ops_done(struct ucx_ops *o)
 /* Waits, bounded, until n operations completed, all of them well. */
 static void ops_wait(struct ucx_ops *o, int n)
 {
-    struct timespec until;
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)WAIT_S;
     pthread_mutex_lock(&o->lock);
     while (o->n_done < n &&
-           pthread_cond_timedwait(&o->cond, &o->lock, &until) == 0)
+           wst_cond_wait_until(&o->cond, &o->lock, deadline) == WST_OK)
         ;
     pthread_mutex_unlock(&o->lock);
     assert_int_equal(ops_done(o), n);
