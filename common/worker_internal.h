@@ -57,7 +57,7 @@ struct wst_worker {
     int closing;               /* closed connections not yet freed */
     struct wst_conn *to_close; /* closed, endpoints not yet closed */
     ucp_ep_h *graveyard;       /* see conn_close.c */
-    size_t n_graveyard;
+    size_t n_graveyard, graveyard_cap;
     int busy; /* UCX requests in flight (wst_worker_busy) */
     struct wst_parked_data *parked, *parked_tail;
     uint64_t parked_total; /* messages ever parked */

@@ -108,7 +108,7 @@ struct wst_sender {
     wst_worker_t *worker;
     struct wst_send_device *dev; /* with the first device shard */
     struct shard *shards;
-    size_t n_shards;
+    size_t n_shards, shards_cap;
     struct link *links;
     size_t n_links;
 

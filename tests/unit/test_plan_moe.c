@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "dtype.h"
 #include "planner.h"
 #include "plan_oracle.h"
@@ -41,11 +42,8 @@ model_add(struct model *m, int grouped, uint32_t ndim, uint64_t d0, uint64_t d1,
     struct model_tensor *mt;
     va_list ap;
 
-    if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 256;
-        m->v = realloc(m->v, m->cap * sizeof(*m->v));
-        assert_non_null(m->v);
-    }
+    assert_int_equal(wst_array_grow(&m->v, &m->cap, m->n + 1, sizeof(*m->v)),
+                     WST_OK);
     mt = &m->v[m->n++];
     memset(mt, 0, sizeof(*mt));
     va_start(ap, fmt);

@@ -50,6 +50,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "config.h"
@@ -137,7 +138,7 @@ struct send {
     struct send_settings set;
     struct wst_log_stream log_stream;
     char **receivers; /* owned, from --receivers */
-    size_t n_receivers;
+    size_t n_receivers, receivers_cap;
     struct wst_checkpoint ckpt;
     struct send_tensor *tensors; /* owned: the ones sent */
     size_t n_tensors;
@@ -244,12 +245,10 @@ static wst_status_t split_receivers(struct send *s)
     for (;;) {
         size_t len = strcspn(at, ",");
         char *r = strndup(at, len);
-        char **grown = NULL;
         if (r == NULL || !valid_receiver(r) ||
             s->n_receivers == MAX_RECEIVERS ||
-            (grown = realloc(s->receivers,
-                             (s->n_receivers + 1) * sizeof(*s->receivers))) ==
-                NULL) {
+            wst_array_grow(&s->receivers, &s->receivers_cap, s->n_receivers + 1,
+                           sizeof(*s->receivers)) != WST_OK) {
             fprintf(stderr,
                     "wstream-send: --receivers: bad value '%s': expected "
                     "host:port[,host:port...] (at most %d)\n",
@@ -257,7 +256,6 @@ static wst_status_t split_receivers(struct send *s)
             free(r);
             return WST_ERR_CONFIG;
         }
-        s->receivers = grown;
         s->receivers[s->n_receivers++] = r;
         if (at[len] == '\0')
             return WST_OK;
