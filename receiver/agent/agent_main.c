@@ -35,8 +35,6 @@
 #include "status_file.h"
 
 static const char *const mover_choices[] = {"auto", "am", NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 /* Indexes are enum wst_log_format values. */
 static const char *const format_choices[] = {"text", "json", NULL};
 
@@ -75,7 +73,7 @@ static const struct wst_config_entry agent_config[] = {
     {"verify", WST_CONFIG_BOOL, "yes", "check every layer's digest",
      offsetof(struct agent_settings, verify), NULL},
     {"log-level", WST_CONFIG_ENUM, "info", "error, warn, info, debug, trace",
-     offsetof(struct agent_settings, log_level), level_choices},
+     offsetof(struct agent_settings, log_level), wst_log_level_names},
     {"log-format", WST_CONFIG_ENUM, "text",
      "text, or json: one object per line (ts, level, component, msg) for "
      "log collectors",

@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "log.h"
 #include "model.h"
 
 enum fault_kind { FAULT_NONE, FAULT_KILL, FAULT_STOP, FAULT_PARTITION };
@@ -66,8 +67,6 @@ static const char *const fault_choices[] = {"none", "kill", "stop", "partition",
 static const char *const side_choices[] = {"sender", "agent", "both", NULL};
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const char *const shm_data_choices[] = {"auto", "yes", "no", NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 
 static const struct wst_config_entry fault_config[] = {
     {"fault", WST_CONFIG_ENUM, "none", "none, kill, stop, partition",
@@ -105,7 +104,7 @@ static const struct wst_config_entry fault_config[] = {
     {"timeout", WST_CONFIG_DOUBLE, "15", "agents' --timeout, senders' wait",
      offsetof(struct settings, timeout), NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "agents' and senders' log level",
-     offsetof(struct settings, log_level), level_choices},
+     offsetof(struct settings, log_level), wst_log_level_names},
     {"expect-lanes", WST_CONFIG_STRING, "",
      "substring the sender's lanes must contain (space separated list)",
      offsetof(struct settings, expect_lanes), NULL},

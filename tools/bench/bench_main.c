@@ -24,6 +24,7 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "log.h"
 #include "model.h"
 #include "perftest.h"
 
@@ -53,8 +54,6 @@ struct bench_settings {
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const char *const mover_choices[] = {"auto", "put", "am", NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 /* UCX_TLS per transport, as cluster.c sets it for the refit. */
 static const char *const transport_tls[] = {NULL, "tcp", "sm,tcp"};
 
@@ -93,7 +92,7 @@ static const struct wst_config_entry bench_config[] = {
      "seconds allowed per refit and per perftest process",
      offsetof(struct bench_settings, timeout), NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "log level of agent and sender",
-     offsetof(struct bench_settings, log_level), level_choices},
+     offsetof(struct bench_settings, log_level), wst_log_level_names},
     {"workdir", WST_CONFIG_STRING, "",
      "folder for layout, port, status and perftest log files (default: a "
      "new temp dir, removed at exit)",

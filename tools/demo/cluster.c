@@ -22,9 +22,7 @@
 #include "dtype.h"
 #include "gpu.h"
 #include "gpu_probe.h"
-
-static const char *const level_names[] = {"error", "warn", "info", "debug",
-                                          "trace"};
+#include "log.h"
 
 /* ---- sender processes ---- */
 
@@ -579,7 +577,7 @@ static void agent_exec(const struct wst_cluster *c,
     argv[n++] = "--timeout";
     argv[n++] = timeout;
     argv[n++] = "--log-level";
-    argv[n++] = level_names[c->p.log_level];
+    argv[n++] = wst_log_level_name(c->p.log_level);
     char slots[16];
     if (c->p.staging_slots != 0) {
         snprintf(slots, sizeof(slots), "%u", c->p.staging_slots);

@@ -41,6 +41,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "log.h"
 #include "dump.h"
 #include "model.h"
 
@@ -76,8 +77,6 @@ static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const char *const mover_choices[] = {"auto", "put", "am", NULL};
 static const char *const path_choices[] = {"auto", "direct", "bounce", "nccl",
                                            NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 
 static const struct wst_config_entry demo_config[] = {
     {"preset", WST_CONFIG_STRING, "tiny-moe",
@@ -104,7 +103,7 @@ static const struct wst_config_entry demo_config[] = {
     {"timeout", WST_CONFIG_DOUBLE, "60", "seconds allowed per refit",
      offsetof(struct demo_settings, timeout), NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "log level of agents and senders",
-     offsetof(struct demo_settings, log_level), level_choices},
+     offsetof(struct demo_settings, log_level), wst_log_level_names},
     {"workdir", WST_CONFIG_STRING, "",
      "folder for layout, port and status files (default: a new temp dir)",
      offsetof(struct demo_settings, workdir), NULL},

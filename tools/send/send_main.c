@@ -80,8 +80,6 @@ static const char *const progress_choices[] = {"auto", "bar", "lines", "none",
 /* The mode of each choice; "auto" is decided in create_sender. */
 static const enum wst_progress_mode progress_modes[] = {
     WST_PROGRESS_NONE, WST_PROGRESS_BAR, WST_PROGRESS_LINES, WST_PROGRESS_NONE};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 /* Indexes are enum wst_log_format values. */
 static const char *const format_choices[] = {"text", "json", NULL};
 
@@ -114,7 +112,7 @@ static const struct wst_config_entry send_config[] = {
      "check the checkpoint and print what would be sent; connect to nothing",
      offsetof(struct send_settings, dry_run), NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "error, warn, info, debug, trace",
-     offsetof(struct send_settings, log_level), level_choices},
+     offsetof(struct send_settings, log_level), wst_log_level_names},
     {"log-format", WST_CONFIG_ENUM, "text",
      "text, or json: log records and progress lines as one object per line",
      offsetof(struct send_settings, log_format), format_choices},
