@@ -28,6 +28,7 @@ struct wst_conn {
     int close_refs;       /* c is freed when this drops to 0 after close */
     uint64_t last_rx;     /* ns of the last control message received */
     uint64_t last_tx;     /* ns of the last heartbeat sent */
+    uint64_t hb_seq;      /* number of the last heartbeat sent */
     uint64_t close_at;    /* ns; nonzero: force-close then (lingering) */
     int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
@@ -41,8 +42,7 @@ struct wst_worker {
     size_t max_control_msg;
     uint64_t hb_interval_ns; /* 0: no heartbeats */
     uint64_t hb_timeout_ns;
-    void *hb_msg;
-    size_t hb_len;
+    wst_heartbeat_encode_fn hb_encode;
 
     ucp_context_h context;
     ucp_worker_h worker;

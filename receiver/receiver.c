@@ -12,6 +12,7 @@
 #include "device.h"
 #include "dtype.h"
 #include "experts.h"
+#include "heartbeat_msg.h"
 #include "jobq.h"
 #include "log.h"
 #include "planner.h"
@@ -55,14 +56,10 @@ static wst_status_t apply_params(struct wst_receiver *r,
             return WST_ERR_INVALID;
     }
     r->verify = (f & WST_RECEIVER_PARAM_VERIFY) ? p->verify != 0 : 1;
-    r->heartbeat_s = 1.0;
-    r->peer_timeout_s = 5.0;
-    if (f & WST_RECEIVER_PARAM_HEARTBEAT) {
-        if (p->heartbeat_s <= 0 || p->peer_timeout_s <= p->heartbeat_s)
-            return WST_ERR_INVALID;
-        r->heartbeat_s = p->heartbeat_s;
-        r->peer_timeout_s = p->peer_timeout_s;
-    }
+    if (wst_heartbeat_params_set(&r->heartbeat,
+                                 (f & WST_RECEIVER_PARAM_HEARTBEAT) != 0,
+                                 p->heartbeat_s, p->peer_timeout_s) != WST_OK)
+        return WST_ERR_INVALID;
     if (f & WST_RECEIVER_PARAM_HOOKS)
         r->hooks = p->hooks;
     if ((f & WST_RECEIVER_PARAM_STAGING_SLOTS) &&
@@ -98,22 +95,12 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = apply_params(r, params);
     if (st != WST_OK)
         goto err_free;
-    struct wst_msg hb = {.type = WST_MSG_HEARTBEAT};
-    uint8_t *hb_buf = NULL;
-    size_t hb_len = 0;
-    st = wst_msg_encode(&hb, &hb_buf, &hb_len);
+    st = wst_jobq_create(&r->engine);
     if (st != WST_OK)
         goto err_free;
-    st = wst_jobq_create(&r->engine);
-    if (st != WST_OK) {
-        free(hb_buf);
-        goto err_free;
-    }
     st = wst_jobq_create(&r->repacker);
-    if (st != WST_OK) {
-        free(hb_buf);
+    if (st != WST_OK)
         goto err_destroy_engine;
-    }
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
@@ -124,13 +111,9 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
                 .data_done = wst_recv_on_data_done,
                 .tick = wst_recv_on_tick},
         .max_control_msg = WST_MSG_MAX_DEFAULT,
-        .heartbeat = {.interval_s = r->heartbeat_s,
-                      .timeout_s = r->peer_timeout_s,
-                      .msg = hb_buf,
-                      .msg_len = hb_len},
+        .heartbeat = r->heartbeat,
     };
     st = wst_worker_create(&wp, &r->worker);
-    free(hb_buf);
     if (st != WST_OK)
         goto err_destroy_repacker;
     *receiver_p = r;

@@ -99,8 +99,7 @@ struct wst_receiver {
     double timeout_s;
     int allow_put;
     int verify;
-    double heartbeat_s;
-    double peer_timeout_s;
+    struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     struct wst_receiver_hooks hooks;
 
     wst_worker_t *worker;

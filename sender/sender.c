@@ -18,6 +18,7 @@
 #include "codec.h"
 #include "device.h"
 #include "device_path.h"
+#include "heartbeat_msg.h"
 #include "log.h"
 #include "mover.h"
 #include "sender_internal.h"
@@ -80,14 +81,10 @@ static wst_status_t apply_params(struct wst_sender *s,
     s->window = (p->field_mask & WST_SENDER_PARAM_WINDOW) && p->window_bytes
                     ? p->window_bytes
                     : DEFAULT_WINDOW;
-    s->heartbeat_s = 1.0;
-    s->peer_timeout_s = 5.0;
-    if (p->field_mask & WST_SENDER_PARAM_HEARTBEAT) {
-        if (p->heartbeat_s <= 0 || p->peer_timeout_s <= p->heartbeat_s)
-            return WST_ERR_INVALID;
-        s->heartbeat_s = p->heartbeat_s;
-        s->peer_timeout_s = p->peer_timeout_s;
-    }
+    if (wst_heartbeat_params_set(
+            &s->heartbeat, (p->field_mask & WST_SENDER_PARAM_HEARTBEAT) != 0,
+            p->heartbeat_s, p->peer_timeout_s) != WST_OK)
+        return WST_ERR_INVALID;
     s->mover_pref = 0;
     if ((p->field_mask & WST_SENDER_PARAM_MOVER) && p->mover != NULL &&
         strcmp(p->mover, "auto") != 0) {
@@ -161,24 +158,14 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
             goto err_free_links;
         }
     }
-    struct wst_msg hb = {.type = WST_MSG_HEARTBEAT};
-    uint8_t *hb_buf = NULL;
-    size_t hb_len = 0;
-    st = wst_msg_encode(&hb, &hb_buf, &hb_len);
-    if (st != WST_OK)
-        goto err_free_links;
     struct wst_worker_params wp = {
         .log = &s->log,
         .ops = {.arg = s,
                 .message = wst_link_on_message,
                 .conn_failed = wst_link_on_conn_failed},
-        .heartbeat = {.interval_s = s->heartbeat_s,
-                      .timeout_s = s->peer_timeout_s,
-                      .msg = hb_buf,
-                      .msg_len = hb_len},
+        .heartbeat = s->heartbeat,
     };
     st = wst_worker_create(&wp, &s->worker);
-    free(hb_buf);
     if (st != WST_OK)
         goto err_free_links;
     WST_DEBUG(&s->log, "data endpoints %s peer-failure detection",

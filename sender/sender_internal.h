@@ -96,8 +96,7 @@ struct wst_sender {
     double timeout_s;
     enum wst_mover_kind mover_pref; /* 0: auto */
     uint64_t window;
-    double heartbeat_s;
-    double peer_timeout_s;
+    struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     int data_peer_errors;
     uint64_t session;
     wst_layer_progress_fn progress_fn;

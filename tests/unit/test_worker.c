@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +43,8 @@ struct side {
     wst_conn_t *accepted;
     int n_msgs;
     char msg[64];
+    int seq_gaps; /* "hb N" messages whose N was not the last one's + 1 */
+    unsigned long long last_seq;
     int n_failed;
     wst_status_t failed_status;
 
@@ -103,6 +106,11 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
 
     pthread_mutex_lock(&s->lock);
     snprintf(s->msg, sizeof(s->msg), "%.*s", (int)len, (const char *)buf);
+    unsigned long long seq;
+    if (sscanf(s->msg, "hb %llu", &seq) == 1) {
+        s->seq_gaps += seq != s->last_seq + 1;
+        s->last_seq = seq;
+    }
     s->n_msgs++;
     side_signal(s);
     if (s->reply)
@@ -343,16 +351,25 @@ static int pair_setup(void **state)
     return pair_setup_with(state, NULL);
 }
 
+/* The heartbeat numbered seq, as text: "hb <seq>". */
+static wst_status_t encode_hb(uint64_t seq, void **msg_p, size_t *len_p)
+{
+    char text[32];
+    int n = snprintf(text, sizeof(text), "hb %llu", (unsigned long long)seq);
+
+    *msg_p = strdup(text);
+    *len_p = (size_t)n;
+    return *msg_p != NULL ? WST_OK : WST_ERR_NO_MEMORY;
+}
+
 /* The server fails silent connections after 0.5 s and sends heartbeats
  * every 50 ms; the client sends none. */
 static int pair_setup_heartbeat(void **state)
 {
-    static const char hb[] = "hb";
     struct wst_heartbeat_params params = {
         .interval_s = 0.05,
         .timeout_s = 0.5,
-        .msg = hb,
-        .msg_len = 2,
+        .encode = encode_hb,
     };
 
     return pair_setup_with(state, &params);
@@ -709,18 +726,21 @@ static void test_worker_conn_failed_on_peer_close(void **state)
 }
 
 /* A client that sends nothing fails on the server after the timeout, and
- * it received the server's heartbeats meanwhile. */
+ * it received the server's heartbeats meanwhile, numbered 1, 2, 3, ... */
 static void test_worker_heartbeat_timeout(void **state)
 {
     struct pair *p = *state;
 
     assert_true(side_wait(&p->srv, &p->srv.n_failed, 1));
     assert_int_equal(p->srv.failed_status, WST_ERR_TIMED_OUT);
-    assert_true(side_wait(&p->cli, &p->cli.n_msgs, 1));
+    assert_true(side_wait(&p->cli, &p->cli.n_msgs, 2));
     pthread_mutex_lock(&p->cli.lock);
-    int is_hb = strcmp(p->cli.msg, "hb") == 0;
+    unsigned long long last = p->cli.last_seq;
+    int gaps = p->cli.seq_gaps, n = p->cli.n_msgs;
     pthread_mutex_unlock(&p->cli.lock);
-    assert_true(is_hb);
+    assert_true(last >= 2);
+    assert_int_equal(last, (unsigned long long)n);
+    assert_int_equal(gaps, 0);
     assert_int_equal(side_count(&p->cli, &p->cli.n_failed), 0);
 }
 
