@@ -389,13 +389,3 @@ void wst_worker_busy(wst_worker_t *w, int delta)
 {
     w->busy += delta;
 }
-
-ucp_worker_h wst_worker_ucp(wst_worker_t *w)
-{
-    return w->worker;
-}
-
-const struct wst_logger *wst_worker_log(wst_worker_t *w)
-{
-    return w->log;
-}

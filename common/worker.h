@@ -159,9 +159,6 @@ int wst_worker_supports_cuda(const wst_worker_t *worker);
  * on the worker's fd and would otherwise wait for the next tick. */
 void wst_worker_busy(wst_worker_t *worker, int delta);
 
-ucp_worker_h wst_worker_ucp(wst_worker_t *worker);
-const struct wst_logger *wst_worker_log(wst_worker_t *worker);
-
 /* Progress thread: connect a control endpoint to host:port. The connection
  * is owned by the worker until wst_conn_close. */
 wst_status_t wst_conn_connect(wst_worker_t *worker, const char *host,
