@@ -361,8 +361,12 @@ def agent_flags():
     """{flag: (type, choices)} from the agent's config table."""
     src = open(os.path.join(ROOT, "receiver", "agent", "agent_main.c")).read()
     choices = {}
-    for m in re.finditer(r"static const char \*const (\w+)\[\] = \{([^}]*)\}", src):
-        choices[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
+    # the table's choice lists: its own, and those it shares (log levels)
+    for path in (("receiver", "agent", "agent_main.c"), ("common", "log.c")):
+        text = open(os.path.join(ROOT, *path)).read()
+        for m in re.finditer(r"(?:static )?const char \*const (\w+)\[\] = \{([^}]*)\}",
+                             text):
+            choices[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
     table = src[src.index("agent_config[] = {"):]
     table = table[:table.index("WST_CONFIG_END")]
     flags = {}
@@ -1545,6 +1549,8 @@ MUTATIONS = [
      lambda ms: agent_c(ms)["args"].extend(["--metrics-port", "9400"])),
     ("a bad enum flag value", "is not one of",
      lambda ms: set_arg(agent_c(ms), "--log-format", "logfmt")),
+    ("a bad log level (choices from common/log.c)", "is not one of",
+     lambda ms: set_arg(agent_c(ms), "--log-level", "verbose")),
     ("--listen port not the data port", "--listen port 7071",
      lambda ms: set_arg(agent_c(ms), "--listen", "0.0.0.0:7071")),
     ("--metrics-listen on a host name", "expected IPv4:port",
