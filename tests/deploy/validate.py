@@ -371,7 +371,7 @@ def agent_flags():
     table = table[:table.index("WST_CONFIG_END")]
     flags = {}
     for m in re.finditer(r'\{"([a-z][a-z-]*)",\s*WST_CONFIG_([A-Z]+),.*?'
-                         r'offsetof\(struct agent_settings, \w+\),\s*(\w+)\}',
+                         r'offsetof\(struct agent_settings, \w+\),\s*(\w+),\s*\w+\}',
                          table, re.S):
         flags[m.group(1)] = (m.group(2), choices.get(m.group(3)))
     if "layout" not in flags or "metrics-listen" not in flags:

@@ -66,29 +66,29 @@ struct standin_settings {
 
 static const struct wst_config_entry standin_config[] = {
     {"socket", WST_CONFIG_STRING, "", "the agent's --engine-socket path",
-     offsetof(struct standin_settings, socket), NULL},
+     offsetof(struct standin_settings, socket), NULL, NULL},
     {"shm", WST_CONFIG_STRING, "", "POSIX shm object of the live regions",
-     offsetof(struct standin_settings, shm), NULL},
+     offsetof(struct standin_settings, shm), NULL, NULL},
     {"shm-bytes", WST_CONFIG_UINT, "0",
      "bytes of the live memory to map (or allocate) and hash: the shm, or "
      "the device memory with --cuda-device",
-     offsetof(struct standin_settings, shm_bytes), NULL},
+     offsetof(struct standin_settings, shm_bytes), NULL, NULL},
     {"ready-delay-ms", WST_CONFIG_UINT, "0",
      "milliseconds between BEGIN and READY (live bytes watched meanwhile)",
-     offsetof(struct standin_settings, ready_delay_ms), NULL},
+     offsetof(struct standin_settings, ready_delay_ms), NULL, NULL},
     {"state-file", WST_CONFIG_STRING, "",
      "write the engine state here after every message",
-     offsetof(struct standin_settings, state_file), NULL},
+     offsetof(struct standin_settings, state_file), NULL, NULL},
     {"refuse", WST_CONFIG_BOOL, "no", "answer every BEGIN with REFUSE",
-     offsetof(struct standin_settings, refuse), NULL},
+     offsetof(struct standin_settings, refuse), NULL, NULL},
     {"create", WST_CONFIG_BOOL, "no",
      "create the shm (poisoned), own it, unlink it at exit",
-     offsetof(struct standin_settings, create), NULL},
+     offsetof(struct standin_settings, create), NULL, NULL},
     {"cuda-device", WST_CONFIG_STRING, "-1",
      "with --create: the live memory is --shm-bytes of device memory on this "
      "GPU, exported by CUDA IPC (its handle goes to the state file); -1: "
      "host shm",
-     offsetof(struct standin_settings, cuda_device), NULL},
+     offsetof(struct standin_settings, cuda_device), NULL, NULL},
     WST_CONFIG_END,
 };
 
