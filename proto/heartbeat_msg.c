@@ -16,15 +16,10 @@ wst_status_t wst_heartbeat_encode(uint64_t seq, void **msg_p, size_t *len_p)
 }
 
 wst_status_t wst_heartbeat_params_set(struct wst_heartbeat_params *hb,
-                                      int given, double interval_s,
-                                      double timeout_s)
+                                      double interval_s, double timeout_s)
 {
-    if (!given) {
-        interval_s = WST_HEARTBEAT_INTERVAL_DEFAULT;
-        timeout_s = WST_HEARTBEAT_TIMEOUT_DEFAULT;
-    } else if (interval_s <= 0 || timeout_s <= interval_s) {
+    if (interval_s <= 0 || timeout_s <= interval_s)
         return WST_ERR_INVALID;
-    }
     hb->interval_s = interval_s;
     hb->timeout_s = timeout_s;
     hb->encode = wst_heartbeat_encode;

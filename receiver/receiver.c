@@ -16,6 +16,7 @@
 #include "jobq.h"
 #include "log.h"
 #include "planner.h"
+#include "receiver_config.h"
 #include "receiver_internal.h"
 #include "landing.h"
 #include "timed_wait.h"
@@ -35,45 +36,57 @@ void wst_recv_publish(struct wst_receiver *r,
     pthread_mutex_unlock(&r->lock);
 }
 
+/* The table's defaults (receiver_config.c), then what the caller set. */
 static wst_status_t apply_params(struct wst_receiver *r,
                                  const struct wst_receiver_params *p)
 {
     uint64_t f = p->field_mask;
+    struct wst_recv_settings set;
+    wst_status_t st;
 
+    st = wst_recv_settings_init(&set);
+    if (st != WST_OK)
+        return st;
     r->rank = (f & WST_RECEIVER_PARAM_RANK) ? p->rank : 0;
     snprintf(r->listen_host, sizeof(r->listen_host), "%s",
              (f & WST_RECEIVER_PARAM_LISTEN) && p->listen_host ? p->listen_host
                                                                : "0.0.0.0");
     r->listen_port = (f & WST_RECEIVER_PARAM_LISTEN) ? p->listen_port : 0;
-    r->timeout_s = (f & WST_RECEIVER_PARAM_TIMEOUT) && p->timeout_s > 0
-                       ? p->timeout_s
-                       : 30.0;
-    r->allow_put = 1;
-    if ((f & WST_RECEIVER_PARAM_MOVER) && p->mover != NULL) {
-        if (strcmp(p->mover, "am") == 0)
-            r->allow_put = 0;
-        else if (strcmp(p->mover, "auto") != 0)
-            return WST_ERR_INVALID;
+    if ((f & WST_RECEIVER_PARAM_TIMEOUT) && p->timeout_s > 0)
+        set.timeout_s = p->timeout_s;
+    r->timeout_s = set.timeout_s;
+    if ((f & WST_RECEIVER_PARAM_MOVER) && p->mover != NULL &&
+        wst_config_set(wst_recv_config, &set, "mover", p->mover, NULL, 0) !=
+            WST_OK)
+        return WST_ERR_INVALID;
+    r->allow_put = strcmp(wst_recv_mover_names[set.mover], "am") != 0;
+    if (f & WST_RECEIVER_PARAM_VERIFY)
+        set.verify = p->verify != 0;
+    r->verify = set.verify;
+    if (f & WST_RECEIVER_PARAM_HEARTBEAT) {
+        set.heartbeat_s = p->heartbeat_s;
+        set.peer_timeout_s = p->peer_timeout_s;
     }
-    r->verify = (f & WST_RECEIVER_PARAM_VERIFY) ? p->verify != 0 : 1;
-    if (wst_heartbeat_params_set(&r->heartbeat,
-                                 (f & WST_RECEIVER_PARAM_HEARTBEAT) != 0,
-                                 p->heartbeat_s, p->peer_timeout_s) != WST_OK)
+    if (wst_heartbeat_params_set(&r->heartbeat, set.heartbeat_s,
+                                 set.peer_timeout_s) != WST_OK)
         return WST_ERR_INVALID;
     if (f & WST_RECEIVER_PARAM_HOOKS)
         r->hooks = p->hooks;
-    if ((f & WST_RECEIVER_PARAM_STAGING_SLOTS) &&
-        (p->staging_slots == 0 || p->staging_slots > 64))
-        return WST_ERR_INVALID;
-    wst_moe_init(&r->moe,
-                 (f & WST_RECEIVER_PARAM_STAGING_SLOTS) ? p->staging_slots : 2);
+    if (f & WST_RECEIVER_PARAM_STAGING_SLOTS) {
+        if (p->staging_slots == 0 ||
+            p->staging_slots > WST_RECV_STAGING_SLOTS_MAX)
+            return WST_ERR_INVALID;
+        set.staging_slots = p->staging_slots;
+    }
+    wst_moe_init(&r->moe, (uint32_t)set.staging_slots);
     snprintf(r->log_name, sizeof(r->log_name), "%s",
              (f & WST_RECEIVER_PARAM_LOG) && p->log_name ? p->log_name
                                                          : "receiver");
-    wst_logger_init(&r->log, r->log_name, WST_LOG_INFO);
+    if ((f & WST_RECEIVER_PARAM_LOG) && p->log_level >= 0 &&
+        p->log_level <= WST_LOG_TRACE)
+        set.log_level = p->log_level;
+    wst_logger_init(&r->log, r->log_name, (enum wst_log_level)set.log_level);
     if (f & WST_RECEIVER_PARAM_LOG) {
-        if (p->log_level >= 0 && p->log_level <= WST_LOG_TRACE)
-            r->log.level = (enum wst_log_level)p->log_level;
         r->log.sink = p->log_fn;
         r->log.sink_arg = p->log_arg;
     }

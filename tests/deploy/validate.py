@@ -358,15 +358,23 @@ class Schema:
 # Facts read from the source tree, so they cannot drift.
 
 def agent_flags():
-    """{flag: (type, choices)} from the agent's config table."""
+    """{flag: (type, choices)} from the agent's config table.
+
+    Its entries for the receiver's settings are WST_CONFIG_LIKE_ENTRYs:
+    their type and choices are those of the receiver's table entry they
+    point at (receiver/receiver_config.c)."""
     src = open(os.path.join(ROOT, "receiver", "agent", "agent_main.c")).read()
+    lib = open(os.path.join(ROOT, "receiver", "receiver_config.c")).read()
     choices = {}
-    # the table's choice lists: its own, and those it shares (log levels)
-    for path in (("receiver", "agent", "agent_main.c"), ("common", "log.c")):
-        text = open(os.path.join(ROOT, *path)).read()
+    # the tables' choice lists: their own, and those they share (log levels)
+    for text in (src, lib, open(os.path.join(ROOT, "common", "log.c")).read()):
         for m in re.finditer(r"(?:static )?const char \*const (\w+)\[\] = \{([^}]*)\}",
                              text):
             choices[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
+    like = {}
+    for m in re.finditer(r'\[(WST_RECV_CONFIG_\w+)\]\s*=\s*\{"[a-z][a-z-]*",\s*'
+                         r'WST_CONFIG_([A-Z]+),.*?,\s*(\w+),\s*\w+\}', lib, re.S):
+        like[m.group(1)] = (m.group(2), choices.get(m.group(3)))
     table = src[src.index("agent_config[] = {"):]
     table = table[:table.index("WST_CONFIG_END")]
     flags = {}
@@ -374,7 +382,11 @@ def agent_flags():
                          r'offsetof\(struct agent_settings, \w+\),\s*(\w+),\s*\w+\}',
                          table, re.S):
         flags[m.group(1)] = (m.group(2), choices.get(m.group(3)))
-    if "layout" not in flags or "metrics-listen" not in flags:
+    for m in re.finditer(r'WST_CONFIG_LIKE_ENTRY\(\s*"([a-z][a-z-]*)",.*?'
+                         r'&wst_recv_config\[(\w+)\]\)', table, re.S):
+        flags[m.group(1)] = like[m.group(2)]
+    if ("layout" not in flags or "metrics-listen" not in flags
+            or flags.get("mover", (None, None))[1] is None):
         raise RuntimeError("cannot read the agent's flags from receiver/agent/agent_main.c")
     return flags
 
