@@ -27,6 +27,7 @@
 #include "log.h"
 #include "model.h"
 #include "perftest.h"
+#include "sender_config.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
@@ -53,7 +54,6 @@ struct bench_settings {
 };
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
-static const char *const mover_choices[] = {"auto", "put", "am", NULL};
 /* UCX_TLS per transport, as cluster.c sets it for the refit. */
 static const char *const transport_tls[] = {NULL, "tcp", "sm,tcp"};
 
@@ -67,8 +67,8 @@ static const struct wst_config_entry bench_config[] = {
     {"transport", WST_CONFIG_ENUM, "tcp",
      "tcp (UCX_TLS=tcp), shm (UCX_TLS=sm,tcp) or auto",
      offsetof(struct bench_settings, transport), transport_choices, NULL},
-    {"mover", WST_CONFIG_ENUM, "auto", "data mover: auto, put, am",
-     offsetof(struct bench_settings, mover), mover_choices, NULL},
+    WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct bench_settings, mover),
+                          &wst_send_config[WST_SEND_CONFIG_MOVER]),
     {"repeats", WST_CONFIG_UINT, "5",
      "timed refits after the first, and runs of each perftest test",
      offsetof(struct bench_settings, repeats), NULL, NULL},
@@ -439,7 +439,8 @@ static int prepare(struct bench *b, const char *agent_bin)
     printf("wstream-bench: %s (%zu tensors in %u layers), 1 sender -> 1 "
            "agent, transport %s, mover %s, %llu repeats\n",
            b->model.preset, b->model.n_tensors, b->model.n_layers,
-           transport_choices[b->set.transport], mover_choices[b->set.mover],
+           transport_choices[b->set.transport],
+           wst_send_mover_names[b->set.mover],
            (unsigned long long)b->set.repeats);
     fflush(stdout);
     struct wst_cluster_params cp = {
@@ -447,7 +448,7 @@ static int prepare(struct bench *b, const char *agent_bin)
         .n_senders = 1,
         .n_receivers = 1,
         .transport = (enum wst_transport)b->set.transport,
-        .mover = mover_choices[b->set.mover],
+        .mover = wst_send_mover_names[b->set.mover],
         .seed = b->set.seed,
         .timeout_s = b->set.timeout,
         .log_level = b->set.log_level,

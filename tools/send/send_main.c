@@ -57,6 +57,7 @@
 #include "dtype.h"
 #include "log.h"
 #include "progress.h"
+#include "sender_config.h"
 
 #define MAX_RECEIVERS 1024
 #define MAX_LAYER 65534u /* the planner refuses wants past it (planner.c) */
@@ -74,7 +75,6 @@ struct send_settings {
     int log_format;
 };
 
-static const char *const mover_choices[] = {"auto", "put", "am", NULL};
 static const char *const progress_choices[] = {"auto", "bar", "lines", "none",
                                                NULL};
 /* The mode of each choice; "auto" is decided in create_sender. */
@@ -97,14 +97,14 @@ static const struct wst_config_entry send_config[] = {
      "version to push, > 0 and above what the agents hold; required but "
      "with --dry-run",
      offsetof(struct send_settings, version), NULL, NULL},
-    {"timeout", WST_CONFIG_DOUBLE, "30",
-     "seconds allowed to connect, plan and begin",
-     offsetof(struct send_settings, timeout), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("timeout", NULL,
+                          offsetof(struct send_settings, timeout),
+                          &wst_send_config[WST_SEND_CONFIG_TIMEOUT]),
     {"commit-timeout", WST_CONFIG_DOUBLE, "600",
      "seconds allowed, once streaming, until every agent committed",
      offsetof(struct send_settings, commit_timeout), NULL, NULL},
-    {"mover", WST_CONFIG_ENUM, "auto", "data mover: auto, put, am",
-     offsetof(struct send_settings, mover), mover_choices, NULL},
+    WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct send_settings, mover),
+                          &wst_send_config[WST_SEND_CONFIG_MOVER]),
     {"progress", WST_CONFIG_ENUM, "auto",
      "auto (a bar on a terminal, lines otherwise), bar, lines or none",
      offsetof(struct send_settings, progress), progress_choices, NULL},
@@ -413,7 +413,7 @@ static wst_status_t create_sender(struct send *s)
         .receivers = (const char *const *)s->receivers,
         .n_receivers = s->n_receivers,
         .timeout_s = s->set.timeout,
-        .mover = mover_choices[s->set.mover],
+        .mover = wst_send_mover_names[s->set.mover],
         .log_level = s->set.log_level,
         .log_fn = wst_log_stream_sink,
         .log_arg = &s->log_stream,
