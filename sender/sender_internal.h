@@ -3,6 +3,7 @@
  *
  * The library's files:
  *   sender.c     the public API: parameters, create, push, wait, destroy
+ *   sender_config.c  the settings table: every default (sender_config.h)
  *   shards.c     registering shards
  *   link.c       one link per receiver: connection, control messages, state
  *   link_open.c  a planned link's device path and mover, chosen once
