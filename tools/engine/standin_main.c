@@ -50,6 +50,7 @@
 #include "digest_gpu.h"
 #include "gpu.h"
 #include "log.h"
+#include "shm.h"
 
 #define LINE_MAX_BYTES 600 /* the '\n' included */
 
@@ -147,17 +148,11 @@ static int connect_retry(const char *path)
 
 static const void *map_live(const char *name, uint64_t bytes)
 {
-    int fd = shm_open(name, O_RDONLY, 0);
-    void *p;
+    char err[256];
+    void *p = NULL;
 
-    if (fd < 0) {
-        fprintf(stderr, "standin: shm_open %s: %s\n", name, strerror(errno));
-        return NULL;
-    }
-    p = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        fprintf(stderr, "standin: mmap %s: %s\n", name, strerror(errno));
+    if (wst_shm_map(name, bytes, 0, &p, err, sizeof(err)) != WST_OK) {
+        fprintf(stderr, "standin: %s\n", err);
         return NULL;
     }
     return p;
@@ -167,27 +162,13 @@ static const void *map_live(const char *name, uint64_t bytes)
  * wrote cannot pass for data. */
 static const void *create_live(const char *name, uint64_t bytes)
 {
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    void *p;
+    char err[256];
+    void *p = NULL;
 
-    if (fd < 0) {
-        fprintf(stderr, "standin: shm_open %s: %s\n", name, strerror(errno));
+    if (wst_shm_create(name, bytes, &p, err, sizeof(err)) != WST_OK) {
+        fprintf(stderr, "standin: %s\n", err);
         return NULL;
     }
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        fprintf(stderr, "standin: ftruncate %s: %s\n", name, strerror(errno));
-        close(fd);
-        shm_unlink(name);
-        return NULL;
-    }
-    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        fprintf(stderr, "standin: mmap %s: %s\n", name, strerror(errno));
-        shm_unlink(name);
-        return NULL;
-    }
-    memset(p, 0xA5, bytes);
     return p;
 }
 
@@ -235,7 +216,7 @@ static int create_device_live(struct standin *e)
         goto err;
     /* cudaMemset may return before the poison lands; the agent, another
      * process, is not ordered after it: wait before anyone imports it. */
-    if (wst_gpu_memset(&e->log, p, 0xA5, bytes) != WST_OK ||
+    if (wst_gpu_memset(&e->log, p, WST_SHM_POISON, bytes) != WST_OK ||
         wst_gpu_stream_sync(&e->log, NULL) != WST_OK ||
         wst_gpu_ipc_export(&e->log, p, handle) != WST_OK ||
         wst_gpu_stream_create(&e->log, &e->stream) != WST_OK)
