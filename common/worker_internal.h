@@ -111,6 +111,12 @@ ucs_status_t wst_data_am_recv(void *arg, const void *header,
                               const ucp_am_recv_param_t *param);
 /* At shutdown: releases every parked data message. */
 void wst_data_am_drop_parked(wst_worker_t *w);
+/* Receives the LENGTH bytes of the rendezvous message DESC into DEST;
+ * done(request, status, length, arg) runs when they are in or failed, at
+ * once when that is known at once. Progress thread; also used by
+ * control_am.c. */
+void wst_am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
+                      ucp_am_recv_data_nbx_callback_t done, void *arg);
 
 /* heartbeat.c: closes lingering connections that are due, sends the
  * heartbeats that are due and fails connections gone silent. */
