@@ -10,6 +10,9 @@
  * String fields own their memory: a new value frees the previous one, and
  * wst_config_release frees the last. wst_config_defaults treats the settings
  * struct as fresh (it sets string fields to NULL without freeing them).
+ *
+ * A WST_CONFIG_LIKE entry is resolved where it is used (config_resolve):
+ * its name and offset over the definition of the entry it is like.
  */
 #include "config.h"
 
@@ -23,6 +26,26 @@
 #include "errbuf.h"
 
 #define WST_CONFIG_ENV_MAX 128
+
+/* The entry as it behaves: e itself, or for a WST_CONFIG_LIKE entry a copy
+ * in *tmp of the entry it is like (followed to the end), with e's name,
+ * offset and (if e has one) help. */
+static const struct wst_config_entry *
+config_resolve(const struct wst_config_entry *e, struct wst_config_entry *tmp)
+{
+    const struct wst_config_entry *def = e;
+
+    if (e->type != WST_CONFIG_LIKE)
+        return e;
+    while (def->type == WST_CONFIG_LIKE && def->like != NULL)
+        def = def->like;
+    *tmp = *def;
+    tmp->name = e->name;
+    tmp->offset = e->offset;
+    if (e->help != NULL)
+        tmp->help = e->help;
+    return tmp;
+}
 
 static void *config_field(void *settings, const struct wst_config_entry *e)
 {
@@ -185,10 +208,12 @@ static void config_choices(const struct wst_config_entry *e, char *buf,
 
 /* Parses 'value' for entry 'e' and stores it; 'key' names the source in
  * errors ("--refits", "WST_REFITS"). */
-static wst_status_t config_apply(const struct wst_config_entry *e,
+static wst_status_t config_apply(const struct wst_config_entry *entry,
                                  void *settings, const char *key,
                                  const char *value, char *err, size_t errlen)
 {
+    struct wst_config_entry tmp;
+    const struct wst_config_entry *e = config_resolve(entry, &tmp);
     void *field = config_field(settings, e);
     char choices[256];
     uint64_t u;
@@ -246,14 +271,18 @@ static wst_status_t config_apply(const struct wst_config_entry *e,
         }
         *(int *)field = b;
         return WST_OK;
+    case WST_CONFIG_LIKE: /* like NULL: nothing to be like */
+        break;
     }
     wst_errf(err, errlen, "%s: bad entry type %d", key, (int)e->type);
     return WST_ERR_INVALID;
 }
 
 /* The value an entry holds before any source applies. */
-static void config_zero(const struct wst_config_entry *e, void *settings)
+static void config_zero(const struct wst_config_entry *entry, void *settings)
 {
+    struct wst_config_entry tmp;
+    const struct wst_config_entry *e = config_resolve(entry, &tmp);
     void *field = config_field(settings, e);
 
     switch (e->type) {
@@ -270,7 +299,32 @@ static void config_zero(const struct wst_config_entry *e, void *settings)
     case WST_CONFIG_ENUM:
         *(int *)field = 0;
         break;
+    case WST_CONFIG_LIKE:
+        break;
     }
+}
+
+wst_status_t wst_config_init(const struct wst_config_entry *table,
+                             void *settings, char *err, size_t errlen)
+{
+    const struct wst_config_entry *e, *r;
+    struct wst_config_entry tmp;
+    char key[WST_CONFIG_ENV_MAX + 16];
+    wst_status_t status;
+
+    for (e = table; e->name != NULL; e++)
+        config_zero(e, settings);
+
+    for (e = table; e->name != NULL; e++) {
+        r = config_resolve(e, &tmp);
+        if (r->default_value == NULL)
+            continue;
+        snprintf(key, sizeof(key), "%s (default)", e->name);
+        status = config_apply(r, settings, key, r->default_value, err, errlen);
+        if (status != WST_OK)
+            return status;
+    }
+    return WST_OK;
 }
 
 wst_status_t wst_config_defaults(const struct wst_config_entry *table,
@@ -278,21 +332,12 @@ wst_status_t wst_config_defaults(const struct wst_config_entry *table,
 {
     const struct wst_config_entry *e;
     char env[WST_CONFIG_ENV_MAX];
-    char key[WST_CONFIG_ENV_MAX + 16];
     const char *value;
     wst_status_t status;
 
-    for (e = table; e->name != NULL; e++)
-        config_zero(e, settings);
-
-    for (e = table; e->name != NULL; e++) {
-        if (e->default_value == NULL)
-            continue;
-        snprintf(key, sizeof(key), "%s (default)", e->name);
-        status = config_apply(e, settings, key, e->default_value, err, errlen);
-        if (status != WST_OK)
-            return status;
-    }
+    status = wst_config_init(table, settings, err, errlen);
+    if (status != WST_OK)
+        return status;
 
     for (e = table; e->name != NULL; e++) {
         if (!config_env_name(e->name, env, sizeof(env))) {
@@ -333,6 +378,7 @@ wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
                                    int *next_p, char *err, size_t errlen)
 {
     const struct wst_config_entry *e;
+    struct wst_config_entry tmp;
     const char *arg, *name, *eq, *value;
     char key[WST_CONFIG_ENV_MAX];
     wst_status_t status;
@@ -364,7 +410,7 @@ wst_status_t wst_config_parse_args(const struct wst_config_entry *table,
         }
         if (eq != NULL) {
             value = eq + 1;
-        } else if (e->type == WST_CONFIG_BOOL) {
+        } else if (config_resolve(e, &tmp)->type == WST_CONFIG_BOOL) {
             value = "y";
         } else if (i + 1 < argc) {
             value = argv[++i];
@@ -396,9 +442,11 @@ int wst_config_has_flag(int argc, char **argv, const char *flag)
     return 0;
 }
 
-static void config_print_value(const struct wst_config_entry *e,
+static void config_print_value(const struct wst_config_entry *entry,
                                const void *settings, FILE *out)
 {
+    struct wst_config_entry tmp;
+    const struct wst_config_entry *e = config_resolve(entry, &tmp);
     const void *field = config_cfield(settings, e);
     const char *s;
     int idx;
@@ -422,6 +470,8 @@ static void config_print_value(const struct wst_config_entry *e,
         fputs(idx >= 0 && idx < config_nchoices(e) ? e->choices[idx] : "?",
               out);
         break;
+    case WST_CONFIG_LIKE:
+        break;
     }
 }
 
@@ -438,9 +488,11 @@ void wst_config_print(const struct wst_config_entry *table,
 }
 
 /* "--name VALUE" as shown in --help; enums list their choices. */
-static void config_flag_text(const struct wst_config_entry *e, char *buf,
+static void config_flag_text(const struct wst_config_entry *entry, char *buf,
                              size_t buflen)
 {
+    struct wst_config_entry tmp;
+    const struct wst_config_entry *e = config_resolve(entry, &tmp);
     char choices[200];
 
     switch (e->type) {
@@ -458,6 +510,7 @@ static void config_flag_text(const struct wst_config_entry *e, char *buf,
         snprintf(buf, buflen, "--%s X", e->name);
         break;
     case WST_CONFIG_STRING:
+    case WST_CONFIG_LIKE:
         snprintf(buf, buflen, "--%s VALUE", e->name);
         break;
     }
@@ -465,7 +518,8 @@ static void config_flag_text(const struct wst_config_entry *e, char *buf,
 
 void wst_config_print_help(const struct wst_config_entry *table, FILE *out)
 {
-    const struct wst_config_entry *e;
+    const struct wst_config_entry *e, *r;
+    struct wst_config_entry tmp;
     char flag[256], env[WST_CONFIG_ENV_MAX];
     int width = 0, n;
 
@@ -475,13 +529,14 @@ void wst_config_print_help(const struct wst_config_entry *table, FILE *out)
         width = n > width ? n : width;
     }
     for (e = table; e->name != NULL; e++) {
+        r = config_resolve(e, &tmp);
         config_flag_text(e, flag, sizeof(flag));
         if (!config_env_name(e->name, env, sizeof(env)))
             env[0] = '\0';
         fprintf(out, "  %-*s   %s (default: %s, env %s)\n", width, flag,
-                e->help != NULL ? e->help : "",
-                e->default_value != NULL && e->default_value[0] != '\0'
-                    ? e->default_value
+                r->help != NULL ? r->help : "",
+                r->default_value != NULL && r->default_value[0] != '\0'
+                    ? r->default_value
                     : "none",
                 env);
     }
@@ -490,10 +545,11 @@ void wst_config_print_help(const struct wst_config_entry *table, FILE *out)
 void wst_config_release(const struct wst_config_entry *table, void *settings)
 {
     const struct wst_config_entry *e;
+    struct wst_config_entry tmp;
     char **field;
 
     for (e = table; e->name != NULL; e++) {
-        if (e->type != WST_CONFIG_STRING)
+        if (config_resolve(e, &tmp)->type != WST_CONFIG_STRING)
             continue;
         field = config_field(settings, e);
         free(*field);

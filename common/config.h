@@ -5,6 +5,12 @@
  * the --<name> command-line flags and --print-config. Precedence: default <
  * environment < command line. Values are stored into a caller struct at the
  * entry's offset. Errors name the key and the bad value.
+ *
+ * A library keeps its own table, the one place its defaults are written
+ * (sender/sender_config.h, receiver/receiver_config.h): it starts from
+ * wst_config_init, and a program that offers one of its settings as a flag
+ * adds a WST_CONFIG_LIKE entry pointing at the library's entry, so the
+ * flag's default, type and choices come from there.
  */
 #ifndef WST_CONFIG_H
 #define WST_CONFIG_H
@@ -20,6 +26,7 @@ enum wst_config_type {
     WST_CONFIG_DOUBLE, /* double */
     WST_CONFIG_BOOL,   /* int; y/n, yes/no, true/false, 1/0, on/off */
     WST_CONFIG_ENUM,   /* int; index into 'choices' (NULL-terminated) */
+    WST_CONFIG_LIKE,   /* as 'like' (WST_CONFIG_LIKE_ENTRY) */
 };
 
 struct wst_config_entry {
@@ -29,13 +36,35 @@ struct wst_config_entry {
     const char *help;
     size_t offset;              /* offsetof(settings struct, field) */
     const char *const *choices; /* WST_CONFIG_ENUM only */
+    /* WST_CONFIG_LIKE only: the entry (of another table) whose type,
+     * default, choices and -- when help is NULL -- help this one has;
+     * name and offset stay this entry's own. */
+    const struct wst_config_entry *like;
 };
+
+/* An entry for the setting LIKE defines, as flag --NAME stored at OFFSET;
+ * HELP NULL: like's help. */
+#define WST_CONFIG_LIKE_ENTRY(name_, help_, offset_, like_)                    \
+    {                                                                          \
+        .name = (name_), .type = WST_CONFIG_LIKE, .help = (help_),             \
+        .offset = (offset_), .like = (like_)                                   \
+    }
+
+/* A numeric macro as the text of a default: WST_CONFIG_QUOTE(N) is "5"
+ * where N is 5, so a number defined once can be a table's default. */
+#define WST_CONFIG_QUOTE(x) WST_CONFIG_QUOTE_(x)
+#define WST_CONFIG_QUOTE_(x) #x
 
 /* Table terminator: name == NULL. */
 #define WST_CONFIG_END                                                         \
     {                                                                          \
-        NULL, WST_CONFIG_STRING, NULL, NULL, 0, NULL                           \
+        NULL, WST_CONFIG_STRING, NULL, NULL, 0, NULL, NULL                     \
     }
+
+/* Fills 'settings' with the table's defaults only: what a library starts
+ * from before its caller's parameters (it reads no environment). */
+wst_status_t wst_config_init(const struct wst_config_entry *table,
+                             void *settings, char *err, size_t errlen);
 
 /* Fills 'settings' with defaults, then WST_* environment variables. */
 wst_status_t wst_config_defaults(const struct wst_config_entry *table,

@@ -13,6 +13,7 @@
  */
 #include <stdlib.h>
 
+#include "array.h"
 #include "clock.h"
 #include "worker_internal.h"
 
@@ -64,15 +65,12 @@ void wst_conn_close(wst_conn_t *c)
 
 static void bury(wst_worker_t *w, ucp_ep_h ep)
 {
-    ucp_ep_h *grown =
-        realloc(w->graveyard, (w->n_graveyard + 1) * sizeof(*grown));
-
-    if (grown == NULL) {
+    if (wst_array_grow(&w->graveyard, &w->graveyard_cap, w->n_graveyard + 1,
+                       sizeof(*w->graveyard)) != WST_OK) {
         /* Leaking the endpoint is the safe failure here. */
         WST_WARN(w->log, "no memory to park a data endpoint: leaked");
         return;
     }
-    w->graveyard = grown;
     w->graveyard[w->n_graveyard++] = ep;
 }
 
@@ -117,6 +115,7 @@ void wst_conn_close_graveyard(wst_worker_t *w)
     free(w->graveyard);
     w->graveyard = NULL;
     w->n_graveyard = 0;
+    w->graveyard_cap = 0;
 }
 
 void wst_conn_close_later(wst_conn_t *c, double linger_s)

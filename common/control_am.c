@@ -92,17 +92,6 @@ ucs_status_t wst_control_am_recv(void *arg, const void *header,
     pm->reply_ep = reply_ep;
     pm->buf = buf;
     pm->len = length;
-    ucp_request_param_t rp = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv_am = control_recv_done,
-        .user_data = pm,
-    };
-    ucs_status_ptr_t req =
-        ucp_am_recv_data_nbx(w->worker, data, buf, length, &rp);
-    if (req == NULL)
-        control_recv_done(NULL, UCS_OK, length, pm);
-    else if (UCS_PTR_IS_ERR(req))
-        control_recv_done(NULL, UCS_PTR_STATUS(req), 0, pm);
+    wst_am_recv_data(w, data, buf, length, control_recv_done, pm);
     return UCS_OK;
 }

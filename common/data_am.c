@@ -30,6 +30,24 @@ struct wst_parked_data {
     unsigned char bytes[]; /* the eager payload when desc is NULL */
 };
 
+void wst_am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
+                      ucp_am_recv_data_nbx_callback_t done, void *arg)
+{
+    ucp_request_param_t rp = {
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = done,
+        .user_data = arg,
+    };
+    ucs_status_ptr_t req =
+        ucp_am_recv_data_nbx(w->worker, desc, dest, length, &rp);
+
+    if (req == NULL)
+        done(NULL, UCS_OK, length, arg);
+    else if (UCS_PTR_IS_ERR(req))
+        done(NULL, UCS_PTR_STATUS(req), 0, arg);
+}
+
 static void data_recv_done(void *request, ucs_status_t status, size_t length,
                            void *user_data)
 {
@@ -70,18 +88,7 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
     pd->hdr = *hdr;
     pd->len = length;
     pd->dest = dest;
-    ucp_request_param_t rp = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv_am = data_recv_done,
-        .user_data = pd,
-    };
-    ucs_status_ptr_t req =
-        ucp_am_recv_data_nbx(w->worker, desc, dest, length, &rp);
-    if (req == NULL)
-        data_recv_done(NULL, UCS_OK, length, pd);
-    else if (UCS_PTR_IS_ERR(req))
-        data_recv_done(NULL, UCS_PTR_STATUS(req), 0, pd);
+    wst_am_recv_data(w, desc, dest, length, data_recv_done, pd);
 }
 
 /* Parks a message data_dest had no room for. Returns the callback's

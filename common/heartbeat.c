@@ -1,11 +1,10 @@
 /* heartbeat.c - liveness of control connections: heartbeats sent every
- * interval, silent connections failed after the timeout, and lingering
- * closes (wst_conn_close_later) carried out when due. Runs from the
- * progress thread's tick.
+ * interval (numbered per connection, encoded by the owner), silent
+ * connections failed after the timeout, and lingering closes
+ * (wst_conn_close_later) carried out when due. Runs from the progress
+ * thread's tick.
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "worker_internal.h"
 
@@ -33,12 +32,14 @@ void wst_heartbeat_tick(wst_worker_t *w, uint64_t now)
             continue;
         }
         if (now - c->last_tx >= w->hb_interval_ns) {
-            void *copy = malloc(w->hb_len);
-            if (copy == NULL)
+            void *msg = NULL;
+            size_t len = 0;
+
+            if (w->hb_encode(c->hb_seq + 1, &msg, &len) != WST_OK)
                 continue;
-            memcpy(copy, w->hb_msg, w->hb_len);
+            c->hb_seq++;
             c->last_tx = now;
-            wst_conn_send(c, copy, w->hb_len);
+            wst_conn_send(c, msg, len);
         }
     }
     for (size_t i = 0; i < n_silent; i++) {

@@ -5,20 +5,20 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const level_names[] = {"error", "warn", "info", "debug",
-                                          "trace"};
+const char *const wst_log_level_names[] = {"error", "warn",  "info",
+                                           "debug", "trace", NULL};
 
 const char *wst_log_level_name(enum wst_log_level level)
 {
     if ((unsigned)level > WST_LOG_TRACE)
         return "?";
-    return level_names[level];
+    return wst_log_level_names[level];
 }
 
 int wst_log_level_parse(const char *s)
 {
     for (int i = 0; i <= WST_LOG_TRACE; i++)
-        if (s != NULL && strcmp(s, level_names[i]) == 0)
+        if (s != NULL && strcmp(s, wst_log_level_names[i]) == 0)
             return i;
     return -1;
 }

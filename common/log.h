@@ -37,6 +37,12 @@ void wst_logger_init(struct wst_logger *lg, const char *name,
 void wst_log_write(const struct wst_logger *lg, enum wst_log_level level,
                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The one table of level names, "error" .. "trace", indexed by enum
+ * wst_log_level and NULL-terminated, so that it serves as the choices of
+ * a WST_CONFIG_ENUM "log-level" entry (config.h). */
+extern const char *const wst_log_level_names[];
+
+/* A level's name; "?" for a value out of range. */
 const char *wst_log_level_name(enum wst_log_level level);
 
 /* How a line is written out: text, "<s.ms> wstream[<name>] <level>:

@@ -23,6 +23,7 @@
  */
 #include "planner.h"
 
+#include "array.h"
 #include "dtype.h"
 
 #include <stdarg.h>
@@ -115,29 +116,9 @@ static void fmt_dims(char *buf, size_t len, const uint64_t *v, uint32_t n)
 
 /* ---- growable arrays ---------------------------------------------------- */
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap = *cap ? *cap : 16;
-    void *nv;
-
-    if (need <= *cap)
-        return 0;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2 / elem)
-            return -1;
-        ncap *= 2;
-    }
-    nv = realloc(*v, ncap * elem);
-    if (nv == NULL)
-        return -1;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
 {
-    if (grow((void **)&bv->v, &bv->cap, bv->n + 1, sizeof(*bv->v)) != 0)
+    if (wst_array_grow(&bv->v, &bv->cap, bv->n + 1, sizeof(*bv->v)) != WST_OK)
         return WST_ERR_NO_MEMORY;
     bv->v[bv->n++] = *b;
     return WST_OK;
@@ -157,7 +138,7 @@ static wst_status_t item_push(struct item_vec *iv,
         last->length += it->length;
         return WST_OK;
     }
-    if (grow((void **)&iv->v, &iv->cap, iv->n + 1, sizeof(*iv->v)) != 0)
+    if (wst_array_grow(&iv->v, &iv->cap, iv->n + 1, sizeof(*iv->v)) != WST_OK)
         return WST_ERR_NO_MEMORY;
     iv->v[iv->n++] = *it;
     return WST_OK;

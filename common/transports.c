@@ -8,6 +8,7 @@
  * (UCX_NET_DEVICES, ...) hold device names or "all". Only the
  * environment is read: a ucx.conf file setting UCX_TLS is not seen.
  */
+#include "array.h"
 #include "transports.h"
 
 #include <stdio.h>
@@ -167,15 +168,8 @@ err:
 static wst_status_t add_transport(struct probe *p, uct_md_h md, int reg_host,
                                   const uct_tl_resource_desc_t *rsc)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 8;
-        struct wst_transport *grown = realloc(p->list, cap * sizeof(*grown));
-
-        if (grown == NULL)
-            return WST_ERR_NO_MEMORY;
-        p->list = grown;
-        p->cap = cap;
-    }
+    if (wst_array_grow(&p->list, &p->cap, p->n + 1, sizeof(*p->list)) != WST_OK)
+        return WST_ERR_NO_MEMORY;
     struct wst_transport *t = &p->list[p->n++];
 
     memset(t, 0, sizeof(*t));

@@ -250,12 +250,8 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
         params->max_control_msg ? params->max_control_msg : (64u << 20);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->started, NULL);
-    if (params->heartbeat.interval_s > 0 && params->heartbeat.msg_len > 0) {
-        w->hb_msg = malloc(params->heartbeat.msg_len);
-        if (w->hb_msg == NULL)
-            goto err_free;
-        memcpy(w->hb_msg, params->heartbeat.msg, params->heartbeat.msg_len);
-        w->hb_len = params->heartbeat.msg_len;
+    if (params->heartbeat.interval_s > 0 && params->heartbeat.encode != NULL) {
+        w->hb_encode = params->heartbeat.encode;
         w->hb_interval_ns = (uint64_t)(params->heartbeat.interval_s * 1e9);
         w->hb_timeout_ns = (uint64_t)(params->heartbeat.timeout_s * 1e9);
     }
@@ -287,7 +283,6 @@ err_close_epfd:
 err_close_evfd:
     close(w->evfd);
 err_free:
-    free(w->hb_msg);
     pthread_cond_destroy(&w->started);
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -312,7 +307,6 @@ void wst_worker_destroy(wst_worker_t *w)
     }
     close(w->epfd);
     close(w->evfd);
-    free(w->hb_msg);
     pthread_cond_destroy(&w->started);
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -394,14 +388,4 @@ int wst_worker_supports_cuda(const wst_worker_t *w)
 void wst_worker_busy(wst_worker_t *w, int delta)
 {
     w->busy += delta;
-}
-
-ucp_worker_h wst_worker_ucp(wst_worker_t *w)
-{
-    return w->worker;
-}
-
-const struct wst_logger *wst_worker_log(wst_worker_t *w)
-{
-    return w->log;
 }

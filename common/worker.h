@@ -79,16 +79,21 @@ struct wst_worker_ops {
     void (*tick)(void *arg);
 };
 
-/* Liveness of control connections. Every interval the worker sends the
- * owner's pre-encoded heartbeat message on each connection; a connection
- * that has received no control message for 'timeout' fails with
- * WST_ERR_TIMED_OUT (conn_failed), which is what catches a stopped or
- * partitioned peer: TCP may not notice for minutes. */
+/* Encodes heartbeat number SEQ of a connection into a new malloc'd buffer
+ * (*msg_p, *len_p) that the worker sends and frees. Progress thread. */
+typedef wst_status_t (*wst_heartbeat_encode_fn)(uint64_t seq, void **msg_p,
+                                                size_t *len_p);
+
+/* Liveness of control connections. Every interval the worker sends a
+ * heartbeat on each connection, numbered 1, 2, ... per connection and
+ * encoded by the owner's 'encode' (common/ knows no message format); a
+ * connection that has received no control message for 'timeout' fails
+ * with WST_ERR_TIMED_OUT (conn_failed), which is what catches a stopped
+ * or partitioned peer: TCP may not notice for minutes. */
 struct wst_heartbeat_params {
-    double interval_s; /* 0: no heartbeats */
-    double timeout_s;  /* silence that fails a connection */
-    const void *msg;   /* copied at create */
-    size_t msg_len;
+    double interval_s;              /* 0: no heartbeats */
+    double timeout_s;               /* silence that fails a connection */
+    wst_heartbeat_encode_fn encode; /* NULL: no heartbeats */
 };
 
 struct wst_worker_params {
@@ -153,9 +158,6 @@ int wst_worker_supports_cuda(const wst_worker_t *worker);
  * completions (a flush over shared memory, a cma transfer) raise no event
  * on the worker's fd and would otherwise wait for the next tick. */
 void wst_worker_busy(wst_worker_t *worker, int delta);
-
-ucp_worker_h wst_worker_ucp(wst_worker_t *worker);
-const struct wst_logger *wst_worker_log(wst_worker_t *worker);
 
 /* Progress thread: connect a control endpoint to host:port. The connection
  * is owned by the worker until wst_conn_close. */

@@ -28,6 +28,7 @@ struct wst_conn {
     int close_refs;       /* c is freed when this drops to 0 after close */
     uint64_t last_rx;     /* ns of the last control message received */
     uint64_t last_tx;     /* ns of the last heartbeat sent */
+    uint64_t hb_seq;      /* number of the last heartbeat sent */
     uint64_t close_at;    /* ns; nonzero: force-close then (lingering) */
     int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
@@ -41,8 +42,7 @@ struct wst_worker {
     size_t max_control_msg;
     uint64_t hb_interval_ns; /* 0: no heartbeats */
     uint64_t hb_timeout_ns;
-    void *hb_msg;
-    size_t hb_len;
+    wst_heartbeat_encode_fn hb_encode;
 
     ucp_context_h context;
     ucp_worker_h worker;
@@ -57,7 +57,7 @@ struct wst_worker {
     int closing;               /* closed connections not yet freed */
     struct wst_conn *to_close; /* closed, endpoints not yet closed */
     ucp_ep_h *graveyard;       /* see conn_close.c */
-    size_t n_graveyard;
+    size_t n_graveyard, graveyard_cap;
     int busy; /* UCX requests in flight (wst_worker_busy) */
     struct wst_parked_data *parked, *parked_tail;
     uint64_t parked_total; /* messages ever parked */
@@ -111,6 +111,12 @@ ucs_status_t wst_data_am_recv(void *arg, const void *header,
                               const ucp_am_recv_param_t *param);
 /* At shutdown: releases every parked data message. */
 void wst_data_am_drop_parked(wst_worker_t *w);
+/* Receives the LENGTH bytes of the rendezvous message DESC into DEST;
+ * done(request, status, length, arg) runs when they are in or failed, at
+ * once when that is known at once. Progress thread; also used by
+ * control_am.c. */
+void wst_am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
+                      ucp_am_recv_data_nbx_callback_t done, void *arg);
 
 /* heartbeat.c: closes lingering connections that are due, sends the
  * heartbeats that are due and fails connections gone silent. */

@@ -292,8 +292,10 @@ wst_gpu_digest_enqueue(struct wst_gpu_digest *dg,
                            dg->log, "gpu digest: cudaMemcpyAsync(sum)");
 }
 
-extern "C" void wst_gpu_digest_collect(const struct wst_gpu_digest *dg,
-                                       struct wst_digest *d)
+/* After the enqueued work is complete: adds the chunk-hash sum into
+ * d->sum. The caller sets d->pos (the total byte count) itself. */
+static void digest_collect(const struct wst_gpu_digest *dg,
+                           struct wst_digest *d)
 {
     /* volatile: the word was written by a DMA the compiler cannot see. */
     d->sum += *(volatile const unsigned long long *)dg->host_sum;
@@ -312,6 +314,6 @@ extern "C" wst_status_t wst_gpu_digest_runs(struct wst_gpu_digest *dg,
                              dg->log, "gpu digest: cudaStreamSynchronize");
     if (status != WST_OK)
         return status;
-    wst_gpu_digest_collect(dg, d);
+    digest_collect(dg, d);
     return WST_OK;
 }

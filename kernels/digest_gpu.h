@@ -46,12 +46,6 @@ wst_status_t wst_gpu_digest_enqueue(struct wst_gpu_digest *dg,
                                     const struct wst_digest_run *runs,
                                     uint32_t n, wst_gpu_stream_t stream);
 
-/* After the enqueued work is complete (the caller synchronized the stream
- * or an event recorded after it): adds the chunk-hash sum into d->sum.
- * The caller sets d->pos (the total byte count) itself. */
-void wst_gpu_digest_collect(const struct wst_gpu_digest *dg,
-                            struct wst_digest *d);
-
 /* enqueue, synchronize 'stream', collect: one call for a verifier thread. */
 wst_status_t wst_gpu_digest_runs(struct wst_gpu_digest *dg,
                                  const struct wst_digest_run *runs, uint32_t n,

@@ -34,13 +34,6 @@ wst_status_t wst_gpu_digest_enqueue(struct wst_gpu_digest *dg,
     return WST_ERR_NO_DEVICE;
 }
 
-void wst_gpu_digest_collect(const struct wst_gpu_digest *dg,
-                            struct wst_digest *d)
-{
-    (void)dg;
-    (void)d;
-}
-
 wst_status_t wst_gpu_digest_runs(struct wst_gpu_digest *dg,
                                  const struct wst_digest_run *runs, uint32_t n,
                                  wst_gpu_stream_t stream, struct wst_digest *d)

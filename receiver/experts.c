@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "dtype.h"
 #include "errbuf.h"
 #include "gpu.h"
@@ -51,7 +52,6 @@ wst_status_t wst_moe_add(struct wst_moe *m, const struct wst_expert_layer *e,
                          size_t n_regions, char *err, size_t errlen)
 {
     struct wst_moe_layer ml = {0};
-    struct wst_moe_layer *grown;
 
     if (e == NULL || e->loader == NULL) {
         wst_errf(err, errlen, "expert layer: no loader named");
@@ -120,12 +120,11 @@ wst_status_t wst_moe_add(struct wst_moe *m, const struct wst_expert_layer *e,
                e->n_expert_ids * sizeof(*ml.expert_ids));
         ml.n_expert_ids = e->n_expert_ids;
     }
-    grown = realloc(m->layers, (m->n_layers + 1) * sizeof(*m->layers));
-    if (grown == NULL) {
+    if (wst_array_grow(&m->layers, &m->layers_cap, m->n_layers + 1,
+                       sizeof(*m->layers)) != WST_OK) {
         free(ml.expert_ids);
         return WST_ERR_NO_MEMORY;
     }
-    m->layers = grown;
     m->layers[m->n_layers++] = ml;
     return WST_OK;
 }

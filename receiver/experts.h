@@ -58,7 +58,7 @@ struct wst_moe_layer {
 struct wst_moe {
     struct wst_loader_registry loaders;
     struct wst_moe_layer *layers; /* owned; sorted by layer after prepare */
-    size_t n_layers;
+    size_t n_layers, layers_cap;
     uint32_t slots;
     uint64_t slot_bytes;
     void *staging;      /* owned, page aligned; NULL when there are no layers */

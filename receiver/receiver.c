@@ -12,11 +12,14 @@
 #include "device.h"
 #include "dtype.h"
 #include "experts.h"
+#include "heartbeat_msg.h"
 #include "jobq.h"
 #include "log.h"
 #include "planner.h"
+#include "receiver_config.h"
 #include "receiver_internal.h"
 #include "landing.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 void wst_recv_set_state_reason(struct wst_receiver *r, const char *reason)
@@ -33,49 +36,57 @@ void wst_recv_publish(struct wst_receiver *r,
     pthread_mutex_unlock(&r->lock);
 }
 
+/* The table's defaults (receiver_config.c), then what the caller set. */
 static wst_status_t apply_params(struct wst_receiver *r,
                                  const struct wst_receiver_params *p)
 {
     uint64_t f = p->field_mask;
+    struct wst_recv_settings set;
+    wst_status_t st;
 
+    st = wst_recv_settings_init(&set);
+    if (st != WST_OK)
+        return st;
     r->rank = (f & WST_RECEIVER_PARAM_RANK) ? p->rank : 0;
     snprintf(r->listen_host, sizeof(r->listen_host), "%s",
              (f & WST_RECEIVER_PARAM_LISTEN) && p->listen_host ? p->listen_host
                                                                : "0.0.0.0");
     r->listen_port = (f & WST_RECEIVER_PARAM_LISTEN) ? p->listen_port : 0;
-    r->timeout_s = (f & WST_RECEIVER_PARAM_TIMEOUT) && p->timeout_s > 0
-                       ? p->timeout_s
-                       : 30.0;
-    r->allow_put = 1;
-    if ((f & WST_RECEIVER_PARAM_MOVER) && p->mover != NULL) {
-        if (strcmp(p->mover, "am") == 0)
-            r->allow_put = 0;
-        else if (strcmp(p->mover, "auto") != 0)
-            return WST_ERR_INVALID;
-    }
-    r->verify = (f & WST_RECEIVER_PARAM_VERIFY) ? p->verify != 0 : 1;
-    r->heartbeat_s = 1.0;
-    r->peer_timeout_s = 5.0;
+    if ((f & WST_RECEIVER_PARAM_TIMEOUT) && p->timeout_s > 0)
+        set.timeout_s = p->timeout_s;
+    r->timeout_s = set.timeout_s;
+    if ((f & WST_RECEIVER_PARAM_MOVER) && p->mover != NULL &&
+        wst_config_set(wst_recv_config, &set, "mover", p->mover, NULL, 0) !=
+            WST_OK)
+        return WST_ERR_INVALID;
+    r->allow_put = strcmp(wst_recv_mover_names[set.mover], "am") != 0;
+    if (f & WST_RECEIVER_PARAM_VERIFY)
+        set.verify = p->verify != 0;
+    r->verify = set.verify;
     if (f & WST_RECEIVER_PARAM_HEARTBEAT) {
-        if (p->heartbeat_s <= 0 || p->peer_timeout_s <= p->heartbeat_s)
-            return WST_ERR_INVALID;
-        r->heartbeat_s = p->heartbeat_s;
-        r->peer_timeout_s = p->peer_timeout_s;
+        set.heartbeat_s = p->heartbeat_s;
+        set.peer_timeout_s = p->peer_timeout_s;
     }
+    if (wst_heartbeat_params_set(&r->heartbeat, set.heartbeat_s,
+                                 set.peer_timeout_s) != WST_OK)
+        return WST_ERR_INVALID;
     if (f & WST_RECEIVER_PARAM_HOOKS)
         r->hooks = p->hooks;
-    if ((f & WST_RECEIVER_PARAM_STAGING_SLOTS) &&
-        (p->staging_slots == 0 || p->staging_slots > 64))
-        return WST_ERR_INVALID;
-    wst_moe_init(&r->moe,
-                 (f & WST_RECEIVER_PARAM_STAGING_SLOTS) ? p->staging_slots : 2);
+    if (f & WST_RECEIVER_PARAM_STAGING_SLOTS) {
+        if (p->staging_slots == 0 ||
+            p->staging_slots > WST_RECV_STAGING_SLOTS_MAX)
+            return WST_ERR_INVALID;
+        set.staging_slots = p->staging_slots;
+    }
+    wst_moe_init(&r->moe, (uint32_t)set.staging_slots);
     snprintf(r->log_name, sizeof(r->log_name), "%s",
              (f & WST_RECEIVER_PARAM_LOG) && p->log_name ? p->log_name
                                                          : "receiver");
-    wst_logger_init(&r->log, r->log_name, WST_LOG_INFO);
+    if ((f & WST_RECEIVER_PARAM_LOG) && p->log_level >= 0 &&
+        p->log_level <= WST_LOG_TRACE)
+        set.log_level = p->log_level;
+    wst_logger_init(&r->log, r->log_name, (enum wst_log_level)set.log_level);
     if (f & WST_RECEIVER_PARAM_LOG) {
-        if (p->log_level >= 0 && p->log_level <= WST_LOG_TRACE)
-            r->log.level = (enum wst_log_level)p->log_level;
         r->log.sink = p->log_fn;
         r->log.sink_arg = p->log_arg;
     }
@@ -97,22 +108,12 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = apply_params(r, params);
     if (st != WST_OK)
         goto err_free;
-    struct wst_msg hb = {.type = WST_MSG_HEARTBEAT};
-    uint8_t *hb_buf = NULL;
-    size_t hb_len = 0;
-    st = wst_msg_encode(&hb, &hb_buf, &hb_len);
+    st = wst_jobq_create(&r->engine);
     if (st != WST_OK)
         goto err_free;
-    st = wst_jobq_create(&r->engine);
-    if (st != WST_OK) {
-        free(hb_buf);
-        goto err_free;
-    }
     st = wst_jobq_create(&r->repacker);
-    if (st != WST_OK) {
-        free(hb_buf);
+    if (st != WST_OK)
         goto err_destroy_engine;
-    }
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
@@ -123,13 +124,9 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
                 .data_done = wst_recv_on_data_done,
                 .tick = wst_recv_on_tick},
         .max_control_msg = WST_MSG_MAX_DEFAULT,
-        .heartbeat = {.interval_s = r->heartbeat_s,
-                      .timeout_s = r->peer_timeout_s,
-                      .msg = hb_buf,
-                      .msg_len = hb_len},
+        .heartbeat = r->heartbeat,
     };
     st = wst_worker_create(&wp, &r->worker);
-    free(hb_buf);
     if (st != WST_OK)
         goto err_destroy_repacker;
     *receiver_p = r;
@@ -310,14 +307,7 @@ wst_status_t wst_receiver_wait_committed(wst_receiver_t *r, uint64_t version,
             st = WST_ERR_UNUSABLE;
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+        wst_cond_wait_s(&r->cond, &r->lock, 0.02);
     }
     pthread_mutex_unlock(&r->lock);
     return st;

@@ -78,8 +78,7 @@ struct wst_receiver {
     double timeout_s;
     int allow_put;
     int verify;
-    double heartbeat_s;
-    double peer_timeout_s;
+    struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     struct wst_receiver_hooks hooks;
 
     wst_worker_t *worker;
@@ -87,10 +86,11 @@ struct wst_receiver {
     int started;
 
     struct region *regions;
-    size_t n_regions;
+    size_t n_regions, regions_cap;
     struct wst_want *wants;
-    size_t n_wants;
-    struct wst_region_desc *region_descs;
+    size_t n_wants, wants_cap;
+    struct wst_region_desc *region_descs; /* [n_regions] */
+    size_t region_descs_cap;
     struct wst_moe moe;          /* MoE layers, staging pool, loaders */
     uint32_t staging_region;     /* valid when moe.staging != NULL */
     void **region_data;          /* [n_regions] base addresses, for repacks */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "dtype.h"
 #include "gpu.h"
 #include "gpu_probe.h"
@@ -16,16 +17,6 @@ void *wst_recv_item_dest(const struct wst_receiver *r,
                          const struct wst_plan_item *it, uint64_t offset)
 {
     return (char *)r->regions[it->region].data + it->dst_offset + offset;
-}
-
-static wst_status_t grow(void **array, size_t n, size_t size)
-{
-    void *grown = realloc(*array, (n + 1) * size);
-
-    if (grown == NULL)
-        return WST_ERR_NO_MEMORY;
-    *array = grown;
-    return WST_OK;
 }
 
 /* The memory type the caller declared, checked against what CUDA says the
@@ -100,10 +91,11 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
         if (st != WST_OK)
             goto err_unmap;
     }
-    st = grow((void **)&r->regions, r->n_regions, sizeof(*r->regions));
+    st = wst_array_grow(&r->regions, &r->regions_cap, r->n_regions + 1,
+                        sizeof(*r->regions));
     if (st == WST_OK)
-        st = grow((void **)&r->region_descs, r->n_regions,
-                  sizeof(*r->region_descs));
+        st = wst_array_grow(&r->region_descs, &r->region_descs_cap,
+                            r->n_regions + 1, sizeof(*r->region_descs));
     if (st != WST_OK)
         goto err_free_rkey;
     strcpy(desc.name, region->name);
@@ -135,7 +127,8 @@ wst_status_t wst_recv_add_want(struct wst_receiver *r,
                   (unsigned long long)want->offset);
         return st;
     }
-    st = grow((void **)&r->wants, r->n_wants, sizeof(*r->wants));
+    st = wst_array_grow(&r->wants, &r->wants_cap, r->n_wants + 1,
+                        sizeof(*r->wants));
     if (st != WST_OK)
         return st;
     r->wants[r->n_wants++] = *want;

@@ -17,14 +17,14 @@
 #include "clock.h"
 #include "codec.h"
 #include "device.h"
+#include "heartbeat_msg.h"
 #include "select.h"
 #include "log.h"
 #include "mover.h"
+#include "sender_config.h"
 #include "sender_internal.h"
+#include "timed_wait.h"
 #include "worker.h"
-
-#define DEFAULT_WINDOW (64ull << 20)
-#define DEFAULT_BOUNCE (64ull << 20)
 
 /* ---- public API ---- */
 
@@ -61,62 +61,67 @@ static int shm_possible(void)
     return 0;
 }
 
+/* The table's defaults (sender_config.c), then what the caller set. */
 static wst_status_t apply_params(struct wst_sender *s,
                                  const struct wst_sender_params *p)
 {
+    uint64_t f = p->field_mask;
     uint64_t need = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                     WST_SENDER_PARAM_RECEIVERS;
+    struct wst_send_settings set;
+    wst_status_t st;
 
-    if ((p->field_mask & need) != need || p->world_size == 0 ||
-        p->rank >= p->world_size || p->n_receivers == 0 || p->receivers == NULL)
+    if ((f & need) != need || p->world_size == 0 || p->rank >= p->world_size ||
+        p->n_receivers == 0 || p->receivers == NULL)
         return WST_ERR_INVALID;
+    st = wst_send_settings_init(&set);
+    if (st != WST_OK)
+        return st;
     s->rank = p->rank;
     s->world_size = p->world_size;
-    s->timeout_s =
-        (p->field_mask & WST_SENDER_PARAM_TIMEOUT) && p->timeout_s > 0
-            ? p->timeout_s
-            : 30.0;
-    s->window = (p->field_mask & WST_SENDER_PARAM_WINDOW) && p->window_bytes
-                    ? p->window_bytes
-                    : DEFAULT_WINDOW;
-    s->heartbeat_s = 1.0;
-    s->peer_timeout_s = 5.0;
-    if (p->field_mask & WST_SENDER_PARAM_HEARTBEAT) {
-        if (p->heartbeat_s <= 0 || p->peer_timeout_s <= p->heartbeat_s)
-            return WST_ERR_INVALID;
-        s->heartbeat_s = p->heartbeat_s;
-        s->peer_timeout_s = p->peer_timeout_s;
+    if ((f & WST_SENDER_PARAM_TIMEOUT) && p->timeout_s > 0)
+        set.timeout_s = p->timeout_s;
+    s->timeout_s = set.timeout_s;
+    if ((f & WST_SENDER_PARAM_WINDOW) && p->window_bytes)
+        set.window_bytes = p->window_bytes;
+    s->window = set.window_bytes;
+    if (f & WST_SENDER_PARAM_HEARTBEAT) {
+        set.heartbeat_s = p->heartbeat_s;
+        set.peer_timeout_s = p->peer_timeout_s;
     }
-    s->mover_pref = 0;
-    if ((p->field_mask & WST_SENDER_PARAM_MOVER) && p->mover != NULL &&
-        strcmp(p->mover, "auto") != 0) {
-        s->mover_pref = wst_mover_kind_parse(p->mover);
-        if (s->mover_pref == 0)
-            return WST_ERR_INVALID;
-    }
+    if (wst_heartbeat_params_set(&s->heartbeat, set.heartbeat_s,
+                                 set.peer_timeout_s) != WST_OK)
+        return WST_ERR_INVALID;
+    if ((f & WST_SENDER_PARAM_MOVER) && p->mover != NULL &&
+        wst_config_set(wst_send_config, &set, "mover", p->mover, NULL, 0) !=
+            WST_OK)
+        return WST_ERR_INVALID;
+    /* 0: auto */
+    s->mover_pref = wst_mover_kind_parse(wst_send_mover_names[set.mover]);
     snprintf(s->log_name, sizeof(s->log_name), "sender[%u]", p->rank);
-    wst_logger_init(&s->log, s->log_name, WST_LOG_INFO);
-    if (p->field_mask & WST_SENDER_PARAM_LOG) {
-        if (p->log_level >= 0 && p->log_level <= WST_LOG_TRACE)
-            s->log.level = (enum wst_log_level)p->log_level;
+    if ((f & WST_SENDER_PARAM_LOG) && p->log_level >= 0 &&
+        p->log_level <= WST_LOG_TRACE)
+        set.log_level = p->log_level;
+    wst_logger_init(&s->log, s->log_name, (enum wst_log_level)set.log_level);
+    if (f & WST_SENDER_PARAM_LOG) {
         s->log.sink = p->log_fn;
         s->log.sink_arg = p->log_arg;
     }
-    if (p->field_mask & WST_SENDER_PARAM_PROGRESS) {
+    if (f & WST_SENDER_PARAM_PROGRESS) {
         s->progress_fn = p->progress_fn;
         s->progress_arg = p->progress_arg;
     }
-    s->path_pref = WST_PATH_PREF_AUTO;
-    if ((p->field_mask & WST_SENDER_PARAM_DEVICE_PATH) &&
+    s->path_pref = (enum wst_path_pref)set.device_path;
+    if ((f & WST_SENDER_PARAM_DEVICE_PATH) &&
         wst_path_pref_parse(p->device_path, &s->path_pref) != WST_OK) {
         WST_ERROR(&s->log,
                   "device_path '%s': want auto, direct, bounce or nccl",
                   p->device_path);
         return WST_ERR_INVALID;
     }
-    uint64_t bounce = (p->field_mask & WST_SENDER_PARAM_BOUNCE)
-                          ? p->bounce_bytes
-                          : DEFAULT_BOUNCE;
+    if (f & WST_SENDER_PARAM_BOUNCE)
+        set.bounce_bytes = p->bounce_bytes;
+    uint64_t bounce = set.bounce_bytes;
     if (bounce / WST_BOUNCE_SLOT_BYTES < WST_BOUNCE_MIN_SLOTS ||
         bounce / WST_BOUNCE_SLOT_BYTES > WST_BOUNCE_MAX_SLOTS) {
         WST_ERROR(&s->log, "bounce_bytes %llu: want %u to %u slots of %llu MiB",
@@ -126,8 +131,9 @@ static wst_status_t apply_params(struct wst_sender *s,
         return WST_ERR_INVALID;
     }
     s->bounce_slots = (uint32_t)(bounce / WST_BOUNCE_SLOT_BYTES);
-    int shm_data = (p->field_mask & WST_SENDER_PARAM_SHM_DATA) && p->shm_data;
-    s->data_peer_errors = !(shm_data && shm_possible());
+    if (f & WST_SENDER_PARAM_SHM_DATA)
+        set.shm_data = p->shm_data != 0;
+    s->data_peer_errors = !(set.shm_data && shm_possible());
     return WST_OK;
 }
 
@@ -160,24 +166,14 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
             goto err_free_links;
         }
     }
-    struct wst_msg hb = {.type = WST_MSG_HEARTBEAT};
-    uint8_t *hb_buf = NULL;
-    size_t hb_len = 0;
-    st = wst_msg_encode(&hb, &hb_buf, &hb_len);
-    if (st != WST_OK)
-        goto err_free_links;
     struct wst_worker_params wp = {
         .log = &s->log,
         .ops = {.arg = s,
                 .message = wst_link_on_message,
                 .conn_failed = wst_link_on_conn_failed},
-        .heartbeat = {.interval_s = s->heartbeat_s,
-                      .timeout_s = s->peer_timeout_s,
-                      .msg = hb_buf,
-                      .msg_len = hb_len},
+        .heartbeat = s->heartbeat,
     };
     st = wst_worker_create(&wp, &s->worker);
-    free(hb_buf);
     if (st != WST_OK)
         goto err_free_links;
     WST_DEBUG(&s->log, "data endpoints %s peer-failure detection",
@@ -207,7 +203,6 @@ static wst_status_t wait_links(struct wst_sender *s,
                                const char *what)
 {
     uint64_t deadline = wst_deadline_ns(timeout_s);
-    struct timespec ts;
 
     for (;;) {
         size_t n_done = 0;
@@ -233,13 +228,7 @@ static wst_status_t wait_links(struct wst_sender *s,
             WST_ERROR(&s->log, "%s", s->last_error);
             return WST_ERR_TIMED_OUT;
         }
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        wst_cond_wait_s(&s->cond, &s->lock, 0.05);
     }
 }
 

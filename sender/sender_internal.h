@@ -3,6 +3,7 @@
  *
  * The library's files:
  *   sender.c     the public API: parameters, create, push, wait, destroy
+ *   sender_config.c  the settings table: every default (sender_config.h)
  *   shards.c     registering shards
  *   link.c       one link per receiver: connection, control messages, state
  *   link_open.c  a planned link's device path and mover, chosen once
@@ -96,8 +97,7 @@ struct wst_sender {
     double timeout_s;
     enum wst_mover_kind mover_pref; /* 0: auto */
     uint64_t window;
-    double heartbeat_s;
-    double peer_timeout_s;
+    struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     int data_peer_errors;
     uint64_t session;
     wst_layer_progress_fn progress_fn;
@@ -108,7 +108,7 @@ struct wst_sender {
     wst_worker_t *worker;
     struct wst_send_device *dev; /* with the first device shard */
     struct shard *shards;
-    size_t n_shards;
+    size_t n_shards, shards_cap;
     struct link *links;
     size_t n_links;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "device.h"
 #include "dtype.h"
 #include "gpu.h"
@@ -140,13 +141,11 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
             return register_refused(s, sh, st,
                                     "UCX cannot register its memory");
     }
-    struct shard *grown =
-        realloc(s->shards, (s->n_shards + 1) * sizeof(*s->shards));
-    if (grown == NULL) {
+    if (wst_array_grow(&s->shards, &s->shards_cap, s->n_shards + 1,
+                       sizeof(*s->shards)) != WST_OK) {
         wst_worker_mem_unmap(s->worker, entry.memh);
         return register_refused(s, sh, WST_ERR_NO_MEMORY, "out of memory");
     }
-    s->shards = grown;
     s->shards[s->n_shards++] = entry;
     return WST_OK;
 }

@@ -31,62 +31,61 @@
 #include "layout_file.h"
 #include "log.h"
 #include "metrics.h"
+#include "receiver_config.h"
 #include "region_import.h"
 #include "status_file.h"
 
-static const char *const mover_choices[] = {"auto", "am", NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 /* Indexes are enum wst_log_format values. */
 static const char *const format_choices[] = {"text", "json", NULL};
 
 static const struct wst_config_entry agent_config[] = {
     {"layout", WST_CONFIG_STRING, "", "layout file (JSON) to serve",
-     offsetof(struct agent_settings, layout), NULL},
+     offsetof(struct agent_settings, layout), NULL, NULL},
     {"listen", WST_CONFIG_STRING, "0.0.0.0:7070",
      "address to listen on, host:port (port 0: any)",
-     offsetof(struct agent_settings, listen), NULL},
+     offsetof(struct agent_settings, listen), NULL, NULL},
     {"port-file", WST_CONFIG_STRING, "",
      "write the bound port here once listening",
-     offsetof(struct agent_settings, port_file), NULL},
+     offsetof(struct agent_settings, port_file), NULL, NULL},
     {"status-file", WST_CONFIG_STRING, "",
      "write the agent state (JSON) here after every refit",
-     offsetof(struct agent_settings, status_file), NULL},
+     offsetof(struct agent_settings, status_file), NULL, NULL},
     {"engine-socket", WST_CONFIG_STRING, "",
      "listen here (Unix socket) for the engine process; empty: no engine, "
      "hooks only log",
-     offsetof(struct agent_settings, engine_socket), NULL},
-    {"timeout", WST_CONFIG_DOUBLE, "30",
-     "seconds before missing manifests or a stalled refit fail",
-     offsetof(struct agent_settings, timeout), NULL},
-    {"heartbeat", WST_CONFIG_DOUBLE, "1",
-     "seconds between heartbeats on every control connection",
-     offsetof(struct agent_settings, heartbeat), NULL},
-    {"peer-timeout", WST_CONFIG_DOUBLE, "5",
-     "seconds of silence after which a sender has failed",
-     offsetof(struct agent_settings, peer_timeout), NULL},
-    {"mover", WST_CONFIG_ENUM, "auto",
-     "auto: senders put where their lane does real RMA; am: never",
-     offsetof(struct agent_settings, mover), mover_choices},
-    {"staging-slots", WST_CONFIG_UINT, "2",
-     "MoE layers staged at once (1..64): staging memory is this many "
-     "layers' local experts",
-     offsetof(struct agent_settings, staging_slots), NULL},
-    {"verify", WST_CONFIG_BOOL, "yes", "check every layer's digest",
-     offsetof(struct agent_settings, verify), NULL},
-    {"log-level", WST_CONFIG_ENUM, "info", "error, warn, info, debug, trace",
-     offsetof(struct agent_settings, log_level), level_choices},
+     offsetof(struct agent_settings, engine_socket), NULL, NULL},
+    /* the receiver's settings, defined in its table (receiver_config.c) */
+    WST_CONFIG_LIKE_ENTRY("timeout", NULL,
+                          offsetof(struct agent_settings, timeout),
+                          &wst_recv_config[WST_RECV_CONFIG_TIMEOUT]),
+    WST_CONFIG_LIKE_ENTRY("heartbeat", NULL,
+                          offsetof(struct agent_settings, heartbeat),
+                          &wst_recv_config[WST_RECV_CONFIG_HEARTBEAT]),
+    WST_CONFIG_LIKE_ENTRY("peer-timeout", NULL,
+                          offsetof(struct agent_settings, peer_timeout),
+                          &wst_recv_config[WST_RECV_CONFIG_PEER_TIMEOUT]),
+    WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct agent_settings, mover),
+                          &wst_recv_config[WST_RECV_CONFIG_MOVER]),
+    WST_CONFIG_LIKE_ENTRY("staging-slots", NULL,
+                          offsetof(struct agent_settings, staging_slots),
+                          &wst_recv_config[WST_RECV_CONFIG_STAGING_SLOTS]),
+    WST_CONFIG_LIKE_ENTRY("verify", NULL,
+                          offsetof(struct agent_settings, verify),
+                          &wst_recv_config[WST_RECV_CONFIG_VERIFY]),
+    WST_CONFIG_LIKE_ENTRY("log-level", NULL,
+                          offsetof(struct agent_settings, log_level),
+                          &wst_recv_config[WST_RECV_CONFIG_LOG_LEVEL]),
     {"log-format", WST_CONFIG_ENUM, "text",
      "text, or json: one object per line (ts, level, component, msg) for "
      "log collectors",
-     offsetof(struct agent_settings, log_format), format_choices},
+     offsetof(struct agent_settings, log_format), format_choices, NULL},
     {"metrics-listen", WST_CONFIG_STRING, "",
      "HOST:PORT for Prometheus /metrics, /healthz and /readyz (port 0: any); "
      "empty: no HTTP server",
-     offsetof(struct agent_settings, metrics_listen), NULL},
+     offsetof(struct agent_settings, metrics_listen), NULL, NULL},
     {"metrics-port-file", WST_CONFIG_STRING, "",
      "write the bound metrics port here once serving",
-     offsetof(struct agent_settings, metrics_port_file), NULL},
+     offsetof(struct agent_settings, metrics_port_file), NULL, NULL},
     WST_CONFIG_END,
 };
 
@@ -225,7 +224,7 @@ static wst_status_t agent_start(struct agent *a)
         .listen_host = host,
         .listen_port = port,
         .timeout_s = a->set.timeout,
-        .mover = mover_choices[a->set.mover],
+        .mover = wst_recv_mover_names[a->set.mover],
         .verify = a->set.verify,
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,

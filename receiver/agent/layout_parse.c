@@ -18,6 +18,7 @@
 
 #include <json-c/json.h>
 
+#include "array.h"
 #include "dtype.h"
 
 wst_status_t wst_layout_fail(struct parse_ctx *c, wst_status_t status,
@@ -462,7 +463,7 @@ wst_status_t wst_layout_load(const char *path, struct wst_layout *out,
                              char *err, size_t errlen)
 {
     struct parse_ctx c = {err, errlen};
-    char *text = NULL, *p;
+    char *text = NULL;
     size_t len = 0, cap = 0, n;
     FILE *f;
     wst_status_t status;
@@ -474,15 +475,13 @@ wst_status_t wst_layout_load(const char *path, struct wst_layout *out,
         return wst_layout_fail(&c, WST_ERR_IO, "%s: cannot open: %s", path,
                                strerror(errno));
     for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 65536;
-            p = cap > INT_MAX ? NULL : realloc(text, cap);
-            if (p == NULL) {
-                status = wst_layout_fail(&c, WST_ERR_NO_MEMORY,
-                                         "%s: file too large", path);
-                goto out_close;
-            }
-            text = p;
+        /* at least 64 KiB more each time; no file over 1 GiB */
+        if (len == cap &&
+            (len > INT_MAX / 2 ||
+             wst_array_grow(&text, &cap, len + 65536, 1) != WST_OK)) {
+            status = wst_layout_fail(&c, WST_ERR_NO_MEMORY,
+                                     "%s: file too large", path);
+            goto out_close;
         }
         n = fread(text + len, 1, cap - len, f);
         len += n;

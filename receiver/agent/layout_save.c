@@ -1,18 +1,16 @@
 /* layout_save.c - write a struct wst_layout as the agent's layout file:
- * the parser's rules first (layout_rules.c), then JSON (json-c), written to
- * a temporary file and renamed into place. */
+ * the parser's rules first (layout_rules.c), then JSON (json-c), written
+ * whole by wst_atomic_write() (common/atomic_file.h). */
 #include "layout_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
+#include "atomic_file.h"
 #include "dtype.h"
 
 static struct json_object *new_dims(const uint64_t *dims, uint32_t n)
@@ -297,53 +295,6 @@ static struct json_object *build_json(const struct wst_layout *l)
     return root;
 }
 
-static wst_status_t write_file(struct parse_ctx *c, const char *path,
-                               const char *text)
-{
-    char *tmp = NULL;
-    size_t len = strlen(text), plen = strlen(path) + 32;
-    int fd;
-    wst_status_t status = WST_OK;
-
-    tmp = malloc(plen);
-    if (tmp == NULL)
-        return wst_layout_fail(c, WST_ERR_NO_MEMORY, "out of memory");
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        status = wst_layout_fail(c, WST_ERR_IO, "%s: cannot create: %s", tmp,
-                                 strerror(errno));
-        goto out_free_tmp;
-    }
-    while (len > 0) {
-        ssize_t n = write(fd, text, len);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            status = wst_layout_fail(c, WST_ERR_IO, "%s: write: %s", tmp,
-                                     strerror(errno));
-            break;
-        }
-        text += n;
-        len -= (size_t)n;
-    }
-    if (status == WST_OK && fsync(fd) != 0)
-        status = wst_layout_fail(c, WST_ERR_IO, "%s: fsync: %s", tmp,
-                                 strerror(errno));
-    if (close(fd) != 0 && status == WST_OK)
-        status = wst_layout_fail(c, WST_ERR_IO, "%s: close: %s", tmp,
-                                 strerror(errno));
-    if (status == WST_OK && rename(tmp, path) != 0)
-        status = wst_layout_fail(c, WST_ERR_IO, "%s: rename to %s: %s", tmp,
-                                 path, strerror(errno));
-    if (status != WST_OK)
-        unlink(tmp);
-out_free_tmp:
-    free(tmp);
-    return status;
-}
-
 wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
                              char *err, size_t errlen)
 {
@@ -367,7 +318,7 @@ wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
     if (text == NULL)
         status = wst_layout_fail(&c, WST_ERR_NO_MEMORY, "out of memory");
     else
-        status = write_file(&c, path, text);
+        status = wst_atomic_write(path, text, strlen(text), 0644, err, errlen);
     json_object_put(root);
     return status;
 }

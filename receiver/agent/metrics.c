@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "array.h"
+
 /* Upper bounds (seconds) of the duration histograms' buckets: a layer's
  * repack on a GPU takes ~0.1 ms, on a CPU tens of ms; an engine's finalize
  * anything up to seconds. */
@@ -64,14 +66,11 @@ static void text_add(struct text *t, const char *fmt, ...)
             t->len += (size_t)n;
             return;
         }
-        size_t cap = (t->cap + (size_t)n + 1) * 2;
-        char *grown = realloc(t->buf, cap);
-        if (grown == NULL) {
+        if (wst_array_grow(&t->buf, &t->cap, t->len + (size_t)n + 1, 1) !=
+            WST_OK) {
             t->failed = 1;
             return;
         }
-        t->buf = grown;
-        t->cap = cap;
     }
 }
 

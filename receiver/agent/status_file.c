@@ -1,30 +1,15 @@
 /* status_file.c - wstream-agent's state and bound ports, as files. */
 #include "status_file.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include "atomic_file.h"
 #include "clock.h"
 #include "log.h"
-
-static int write_file_atomic(const char *path, const char *text)
-{
-    char tmp[4096];
-    FILE *f;
-
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL)
-        return -1;
-    fputs(text, f);
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
-}
 
 /* The state, and the last refit's per-layer timeline (seconds from the
  * engine's begin acknowledgement), as one JSON object. */
@@ -33,6 +18,8 @@ void wst_status_file_write(struct agent *a)
     struct wst_receiver_state st;
     struct json_object *o, *layers;
     struct wst_layer_times *times = NULL;
+    const char *text;
+    char err[512];
     uint32_t n;
 
     if (a->set.status_file[0] == '\0' || a->receiver == NULL)
@@ -77,11 +64,13 @@ void wst_status_file_write(struct agent *a)
         json_object_array_add(layers, l);
     }
     json_object_object_add(o, "layers", layers);
-    const char *text =
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
-    if (write_file_atomic(a->set.status_file, text) != 0)
-        WST_WARN(&a->log, "cannot write status file %s: %s", a->set.status_file,
-                 strerror(errno));
+    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
+    if (text == NULL)
+        WST_WARN(&a->log, "cannot write status file %s: out of memory",
+                 a->set.status_file);
+    else if (wst_atomic_write(a->set.status_file, text, strlen(text), 0644, err,
+                              sizeof(err)) != WST_OK)
+        WST_WARN(&a->log, "cannot write status file: %s", err);
     json_object_put(o);
     free(times);
 }
@@ -90,15 +79,14 @@ void wst_status_file_write(struct agent *a)
 wst_status_t wst_status_file_write_port(struct agent *a, const char *path,
                                         uint16_t port, const char *what)
 {
-    char text[16];
+    char text[16], err[512];
+    wst_status_t status;
 
     if (path[0] == '\0')
         return WST_OK;
     snprintf(text, sizeof(text), "%u\n", port);
-    if (write_file_atomic(path, text) != 0) {
-        WST_ERROR(&a->log, "cannot write %s file %s: %s", what, path,
-                  strerror(errno));
-        return WST_ERR_IO;
-    }
-    return WST_OK;
+    status = wst_atomic_write(path, text, strlen(text), 0644, err, sizeof(err));
+    if (status != WST_OK)
+        WST_ERROR(&a->log, "cannot write %s file: %s", what, err);
+    return status;
 }

@@ -2,8 +2,8 @@
  * its state (--status-file, one JSON object, after every commit or failure)
  * and its bound ports (--port-file, --metrics-port-file).
  *
- * Each file is written whole to PATH.tmp and renamed over PATH, so a reader
- * never sees half of one.
+ * Each file is written whole with wst_atomic_write() (common/atomic_file.h),
+ * so a reader never sees half of one.
  */
 #ifndef WST_STATUS_FILE_H
 #define WST_STATUS_FILE_H
@@ -19,8 +19,8 @@
 void wst_status_file_write(struct agent *a);
 
 /* Writes PORT and a newline to PATH ("": not asked for, WST_OK at once);
- * WHAT names the file in the error logged. WST_ERR_IO when PATH cannot be
- * written. Borrows a and path for the call. */
+ * WHAT names the file in the error logged. WST_ERR_IO (WST_ERR_NO_MEMORY
+ * when out of memory) when PATH cannot be written. Borrows a and path for the call. */
 wst_status_t wst_status_file_write_port(struct agent *a, const char *path,
                                         uint16_t port, const char *what);
 

@@ -358,19 +358,35 @@ class Schema:
 # Facts read from the source tree, so they cannot drift.
 
 def agent_flags():
-    """{flag: (type, choices)} from the agent's config table."""
+    """{flag: (type, choices)} from the agent's config table.
+
+    Its entries for the receiver's settings are WST_CONFIG_LIKE_ENTRYs:
+    their type and choices are those of the receiver's table entry they
+    point at (receiver/receiver_config.c)."""
     src = open(os.path.join(ROOT, "receiver", "agent", "agent_main.c")).read()
+    lib = open(os.path.join(ROOT, "receiver", "receiver_config.c")).read()
     choices = {}
-    for m in re.finditer(r"static const char \*const (\w+)\[\] = \{([^}]*)\}", src):
-        choices[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
+    # the tables' choice lists: their own, and those they share (log levels)
+    for text in (src, lib, open(os.path.join(ROOT, "common", "log.c")).read()):
+        for m in re.finditer(r"(?:static )?const char \*const (\w+)\[\] = \{([^}]*)\}",
+                             text):
+            choices[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
+    like = {}
+    for m in re.finditer(r'\[(WST_RECV_CONFIG_\w+)\]\s*=\s*\{"[a-z][a-z-]*",\s*'
+                         r'WST_CONFIG_([A-Z]+),.*?,\s*(\w+),\s*\w+\}', lib, re.S):
+        like[m.group(1)] = (m.group(2), choices.get(m.group(3)))
     table = src[src.index("agent_config[] = {"):]
     table = table[:table.index("WST_CONFIG_END")]
     flags = {}
     for m in re.finditer(r'\{"([a-z][a-z-]*)",\s*WST_CONFIG_([A-Z]+),.*?'
-                         r'offsetof\(struct agent_settings, \w+\),\s*(\w+)\}',
+                         r'offsetof\(struct agent_settings, \w+\),\s*(\w+),\s*\w+\}',
                          table, re.S):
         flags[m.group(1)] = (m.group(2), choices.get(m.group(3)))
-    if "layout" not in flags or "metrics-listen" not in flags:
+    for m in re.finditer(r'WST_CONFIG_LIKE_ENTRY\(\s*"([a-z][a-z-]*)",.*?'
+                         r'&wst_recv_config\[(\w+)\]\)', table, re.S):
+        flags[m.group(1)] = like[m.group(2)]
+    if ("layout" not in flags or "metrics-listen" not in flags
+            or flags.get("mover", (None, None))[1] is None):
         raise RuntimeError("cannot read the agent's flags from receiver/agent/agent_main.c")
     return flags
 
@@ -1545,6 +1561,8 @@ MUTATIONS = [
      lambda ms: agent_c(ms)["args"].extend(["--metrics-port", "9400"])),
     ("a bad enum flag value", "is not one of",
      lambda ms: set_arg(agent_c(ms), "--log-format", "logfmt")),
+    ("a bad log level (choices from common/log.c)", "is not one of",
+     lambda ms: set_arg(agent_c(ms), "--log-level", "verbose")),
     ("--listen port not the data port", "--listen port 7071",
      lambda ms: set_arg(agent_c(ms), "--listen", "0.0.0.0:7071")),
     ("--metrics-listen on a host name", "expected IPv4:port",

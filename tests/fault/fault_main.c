@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "log.h"
 #include "model.h"
 
 enum fault_kind { FAULT_NONE, FAULT_KILL, FAULT_STOP, FAULT_PARTITION };
@@ -66,54 +67,52 @@ static const char *const fault_choices[] = {"none", "kill", "stop", "partition",
 static const char *const side_choices[] = {"sender", "agent", "both", NULL};
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const char *const shm_data_choices[] = {"auto", "yes", "no", NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 
 static const struct wst_config_entry fault_config[] = {
     {"fault", WST_CONFIG_ENUM, "none", "none, kill, stop, partition",
-     offsetof(struct settings, fault), fault_choices},
+     offsetof(struct settings, fault), fault_choices, NULL},
     {"shm-data", WST_CONFIG_ENUM, "auto",
      "data endpoints without peer-failure detection, so data can use shared "
      "memory (auto: yes with --transport shm; sender.h, shm_data)",
-     offsetof(struct settings, shm_data), shm_data_choices},
+     offsetof(struct settings, shm_data), shm_data_choices, NULL},
     {"side", WST_CONFIG_ENUM, "sender",
      "process hit: sender, agent (both: partition)",
-     offsetof(struct settings, side), side_choices},
+     offsetof(struct settings, side), side_choices, NULL},
     {"transport", WST_CONFIG_ENUM, "tcp", "auto, tcp, shm",
-     offsetof(struct settings, transport), transport_choices},
+     offsetof(struct settings, transport), transport_choices, NULL},
     {"peer-timeout", WST_CONFIG_DOUBLE, "2", "silence that fails a peer (s)",
-     offsetof(struct settings, peer_timeout), NULL},
+     offsetof(struct settings, peer_timeout), NULL, NULL},
     {"heartbeat", WST_CONFIG_DOUBLE, "0.5", "heartbeat interval (s)",
-     offsetof(struct settings, heartbeat), NULL},
+     offsetof(struct settings, heartbeat), NULL, NULL},
     {"preset", WST_CONFIG_STRING, "tiny", "model preset",
-     offsetof(struct settings, preset), NULL},
+     offsetof(struct settings, preset), NULL, NULL},
     {"layers", WST_CONFIG_UINT, "24", "layers (0: the preset's)",
-     offsetof(struct settings, layers), NULL},
+     offsetof(struct settings, layers), NULL, NULL},
     {"agent-netns", WST_CONFIG_STRING, "", "agent's network namespace",
-     offsetof(struct settings, agent_netns), NULL},
+     offsetof(struct settings, agent_netns), NULL, NULL},
     {"sender-netns", WST_CONFIG_STRING, "", "sender's network namespace",
-     offsetof(struct settings, sender_netns), NULL},
+     offsetof(struct settings, sender_netns), NULL, NULL},
     {"agent-host", WST_CONFIG_STRING, "", "agent address (default 127.0.0.1)",
-     offsetof(struct settings, agent_host), NULL},
+     offsetof(struct settings, agent_host), NULL, NULL},
     {"veth", WST_CONFIG_STRING, "",
      "link to take down for a partition, inside the agent namespace",
-     offsetof(struct settings, veth), NULL},
+     offsetof(struct settings, veth), NULL, NULL},
     {"delay-ms", WST_CONFIG_DOUBLE, "-1",
      "after the first v2 bytes land, wait this long before the fault "
      "(-1: 50 ms over tcp, 5 ms over shm, where 470 MB take ~0.1 s)",
-     offsetof(struct settings, delay_ms), NULL},
+     offsetof(struct settings, delay_ms), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "15", "agents' --timeout, senders' wait",
-     offsetof(struct settings, timeout), NULL},
+     offsetof(struct settings, timeout), NULL, NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "agents' and senders' log level",
-     offsetof(struct settings, log_level), level_choices},
+     offsetof(struct settings, log_level), wst_log_level_names, NULL},
     {"expect-lanes", WST_CONFIG_STRING, "",
      "substring the sender's lanes must contain (space separated list)",
-     offsetof(struct settings, expect_lanes), NULL},
+     offsetof(struct settings, expect_lanes), NULL, NULL},
     {"forbid-lanes", WST_CONFIG_STRING, "",
      "substrings the sender's lanes must not contain (space separated)",
-     offsetof(struct settings, forbid_lanes), NULL},
+     offsetof(struct settings, forbid_lanes), NULL, NULL},
     {"seed", WST_CONFIG_UINT, "7", "data seed", offsetof(struct settings, seed),
-     NULL},
+     NULL, NULL},
     WST_CONFIG_END,
 };
 

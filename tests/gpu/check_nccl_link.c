@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "gpu_check.h"
 #include "nccl_link.h"
+#include "timed_wait.h"
 
 #define N_XCHG 8
 #define PART (3u << 20) /* bytes each exchange moves, in 3 runs */
@@ -139,14 +140,7 @@ static int wait_for(struct lc *c, int *what, int want, double timeout_s)
 
     pthread_mutex_lock(&c->lock);
     while (*what < want && wst_now_ns() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+        wst_cond_wait_s(&c->cond, &c->lock, 0.01);
     }
     int ok = *what >= want;
     pthread_mutex_unlock(&c->lock);

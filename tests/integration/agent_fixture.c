@@ -12,45 +12,27 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
+#include "cluster.h"
+#include "shm.h"
 
 static int create_shm(struct it_agent *a)
 {
     static unsigned counter;
-    int fd;
+    char err[256];
+    void *p = NULL;
 
     snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-it-%d-%u",
              (int)getpid(), counter++);
-    fd = shm_open(a->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "fixture: shm_open %s: %s\n", a->shm_name,
-                strerror(errno));
+    if (wst_shm_create(a->shm_name, a->layout.shm_bytes, &p, err,
+                       sizeof(err)) != WST_OK) {
+        fprintf(stderr, "fixture: %s\n", err);
         a->shm_name[0] = '\0';
         return -1;
     }
-    if (ftruncate(fd, (off_t)a->layout.shm_bytes) != 0) {
-        fprintf(stderr, "fixture: ftruncate: %s\n", strerror(errno));
-        close(fd);
-        return -1;
-    }
-    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                  fd, 0);
-    close(fd);
-    if (a->shm == MAP_FAILED) {
-        a->shm = NULL;
-        fprintf(stderr, "fixture: mmap: %s\n", strerror(errno));
-        return -1;
-    }
-    memset(a->shm, IT_POISON, a->layout.shm_bytes);
+    a->shm = p;
     snprintf(a->layout.shm, sizeof(a->layout.shm), "%s", a->shm_name);
     return 0;
 }
@@ -84,33 +66,20 @@ static int spawn_agent(struct it_agent *a, const char *agent_bin)
 
 static int wait_port(struct it_agent *a, double timeout_s)
 {
-    double deadline = now_s() + timeout_s;
-    int wstatus;
+    int wstatus = 0;
 
-    while (now_s() < deadline) {
-        FILE *f = fopen(a->port_path, "r");
-        unsigned port = 0;
-        if (f != NULL) {
-            int ok = fscanf(f, "%u", &port) == 1;
-            fclose(f);
-            if (ok && port > 0 && port < 65536) {
-                a->port = (uint16_t)port;
-                snprintf(a->addr, sizeof(a->addr), "127.0.0.1:%u", port);
-                return 0;
-            }
-        }
-        if (waitpid(a->pid, &wstatus, WNOHANG) == a->pid) {
-            fprintf(stderr,
-                    "fixture: the agent exited during start-up "
-                    "(status 0x%x)\n",
-                    wstatus);
-            a->pid = 0;
-            return -1;
-        }
-        usleep(10000);
+    if (wst_cluster_wait_port(&a->pid, a->port_path, timeout_s, &a->port,
+                              &wstatus) == 0) {
+        snprintf(a->addr, sizeof(a->addr), "127.0.0.1:%u", a->port);
+        return 0;
     }
-    fprintf(stderr, "fixture: the agent did not write %s in %.0f s\n",
-            a->port_path, timeout_s);
+    if (a->pid == 0)
+        fprintf(stderr,
+                "fixture: the agent exited during start-up (status 0x%x)\n",
+                wstatus);
+    else
+        fprintf(stderr, "fixture: the agent did not write %s in %.0f s\n",
+                a->port_path, timeout_s);
     return -1;
 }
 
@@ -201,12 +170,12 @@ static void print_log(const struct it_agent *a)
 
 static void reap(struct it_agent *a)
 {
-    double deadline = now_s() + 10.0;
+    double deadline = wst_now_s() + 10.0;
     int wstatus = 0;
 
     kill(a->pid, SIGTERM);
     while (waitpid(a->pid, &wstatus, WNOHANG) == 0) {
-        if (now_s() > deadline) {
+        if (wst_now_s() > deadline) {
             fprintf(stderr,
                     "fixture: agent %d ignored SIGTERM for 10 s; "
                     "killing it\n",
@@ -288,7 +257,7 @@ int it_agent_status(const struct it_agent *a, uint64_t *committed_p,
 int it_agent_wait_status(const struct it_agent *a, uint64_t version,
                          double timeout_s)
 {
-    double deadline = now_s() + timeout_s;
+    double deadline = wst_now_s() + timeout_s;
     uint64_t committed = 0;
     int usable = 0;
 
@@ -297,7 +266,7 @@ int it_agent_wait_status(const struct it_agent *a, uint64_t version,
             committed >= version)
             return 0;
         usleep(10000);
-    } while (now_s() < deadline);
+    } while (wst_now_s() < deadline);
     fprintf(stderr,
             "fixture: status file says committed_version %llu, "
             "waited for %llu\n",

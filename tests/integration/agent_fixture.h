@@ -21,9 +21,10 @@
 
 #include "layout_file.h"
 #include "model.h"
+#include "shm.h"
 
 #define IT_SEED 7
-#define IT_POISON 0xA5
+#define IT_POISON WST_SHM_POISON
 
 struct it_agent {
     char dir[256];

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "manifest.h"
+#include "planner.h"
 
 /* Row-major index of x in the whole tensor. */
 uint64_t oracle_flat_index(const struct wst_tensor_desc *t, const uint64_t *x);
@@ -26,5 +27,14 @@ uint64_t oracle_want_offset(const struct wst_want *w, const uint64_t *x);
 /* Steps x to the next index of box b in row-major order; 0 after the last.
  * Start with x = b->start (b non-empty). */
 int oracle_box_next(const struct wst_box *b, uint64_t *x);
+
+/* The (sender, have) the planner's rule picks for element x of want wi of
+ * 'in', as sender * 256 + have, or -1 when no have holds it: senders in
+ * rank order rotated by receiver_rank + wi, each one's haves in order. */
+int64_t oracle_chosen_source(const struct wst_plan_input *in, size_t wi,
+                             const uint64_t *x);
+
+/* Whether some element of some (non-empty) want has no source. */
+int oracle_has_gap(const struct wst_plan_input *in);
 
 #endif

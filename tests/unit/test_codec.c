@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "codec.h"
+#include "heartbeat_msg.h"
 #include "wstream.pb-c.h"
 
 #define ERRLEN 512
@@ -379,6 +380,36 @@ static void test_codec_roundtrip_heartbeat(void **state)
     assert_int_equal(out.u.heartbeat.seq, 987654321);
     wst_msg_release(&out);
     wst_msg_release(&out); /* safe on a zeroed msg */
+}
+
+/* The heartbeat both libraries send (heartbeat_msg.h): numbered, and
+ * timed only by values that make sense. */
+static void test_codec_heartbeat_msg(void **state)
+{
+    struct wst_heartbeat_params hb = {0};
+    struct wst_msg out;
+    void *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    assert_int_equal(wst_heartbeat_encode(42, &buf, &len), WST_OK);
+    assert_int_equal(
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &out, NULL, 0), WST_OK);
+    assert_int_equal(out.type, WST_MSG_HEARTBEAT);
+    assert_int_equal(out.u.heartbeat.seq, 42);
+    wst_msg_release(&out);
+    free(buf);
+
+    assert_int_equal(wst_heartbeat_params_set(&hb,
+                                              WST_HEARTBEAT_INTERVAL_DEFAULT,
+                                              WST_HEARTBEAT_TIMEOUT_DEFAULT),
+                     WST_OK);
+    assert_ptr_equal(hb.encode, wst_heartbeat_encode);
+    assert_int_equal(wst_heartbeat_params_set(&hb, 0.25, 2), WST_OK);
+    assert_true(hb.interval_s == 0.25 && hb.timeout_s == 2);
+    assert_int_equal(wst_heartbeat_params_set(&hb, 0, 2), WST_ERR_INVALID);
+    assert_int_equal(wst_heartbeat_params_set(&hb, 2, 2), WST_ERR_INVALID);
+    assert_true(hb.interval_s == 0.25 && hb.timeout_s == 2);
 }
 
 static void test_codec_roundtrip_credit(void **state)
@@ -1159,6 +1190,7 @@ int main(void)
         cmocka_unit_test(test_codec_roundtrip_commit),
         cmocka_unit_test(test_codec_roundtrip_error),
         cmocka_unit_test(test_codec_roundtrip_heartbeat),
+        cmocka_unit_test(test_codec_heartbeat_msg),
         cmocka_unit_test(test_codec_roundtrip_credit),
         cmocka_unit_test(test_codec_roundtrip_nccl_setup),
         cmocka_unit_test(test_codec_nccl_setup_bad_length_refused),

@@ -23,15 +23,15 @@ static const char *const mode_choices[] = {"auto", "push", "pull", NULL};
 
 static const struct wst_config_entry table[] = {
     {"listen", WST_CONFIG_STRING, "0.0.0.0:7070", "address to listen on",
-     offsetof(struct test_settings, listen), NULL},
+     offsetof(struct test_settings, listen), NULL, NULL},
     {"refits", WST_CONFIG_UINT, "4", "refits to keep",
-     offsetof(struct test_settings, refits), NULL},
+     offsetof(struct test_settings, refits), NULL, NULL},
     {"ratio", WST_CONFIG_DOUBLE, "0.5", "fraction of staging",
-     offsetof(struct test_settings, ratio), NULL},
+     offsetof(struct test_settings, ratio), NULL, NULL},
     {"verbose", WST_CONFIG_BOOL, "no", "log more",
-     offsetof(struct test_settings, verbose), NULL},
+     offsetof(struct test_settings, verbose), NULL, NULL},
     {"mode", WST_CONFIG_ENUM, "auto", "transfer mode",
-     offsetof(struct test_settings, mode), mode_choices},
+     offsetof(struct test_settings, mode), mode_choices, NULL},
     WST_CONFIG_END,
 };
 
@@ -444,6 +444,91 @@ static void test_config_release_frees_strings(void **state)
     wst_config_release(table, &f->s); /* twice is harmless */
 }
 
+/* A library starts from its table's defaults, whatever WST_* says. */
+static void test_config_init_reads_no_environment(void **state)
+{
+    struct fixture *f = *state;
+
+    setenv("WST_REFITS", "9", 1);
+    setenv("WST_MODE", "pull", 1);
+    assert_int_equal(wst_config_init(table, &f->s, f->err, sizeof(f->err)),
+                     WST_OK);
+    assert_int_equal(f->s.refits, 4);
+    assert_int_equal(f->s.mode, 0);
+    assert_string_equal(f->s.listen, "0.0.0.0:7070");
+}
+
+/* A program's flags for a library's settings (above: 'table'): each is
+ * like the library's entry, under its own name and offset. */
+struct prog_settings {
+    int debug;
+    uint64_t keep;
+    int transfer;
+    char *addr;
+};
+
+static const struct wst_config_entry prog_table[] = {
+    {"debug", WST_CONFIG_BOOL, "no", "debug output",
+     offsetof(struct prog_settings, debug), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("keep", NULL, offsetof(struct prog_settings, keep),
+                          &table[1]),
+    WST_CONFIG_LIKE_ENTRY("transfer", "how data moves",
+                          offsetof(struct prog_settings, transfer), &table[4]),
+    WST_CONFIG_LIKE_ENTRY("addr", NULL, offsetof(struct prog_settings, addr),
+                          &table[0]),
+    WST_CONFIG_END,
+};
+
+static void test_config_like_takes_definition(void **state)
+{
+    struct prog_settings p;
+    char err[256] = "", *text = NULL;
+    size_t len = 0;
+    char *argv[] = {"prog", "--transfer=pull", "--addr", "h:1", NULL};
+    FILE *out;
+
+    (void)state;
+    setenv("WST_KEEP", "2k", 1); /* its own name, like's type */
+    assert_int_equal(wst_config_defaults(prog_table, &p, err, sizeof(err)),
+                     WST_OK);
+    unsetenv("WST_KEEP");
+    assert_int_equal(p.keep, 2048);
+    assert_int_equal(p.transfer, 0);
+    assert_string_equal(p.addr, "0.0.0.0:7070");
+    assert_int_equal(
+        wst_config_parse_args(prog_table, &p, 4, argv, NULL, err, sizeof(err)),
+        WST_OK);
+    assert_int_equal(p.transfer, 2);
+    assert_string_equal(p.addr, "h:1");
+    assert_int_equal(wst_config_set(prog_table, &p, "transfer", "sideways", err,
+                                    sizeof(err)),
+                     WST_ERR_CONFIG);
+    assert_string_equal(err, "--transfer: bad value 'sideways': expected one "
+                             "of auto, push, pull");
+
+    out = open_memstream(&text, &len);
+    assert_non_null(out);
+    wst_config_print(prog_table, &p, out);
+    wst_config_print_help(prog_table, out);
+    assert_int_equal(fclose(out), 0);
+    assert_string_equal(
+        text, "debug = no\n"
+              "keep = 2048\n"
+              "transfer = pull\n"
+              "addr = h:1\n"
+              "  --debug[=yes|no]            debug output (default: no, env "
+              "WST_DEBUG)\n"
+              "  --keep N                    refits to keep (default: 4, env "
+              "WST_KEEP)\n"
+              "  --transfer auto|push|pull   how data moves (default: auto, "
+              "env WST_TRANSFER)\n"
+              "  --addr VALUE                address to listen on (default: "
+              "0.0.0.0:7070, env WST_ADDR)\n");
+    free(text);
+    wst_config_release(prog_table, &p);
+    assert_null(p.addr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +553,8 @@ int main(void)
         CASE(test_config_print_exact),
         CASE(test_config_print_help_exact),
         CASE(test_config_release_frees_strings),
+        CASE(test_config_init_reads_no_environment),
+        CASE(test_config_like_takes_definition),
 #undef CASE
     };
 

@@ -150,6 +150,27 @@ static void test_log_stream_sink(void **state)
     json_object_put(o);
 }
 
+/* One table: names by level, parse the inverse, NULL after the last one
+ * (the choices of a config enum), nothing else accepted. */
+static void test_log_level_names(void **state)
+{
+    static const char *const want[] = {"error", "warn", "info", "debug",
+                                       "trace"};
+
+    (void)state;
+    for (int i = WST_LOG_ERROR; i <= WST_LOG_TRACE; i++) {
+        assert_string_equal(wst_log_level_names[i], want[i]);
+        assert_string_equal(wst_log_level_name((enum wst_log_level)i), want[i]);
+        assert_int_equal(wst_log_level_parse(want[i]), i);
+    }
+    assert_null(wst_log_level_names[WST_LOG_TRACE + 1]);
+    assert_string_equal(wst_log_level_name((enum wst_log_level)5), "?");
+    assert_int_equal(wst_log_level_parse("WARN"), -1);
+    assert_int_equal(wst_log_level_parse("warning"), -1);
+    assert_int_equal(wst_log_level_parse(""), -1);
+    assert_int_equal(wst_log_level_parse(NULL), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_log_json_message_of_quotes_comes_back_whole),
         cmocka_unit_test(test_log_text_shape),
         cmocka_unit_test(test_log_stream_sink),
+        cmocka_unit_test(test_log_level_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

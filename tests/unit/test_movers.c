@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "am.h"
@@ -39,6 +38,7 @@
 #include "mover.h"
 #include "wire.h"
 #include "put.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 #define POISON 0xa5
@@ -804,14 +804,7 @@ static int wait_for_s(struct fixture *f, int (*pred)(const struct fixture *),
 
     pthread_mutex_lock(&f->lock);
     while (!(ok = pred(f)) && wst_now_s() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+        wst_cond_wait_s(&f->cond, &f->lock, 0.02);
     }
     pthread_mutex_unlock(&f->lock);
     return ok;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "dtype.h"
 #include "planner.h"
 #include "plan_oracle.h"
@@ -41,11 +42,8 @@ model_add(struct model *m, int grouped, uint32_t ndim, uint64_t d0, uint64_t d1,
     struct model_tensor *mt;
     va_list ap;
 
-    if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 256;
-        m->v = realloc(m->v, m->cap * sizeof(*m->v));
-        assert_non_null(m->v);
-    }
+    assert_int_equal(wst_array_grow(&m->v, &m->cap, m->n + 1, sizeof(*m->v)),
+                     WST_OK);
     mt = &m->v[m->n++];
     memset(mt, 0, sizeof(*mt));
     va_start(ap, fmt);
@@ -723,41 +721,6 @@ static uint8_t pattern(uint64_t salt, uint64_t f, uint64_t k)
     return (uint8_t)(f * 7 + k * 131 + salt * 53 + 1);
 }
 
-/* (sender, have) the planner's rule picks for element x of want wi, or -1:
- * senders in rank order rotated by receiver_rank + wi, haves in order. */
-static int64_t chosen_source(const struct small *s, size_t wi,
-                             const uint64_t *x)
-{
-    const struct wst_want *w = &s->wants[wi];
-    uint32_t n_s = s->in.n_senders, k, snd;
-    size_t h;
-
-    for (k = 0; k < n_s; k++) {
-        snd = (uint32_t)((s->in.receiver_rank + wi + k) % n_s);
-        for (h = 0; h < s->n_haves[snd]; h++) {
-            if (strcmp(s->haves[snd][h].tensor.name, w->tensor.name) == 0 &&
-                oracle_have_owns(&s->haves[snd][h], x))
-                return (int64_t)snd * 256 + (int64_t)h;
-        }
-    }
-    return -1;
-}
-
-static int small_has_gap(const struct small *s)
-{
-    uint64_t x[WST_MAX_DIMS];
-    size_t wi;
-
-    for (wi = 0; wi < s->in.n_wants; wi++) {
-        memcpy(x, s->wants[wi].box.start, sizeof(x));
-        do {
-            if (chosen_source(s, wi, x) < 0)
-                return 1;
-        } while (oracle_box_next(&s->wants[wi].box, x));
-    }
-    return 0;
-}
-
 static uint8_t *fill_shard(const struct wst_have *h, uint64_t salt,
                            uint64_t *len_p)
 {
@@ -840,7 +803,7 @@ static void check_small_plan(const struct small *s, const struct wst_plan *plan)
                     dst[off + k],
                     pattern(salt, oracle_flat_index(&w->tensor, x), k));
                 assert_int_equal((int64_t)it->sender * 256 + it->have,
-                                 chosen_source(s, wi, x));
+                                 oracle_chosen_source(&s->in, wi, x));
             }
         } while (oracle_box_next(&w->box, x));
     }
@@ -994,7 +957,7 @@ static void test_plan_moe_random_bruteforce(void **state)
     for (c = 0; c < 800; c++) {
         rnd_small(s);
         plan = NULL;
-        if (small_has_gap(s)) {
+        if (oracle_has_gap(&s->in)) {
             assert_int_equal(
                 wst_plan_build(&s->in, NULL, &plan, s->err, sizeof(s->err)),
                 WST_ERR_COVERAGE);

@@ -824,42 +824,6 @@ static void rnd_scene(struct scene *s, uint64_t region_len[2])
         add_region(s, i ? "b" : "a", region_len[i] + rnd(3));
 }
 
-/* Which (sender, have) the rules choose for element x of want wi, or -1. */
-static int64_t chosen_source(const struct scene *s, size_t wi,
-                             const uint64_t *x)
-{
-    const struct wst_want *w = &s->wants[wi];
-    uint32_t n_s = s->in.n_senders, k, snd;
-    size_t h;
-
-    for (k = 0; k < n_s; k++) {
-        snd = (uint32_t)((s->in.receiver_rank + wi + k) % n_s);
-        for (h = 0; h < s->n_haves[snd]; h++) {
-            if (strcmp(s->haves[snd][h].tensor.name, w->tensor.name) == 0 &&
-                oracle_have_owns(&s->haves[snd][h], x))
-                return (int64_t)snd * 256 + (int64_t)h;
-        }
-    }
-    return -1;
-}
-
-static int scene_has_gap(const struct scene *s)
-{
-    uint64_t x[WST_MAX_DIMS];
-    size_t wi;
-
-    for (wi = 0; wi < s->in.n_wants; wi++) {
-        if (wst_box_elems(&s->wants[wi].box) == 0)
-            continue;
-        memcpy(x, s->wants[wi].box.start, sizeof(x));
-        do {
-            if (chosen_source(s, wi, x) < 0)
-                return 1;
-        } while (oracle_box_next(&s->wants[wi].box, x));
-    }
-    return 0;
-}
-
 /* Fills every shard buffer with the pattern of the elements it holds. */
 static uint8_t *fill_shard(const struct wst_have *h, uint64_t *len_p)
 {
@@ -913,7 +877,7 @@ static void check_wants(const struct scene *s, const struct wst_plan *plan,
                 assert_int_equal(dst[w->region][off + k],
                                  pattern(oracle_flat_index(&w->tensor, x), k));
                 assert_int_equal((int64_t)it->sender * 256 + it->have,
-                                 chosen_source(s, wi, x));
+                                 oracle_chosen_source(&s->in, wi, x));
                 assert_int_equal(it->layer, layer);
             }
         } while (oracle_box_next(&w->box, x));
@@ -1014,7 +978,7 @@ static void test_planner_random_bruteforce(void **state)
     rng_state = 0x9e3779b97f4a7c15ull;
     for (c = 0; c < 600; c++) {
         rnd_scene(s, region_len);
-        if (scene_has_gap(s)) {
+        if (oracle_has_gap(&s->in)) {
             assert_int_equal(build_fail(s), WST_ERR_COVERAGE);
             gaps++;
             continue;

@@ -19,11 +19,13 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 #define WAIT_S 10.0
@@ -41,6 +43,8 @@ struct side {
     wst_conn_t *accepted;
     int n_msgs;
     char msg[64];
+    int seq_gaps; /* "hb N" messages whose N was not the last one's + 1 */
+    unsigned long long last_seq;
     int n_failed;
     wst_status_t failed_status;
 
@@ -65,14 +69,12 @@ static void side_signal(struct side *s)
 /* Waits until *counter >= want; 0 on time out. */
 static int side_wait(struct side *s, const int *counter, int want)
 {
-    struct timespec until;
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
     int ok;
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)WAIT_S;
     pthread_mutex_lock(&s->lock);
     while (*counter < want &&
-           pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0)
+           wst_cond_wait_until(&s->cond, &s->lock, deadline) == WST_OK)
         ;
     ok = *counter >= want;
     pthread_mutex_unlock(&s->lock);
@@ -104,6 +106,11 @@ static void on_message(void *arg, wst_conn_t *conn, const void *buf, size_t len)
 
     pthread_mutex_lock(&s->lock);
     snprintf(s->msg, sizeof(s->msg), "%.*s", (int)len, (const char *)buf);
+    unsigned long long seq;
+    if (sscanf(s->msg, "hb %llu", &seq) == 1) {
+        s->seq_gaps += seq != s->last_seq + 1;
+        s->last_seq = seq;
+    }
     s->n_msgs++;
     side_signal(s);
     if (s->reply)
@@ -344,16 +351,25 @@ static int pair_setup(void **state)
     return pair_setup_with(state, NULL);
 }
 
+/* The heartbeat numbered seq, as text: "hb <seq>". */
+static wst_status_t encode_hb(uint64_t seq, void **msg_p, size_t *len_p)
+{
+    char text[32];
+    int n = snprintf(text, sizeof(text), "hb %llu", (unsigned long long)seq);
+
+    *msg_p = strdup(text);
+    *len_p = (size_t)n;
+    return *msg_p != NULL ? WST_OK : WST_ERR_NO_MEMORY;
+}
+
 /* The server fails silent connections after 0.5 s and sends heartbeats
  * every 50 ms; the client sends none. */
 static int pair_setup_heartbeat(void **state)
 {
-    static const char hb[] = "hb";
     struct wst_heartbeat_params params = {
         .interval_s = 0.05,
         .timeout_s = 0.5,
-        .msg = hb,
-        .msg_len = 2,
+        .encode = encode_hb,
     };
 
     return pair_setup_with(state, &params);
@@ -560,13 +576,11 @@ static int ops_done(struct ucx_ops *o)
 /* Waits, bounded, until n operations completed, all of them well. */
 static void ops_wait(struct ucx_ops *o, int n)
 {
-    struct timespec until;
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)WAIT_S;
     pthread_mutex_lock(&o->lock);
     while (o->n_done < n &&
-           pthread_cond_timedwait(&o->cond, &o->lock, &until) == 0)
+           wst_cond_wait_until(&o->cond, &o->lock, deadline) == WST_OK)
         ;
     pthread_mutex_unlock(&o->lock);
     assert_int_equal(ops_done(o), n);
@@ -712,18 +726,21 @@ static void test_worker_conn_failed_on_peer_close(void **state)
 }
 
 /* A client that sends nothing fails on the server after the timeout, and
- * it received the server's heartbeats meanwhile. */
+ * it received the server's heartbeats meanwhile, numbered 1, 2, 3, ... */
 static void test_worker_heartbeat_timeout(void **state)
 {
     struct pair *p = *state;
 
     assert_true(side_wait(&p->srv, &p->srv.n_failed, 1));
     assert_int_equal(p->srv.failed_status, WST_ERR_TIMED_OUT);
-    assert_true(side_wait(&p->cli, &p->cli.n_msgs, 1));
+    assert_true(side_wait(&p->cli, &p->cli.n_msgs, 2));
     pthread_mutex_lock(&p->cli.lock);
-    int is_hb = strcmp(p->cli.msg, "hb") == 0;
+    unsigned long long last = p->cli.last_seq;
+    int gaps = p->cli.seq_gaps, n = p->cli.n_msgs;
     pthread_mutex_unlock(&p->cli.lock);
-    assert_true(is_hb);
+    assert_true(last >= 2);
+    assert_int_equal(last, (unsigned long long)n);
+    assert_int_equal(gaps, 0);
     assert_int_equal(side_count(&p->cli, &p->cli.n_failed), 0);
 }
 

@@ -24,8 +24,10 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "log.h"
 #include "model.h"
 #include "perftest.h"
+#include "sender_config.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
@@ -52,64 +54,61 @@ struct bench_settings {
 };
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
-static const char *const mover_choices[] = {"auto", "put", "am", NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 /* UCX_TLS per transport, as cluster.c sets it for the refit. */
 static const char *const transport_tls[] = {NULL, "tcp", "sm,tcp"};
 
 static const struct wst_config_entry bench_config[] = {
     {"size", WST_CONFIG_UINT, "1g",
      "live bytes per refit (k/m/g suffixes, whole MiB)",
-     offsetof(struct bench_settings, size), NULL},
+     offsetof(struct bench_settings, size), NULL, NULL},
     {"layers", WST_CONFIG_UINT, "4",
      "layers of the synthetic model (2 tensors each)",
-     offsetof(struct bench_settings, layers), NULL},
+     offsetof(struct bench_settings, layers), NULL, NULL},
     {"transport", WST_CONFIG_ENUM, "tcp",
      "tcp (UCX_TLS=tcp), shm (UCX_TLS=sm,tcp) or auto",
-     offsetof(struct bench_settings, transport), transport_choices},
-    {"mover", WST_CONFIG_ENUM, "auto", "data mover: auto, put, am",
-     offsetof(struct bench_settings, mover), mover_choices},
+     offsetof(struct bench_settings, transport), transport_choices, NULL},
+    WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct bench_settings, mover),
+                          &wst_send_config[WST_SEND_CONFIG_MOVER]),
     {"repeats", WST_CONFIG_UINT, "5",
      "timed refits after the first, and runs of each perftest test",
-     offsetof(struct bench_settings, repeats), NULL},
+     offsetof(struct bench_settings, repeats), NULL, NULL},
     {"perftest", WST_CONFIG_BOOL, "y", "measure the ucx_perftest ceiling",
-     offsetof(struct bench_settings, perftest), NULL},
+     offsetof(struct bench_settings, perftest), NULL, NULL},
     {"perftest-bin", WST_CONFIG_STRING, "/usr/bin/ucx_perftest",
      "the ucx_perftest program", offsetof(struct bench_settings, perftest_bin),
-     NULL},
+     NULL, NULL},
     {"perftest-tests", WST_CONFIG_STRING, "ucp_put_bw,ucp_am_bw,tag_bw",
      "comma-separated ucx_perftest tests",
-     offsetof(struct bench_settings, perftest_tests), NULL},
+     offsetof(struct bench_settings, perftest_tests), NULL, NULL},
     {"chunk", WST_CONFIG_UINT, "8m",
      "perftest message size (wstream's data chunk: 8 MiB)",
-     offsetof(struct bench_settings, chunk), NULL},
+     offsetof(struct bench_settings, chunk), NULL, NULL},
     {"perftest-bytes", WST_CONFIG_UINT, "0",
      "bytes per perftest run (0: the refit size, at least 1 GiB)",
-     offsetof(struct bench_settings, perftest_bytes), NULL},
+     offsetof(struct bench_settings, perftest_bytes), NULL, NULL},
     {"seed", WST_CONFIG_UINT, "1", "data generator seed",
-     offsetof(struct bench_settings, seed), NULL},
+     offsetof(struct bench_settings, seed), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "120",
      "seconds allowed per refit and per perftest process",
-     offsetof(struct bench_settings, timeout), NULL},
+     offsetof(struct bench_settings, timeout), NULL, NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "log level of agent and sender",
-     offsetof(struct bench_settings, log_level), level_choices},
+     offsetof(struct bench_settings, log_level), wst_log_level_names, NULL},
     {"workdir", WST_CONFIG_STRING, "",
      "folder for layout, port, status and perftest log files (default: a "
      "new temp dir, removed at exit)",
-     offsetof(struct bench_settings, workdir), NULL},
+     offsetof(struct bench_settings, workdir), NULL, NULL},
     {"agent-host", WST_CONFIG_STRING, "",
      "agent listen/connect address, and perftest's server (default "
      "127.0.0.1)",
-     offsetof(struct bench_settings, agent_host), NULL},
+     offsetof(struct bench_settings, agent_host), NULL, NULL},
     {"agent-netns", WST_CONFIG_STRING, "",
      "network namespace of the agent and the perftest server",
-     offsetof(struct bench_settings, agent_netns), NULL},
+     offsetof(struct bench_settings, agent_netns), NULL, NULL},
     {"sender-netns", WST_CONFIG_STRING, "",
      "network namespace of the sender and the perftest client",
-     offsetof(struct bench_settings, sender_netns), NULL},
+     offsetof(struct bench_settings, sender_netns), NULL, NULL},
     {"csv", WST_CONFIG_BOOL, "n", "also print the table as CSV",
-     offsetof(struct bench_settings, csv), NULL},
+     offsetof(struct bench_settings, csv), NULL, NULL},
     WST_CONFIG_END,
 };
 
@@ -440,7 +439,8 @@ static int prepare(struct bench *b, const char *agent_bin)
     printf("wstream-bench: %s (%zu tensors in %u layers), 1 sender -> 1 "
            "agent, transport %s, mover %s, %llu repeats\n",
            b->model.preset, b->model.n_tensors, b->model.n_layers,
-           transport_choices[b->set.transport], mover_choices[b->set.mover],
+           transport_choices[b->set.transport],
+           wst_send_mover_names[b->set.mover],
            (unsigned long long)b->set.repeats);
     fflush(stdout);
     struct wst_cluster_params cp = {
@@ -448,7 +448,7 @@ static int prepare(struct bench *b, const char *agent_bin)
         .n_senders = 1,
         .n_receivers = 1,
         .transport = (enum wst_transport)b->set.transport,
-        .mover = mover_choices[b->set.mover],
+        .mover = wst_send_mover_names[b->set.mover],
         .seed = b->set.seed,
         .timeout_s = b->set.timeout,
         .log_level = b->set.log_level,

@@ -22,9 +22,8 @@
 #include "dtype.h"
 #include "gpu.h"
 #include "gpu_probe.h"
-
-static const char *const level_names[] = {"error", "warn", "info", "debug",
-                                          "trace"};
+#include "log.h"
+#include "shm.h"
 
 /* ---- sender processes ---- */
 
@@ -346,28 +345,15 @@ static int sender_spawn(struct wst_cluster *c, uint32_t r)
 
 static int create_shm(struct wst_cluster_agent *a)
 {
-    int fd = shm_open(a->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    char err[256];
+    void *p = NULL;
 
-    if (fd < 0) {
-        fprintf(stderr, "cluster: shm_open %s: %s\n", a->shm_name,
-                strerror(errno));
+    if (wst_shm_create(a->shm_name, a->layout.shm_bytes, &p, err,
+                       sizeof(err)) != WST_OK) {
+        fprintf(stderr, "cluster: %s\n", err);
         return -1;
     }
-    if (ftruncate(fd, (off_t)a->layout.shm_bytes) != 0) {
-        close(fd);
-        shm_unlink(a->shm_name);
-        return -1;
-    }
-    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                  fd, 0);
-    close(fd);
-    if (a->shm == MAP_FAILED) {
-        a->shm = NULL;
-        shm_unlink(a->shm_name);
-        return -1;
-    }
-    /* Poison: a byte no refit wrote cannot pass for data by accident. */
-    memset(a->shm, 0xA5, a->layout.shm_bytes);
+    a->shm = p;
     return 0;
 }
 
@@ -413,17 +399,11 @@ static void engine_exec(const struct wst_cluster *c,
 /* The state file appears once the shm is created and poisoned: map it. */
 static int engine_map_shm(struct wst_cluster_agent *a)
 {
-    int fd = shm_open(a->shm_name, O_RDWR, 0);
+    void *p = NULL;
 
-    if (fd < 0)
+    if (wst_shm_map(a->shm_name, a->layout.shm_bytes, 1, &p, NULL, 0) != WST_OK)
         return -1;
-    a->shm = mmap(NULL, a->layout.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                  fd, 0);
-    close(fd);
-    if (a->shm == MAP_FAILED) {
-        a->shm = NULL;
-        return -1;
-    }
+    a->shm = p;
     return 0;
 }
 
@@ -579,7 +559,7 @@ static void agent_exec(const struct wst_cluster *c,
     argv[n++] = "--timeout";
     argv[n++] = timeout;
     argv[n++] = "--log-level";
-    argv[n++] = level_names[c->p.log_level];
+    argv[n++] = wst_log_level_name(c->p.log_level);
     char slots[16];
     if (c->p.staging_slots != 0) {
         snprintf(slots, sizeof(slots), "%u", c->p.staging_slots);
@@ -604,29 +584,41 @@ static void agent_exec(const struct wst_cluster *c,
     _exit(127);
 }
 
-static int agent_wait_port(struct wst_cluster_agent *a, double timeout_s)
+int wst_cluster_wait_port(pid_t *pid, const char *port_file, double timeout_s,
+                          uint16_t *port_p, int *wstatus_p)
 {
     uint64_t deadline = wst_deadline_ns(timeout_s);
 
     while (wst_now_ns() < deadline) {
-        FILE *f = fopen(a->port_file, "r");
+        FILE *f = fopen(port_file, "r");
         unsigned port = 0;
         if (f != NULL) {
             int ok = fscanf(f, "%u", &port) == 1;
             fclose(f);
             if (ok && port > 0 && port < 65536) {
-                a->port = (uint16_t)port;
+                *port_p = (uint16_t)port;
                 return 0;
             }
         }
-        if (waitpid(a->pid, NULL, WNOHANG) == a->pid) {
-            a->pid = 0;
-            fprintf(stderr, "cluster: an agent exited during start-up\n");
+        if (waitpid(*pid, wstatus_p, WNOHANG) == *pid) {
+            *pid = 0;
             return -1;
         }
         usleep(10000);
     }
-    fprintf(stderr, "cluster: an agent did not start in %.0f s\n", timeout_s);
+    return -1;
+}
+
+static int agent_wait_port(struct wst_cluster_agent *a, double timeout_s)
+{
+    if (wst_cluster_wait_port(&a->pid, a->port_file, timeout_s, &a->port,
+                              NULL) == 0)
+        return 0;
+    if (a->pid == 0)
+        fprintf(stderr, "cluster: an agent exited during start-up\n");
+    else
+        fprintf(stderr, "cluster: an agent did not start in %.0f s\n",
+                timeout_s);
     return -1;
 }
 

@@ -195,6 +195,14 @@ int wst_cluster_workdir(const char *prog, const char *given, char *buf,
                         size_t len, int *own_p);
 void wst_cluster_workdir_remove(const char *prog, const char *dir);
 
+/* Waits up to TIMEOUT_S for process *PID (an agent started with
+ * --port-file) to write its port (1..65535) into PORT_FILE, polling every
+ * 10 ms. 0 with *port_p set; -1 when the time ran out, or when the process
+ * exited first: then *pid is 0 and *wstatus_p (may be NULL) its wait
+ * status. */
+int wst_cluster_wait_port(pid_t *pid, const char *port_file, double timeout_s,
+                          uint16_t *port_p, int *wstatus_p);
+
 /* The wstream-agent installed beside the running program (build/bin) into
  * buf; -1 if /proc/self/exe cannot be read. */
 int wst_cluster_agent_path(char *buf, size_t len);

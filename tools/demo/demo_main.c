@@ -41,8 +41,11 @@
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "log.h"
 #include "dump.h"
 #include "model.h"
+#include "receiver_config.h"
+#include "sender_config.h"
 
 struct demo_settings {
     char *preset;
@@ -73,81 +76,78 @@ static const char *const placement_choices[] = {"linear", "round-robin", NULL};
 static const char *const shard_choices[] = {"expert", "intermediate", NULL};
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
-static const char *const mover_choices[] = {"auto", "put", "am", NULL};
-static const char *const path_choices[] = {"auto", "direct", "bounce", "nccl",
-                                           NULL};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 
 static const struct wst_config_entry demo_config[] = {
     {"preset", WST_CONFIG_STRING, "tiny-moe",
      "model preset: tiny-moe, tiny (dense), qwen3-30b-a3b (MoE), "
      "dense:<MiB>",
-     offsetof(struct demo_settings, preset), NULL},
+     offsetof(struct demo_settings, preset), NULL, NULL},
     {"layers", WST_CONFIG_UINT, "0", "layer count (0: the preset's)",
-     offsetof(struct demo_settings, layers), NULL},
+     offsetof(struct demo_settings, layers), NULL, NULL},
     {"senders", WST_CONFIG_UINT, "3",
      "sender processes (trainer ranks: FSDP shards, experts split over them)",
-     offsetof(struct demo_settings, senders), NULL},
+     offsetof(struct demo_settings, senders), NULL, NULL},
     {"receivers", WST_CONFIG_UINT, "2",
      "agent processes (engine TP ranks, experts split over them: EP)",
-     offsetof(struct demo_settings, receivers), NULL},
+     offsetof(struct demo_settings, receivers), NULL, NULL},
     {"refits", WST_CONFIG_UINT, "3", "versions to push and verify",
-     offsetof(struct demo_settings, refits), NULL},
+     offsetof(struct demo_settings, refits), NULL, NULL},
     {"transport", WST_CONFIG_ENUM, "auto",
      "auto (UCX chooses), tcp, or shm (shared memory for data)",
-     offsetof(struct demo_settings, transport), transport_choices},
-    {"mover", WST_CONFIG_ENUM, "auto", "data mover: auto, put, am",
-     offsetof(struct demo_settings, mover), mover_choices},
+     offsetof(struct demo_settings, transport), transport_choices, NULL},
+    WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct demo_settings, mover),
+                          &wst_send_config[WST_SEND_CONFIG_MOVER]),
     {"seed", WST_CONFIG_UINT, "1", "data generator seed",
-     offsetof(struct demo_settings, seed), NULL},
+     offsetof(struct demo_settings, seed), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "60", "seconds allowed per refit",
-     offsetof(struct demo_settings, timeout), NULL},
+     offsetof(struct demo_settings, timeout), NULL, NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "log level of agents and senders",
-     offsetof(struct demo_settings, log_level), level_choices},
+     offsetof(struct demo_settings, log_level), wst_log_level_names, NULL},
     {"workdir", WST_CONFIG_STRING, "",
      "folder for layout, port and status files (default: a new temp dir)",
-     offsetof(struct demo_settings, workdir), NULL},
+     offsetof(struct demo_settings, workdir), NULL, NULL},
     {"loader", WST_CONFIG_ENUM, "trtllm-bf16",
      "engine's expert layout: trtllm-bf16 (FlashInfer TRTLLM BF16 blocks) or "
      "checkpoint",
-     offsetof(struct demo_settings, loader), loader_choices},
+     offsetof(struct demo_settings, loader), loader_choices, NULL},
     {"placement", WST_CONFIG_ENUM, "linear",
      "engine's expert placement: linear, or round-robin (refused)",
-     offsetof(struct demo_settings, placement), placement_choices},
+     offsetof(struct demo_settings, placement), placement_choices, NULL},
     {"engine-expert-shard", WST_CONFIG_ENUM, "expert",
      "engine splits experts by expert (EP), or inside each expert on the "
      "intermediate dim (refused)",
-     offsetof(struct demo_settings, expert_shard), shard_choices},
+     offsetof(struct demo_settings, expert_shard), shard_choices, NULL},
     {"fault", WST_CONFIG_STRING, "",
      "kill-sender:LAYER: SIGKILL sender 0 as it streams LAYER in the last "
      "version (the agents must fail closed)",
-     offsetof(struct demo_settings, fault), NULL},
+     offsetof(struct demo_settings, fault), NULL, NULL},
     {"dump", WST_CONFIG_STRING, "",
      "after the last refit, write agent 0's live tensors and the global "
      "source tensors here (tests/tools/check_dump.py checks them)",
-     offsetof(struct demo_settings, dump), NULL},
-    {"staging-slots", WST_CONFIG_UINT, "2",
-     "MoE layers the agents stage at once",
-     offsetof(struct demo_settings, staging_slots), NULL},
+     offsetof(struct demo_settings, dump), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("staging-slots",
+                          "MoE layers the agents stage at once",
+                          offsetof(struct demo_settings, staging_slots),
+                          &wst_recv_config[WST_RECV_CONFIG_STAGING_SLOTS]),
     {"engine", WST_CONFIG_BOOL, "yes",
      "run a stand-in engine process per agent that owns its live memory",
-     offsetof(struct demo_settings, engine), NULL},
+     offsetof(struct demo_settings, engine), NULL, NULL},
     {"device", WST_CONFIG_STRING, "-1",
      "GPU(s) for the engines' live memory, N or N,M,... (agent k on the "
      "(k mod n)-th): each stand-in engine allocates it there and its agent "
      "imports it by CUDA IPC (needs a CUDA build and a GPU); -1: host shm",
-     offsetof(struct demo_settings, device), NULL},
+     offsetof(struct demo_settings, device), NULL, NULL},
     {"sender-device", WST_CONFIG_STRING, "-1",
      "GPU(s) for the senders' shards (trainer memory), N or N,M,... "
      "(sender r on the (r mod n)-th): each sender copies its shards there "
      "after every fill and pushes from device memory (needs a CUDA build "
      "and a GPU); -1: host memory",
-     offsetof(struct demo_settings, sender_device), NULL},
-    {"device-path", WST_CONFIG_ENUM, "auto",
-     "how senders move device shards: auto, direct (UCX with CUDA), bounce "
-     "(pinned host ring) or nccl",
-     offsetof(struct demo_settings, device_path), path_choices},
+     offsetof(struct demo_settings, sender_device), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("device-path",
+                          "how senders move device shards: auto, direct (UCX "
+                          "with CUDA), bounce (pinned host ring) or nccl",
+                          offsetof(struct demo_settings, device_path),
+                          &wst_send_config[WST_SEND_CONFIG_DEVICE_PATH]),
     WST_CONFIG_END,
 };
 
@@ -464,8 +464,10 @@ static int check_settings(struct demo *d)
         d->fault_kill = 1;
         d->kill_layer = (uint32_t)layer;
     }
-    if (d->set.staging_slots == 0 || d->set.staging_slots > 64) {
-        fprintf(stderr, "wstream-demo: --staging-slots must be 1..64\n");
+    if (d->set.staging_slots == 0 ||
+        d->set.staging_slots > WST_RECV_STAGING_SLOTS_MAX) {
+        fprintf(stderr, "wstream-demo: --staging-slots must be 1..%d\n",
+                WST_RECV_STAGING_SLOTS_MAX);
         return -1;
     }
     return check_device(d);
@@ -502,14 +504,15 @@ static int prepare(struct demo *d, const char *agent_bin)
                d->set.device);
     if (d->n_sender_devices > 0)
         printf("wstream-demo: trainer shards on GPU %s, device path %s\n",
-               d->set.sender_device, path_choices[d->set.device_path]);
+               d->set.sender_device,
+               wst_send_device_path_names[d->set.device_path]);
     fflush(stdout);
     struct wst_cluster_params cp = {
         .model = &d->model,
         .n_senders = (uint32_t)d->set.senders,
         .n_receivers = (uint32_t)d->set.receivers,
         .transport = (enum wst_transport)d->set.transport,
-        .mover = mover_choices[d->set.mover],
+        .mover = wst_send_mover_names[d->set.mover],
         .seed = d->set.seed,
         .timeout_s = d->set.timeout,
         .log_level = d->set.log_level,
@@ -523,7 +526,7 @@ static int prepare(struct demo *d, const char *agent_bin)
         .engine_bin = d->set.engine ? engine_bin : NULL,
         .n_devices = d->n_devices,
         .n_sender_devices = d->n_sender_devices,
-        .device_path = path_choices[d->set.device_path],
+        .device_path = wst_send_device_path_names[d->set.device_path],
         .kill_sender = 0,
         .kill_layer = d->kill_layer,
         .kill_version = d->fault_kill ? d->set.refits : 0,

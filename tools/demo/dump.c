@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "atomic_file.h"
 #include "dtype.h"
 #include "errbuf.h"
 #include "repack.h"
@@ -278,7 +279,8 @@ wst_status_t wst_dump_set_end(wst_dump_set_t *s, char *err, size_t errlen)
 
 wst_status_t wst_dump_set_commit(wst_dump_set_t *s, char *err, size_t errlen)
 {
-    char path[PATH_MAX + 16], tmp[PATH_MAX + 16];
+    char path[PATH_MAX + 16];
+    const char *text;
     json_object *root;
     wst_status_t status = WST_OK;
 
@@ -287,7 +289,6 @@ wst_status_t wst_dump_set_commit(wst_dump_set_t *s, char *err, size_t errlen)
         return WST_ERR_INVALID;
     }
     snprintf(path, sizeof(path), "%s/index.json", s->dir);
-    snprintf(tmp, sizeof(tmp), "%s/index.json.tmp", s->dir);
     root = json_object_new_object();
     if (root == NULL ||
         add_key(root, "format", json_object_new_int(WST_DUMP_FORMAT)) ||
@@ -296,18 +297,13 @@ wst_status_t wst_dump_set_commit(wst_dump_set_t *s, char *err, size_t errlen)
         status = WST_ERR_NO_MEMORY;
         goto out_put;
     }
-    if (json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_SPACED) != 0) {
-        wst_errf(err, errlen, "dump: cannot write %s: %s", tmp,
-                 json_util_get_last_err());
-        status = WST_ERR_IO;
+    text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_SPACED);
+    if (text == NULL) {
+        wst_errf(err, errlen, "dump: out of memory");
+        status = WST_ERR_NO_MEMORY;
         goto out_put;
     }
-    if (rename(tmp, path) != 0) {
-        wst_errf(err, errlen, "dump: rename %s to %s: %s", tmp, path,
-                 strerror(errno));
-        remove(tmp);
-        status = WST_ERR_IO;
-    }
+    status = wst_atomic_write(path, text, strlen(text), 0644, err, errlen);
 
 out_put:
     json_object_put(root);

@@ -82,8 +82,8 @@ wst_status_t wst_dump_set_write(wst_dump_set_t *set, const void *data,
  * fewer bytes were written than its shape says, WST_ERR_IO. */
 wst_status_t wst_dump_set_end(wst_dump_set_t *set, char *err, size_t errlen);
 
-/* Writes index.json for the tensors ended so far, atomically (a temporary
- * file renamed over it), so a reader never sees an index naming files that
+/* Writes index.json for the tensors ended so far, atomically
+ * (wst_atomic_write()), so a reader never sees an index naming files that
  * are not complete. WST_ERR_IO, WST_ERR_NO_MEMORY. */
 wst_status_t wst_dump_set_commit(wst_dump_set_t *set, char *err, size_t errlen);
 

@@ -21,7 +21,7 @@
  * tests/gpu checks against its CPU twin, so that the check costs little
  * and the demo's refit times are mostly wstream's, not the check's. It
  * finalizes every layer, and writes its state to --state-file after every
- * message (atomic rename).
+ * message (common/atomic_file.h).
  *
  * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up (also: no
  * CUDA or no GPU for --cuda-device); 2 a protocol error, "ERROR busy" or a
@@ -44,11 +44,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "config.h"
 #include "digest.h"
 #include "digest_gpu.h"
 #include "gpu.h"
 #include "log.h"
+#include "shm.h"
 
 #define LINE_MAX_BYTES 600 /* the '\n' included */
 
@@ -65,29 +67,29 @@ struct standin_settings {
 
 static const struct wst_config_entry standin_config[] = {
     {"socket", WST_CONFIG_STRING, "", "the agent's --engine-socket path",
-     offsetof(struct standin_settings, socket), NULL},
+     offsetof(struct standin_settings, socket), NULL, NULL},
     {"shm", WST_CONFIG_STRING, "", "POSIX shm object of the live regions",
-     offsetof(struct standin_settings, shm), NULL},
+     offsetof(struct standin_settings, shm), NULL, NULL},
     {"shm-bytes", WST_CONFIG_UINT, "0",
      "bytes of the live memory to map (or allocate) and hash: the shm, or "
      "the device memory with --cuda-device",
-     offsetof(struct standin_settings, shm_bytes), NULL},
+     offsetof(struct standin_settings, shm_bytes), NULL, NULL},
     {"ready-delay-ms", WST_CONFIG_UINT, "0",
      "milliseconds between BEGIN and READY (live bytes watched meanwhile)",
-     offsetof(struct standin_settings, ready_delay_ms), NULL},
+     offsetof(struct standin_settings, ready_delay_ms), NULL, NULL},
     {"state-file", WST_CONFIG_STRING, "",
      "write the engine state here after every message",
-     offsetof(struct standin_settings, state_file), NULL},
+     offsetof(struct standin_settings, state_file), NULL, NULL},
     {"refuse", WST_CONFIG_BOOL, "no", "answer every BEGIN with REFUSE",
-     offsetof(struct standin_settings, refuse), NULL},
+     offsetof(struct standin_settings, refuse), NULL, NULL},
     {"create", WST_CONFIG_BOOL, "no",
      "create the shm (poisoned), own it, unlink it at exit",
-     offsetof(struct standin_settings, create), NULL},
+     offsetof(struct standin_settings, create), NULL, NULL},
     {"cuda-device", WST_CONFIG_STRING, "-1",
      "with --create: the live memory is --shm-bytes of device memory on this "
      "GPU, exported by CUDA IPC (its handle goes to the state file); -1: "
      "host shm",
-     offsetof(struct standin_settings, cuda_device), NULL},
+     offsetof(struct standin_settings, cuda_device), NULL, NULL},
     WST_CONFIG_END,
 };
 
@@ -146,17 +148,11 @@ static int connect_retry(const char *path)
 
 static const void *map_live(const char *name, uint64_t bytes)
 {
-    int fd = shm_open(name, O_RDONLY, 0);
-    void *p;
+    char err[256];
+    void *p = NULL;
 
-    if (fd < 0) {
-        fprintf(stderr, "standin: shm_open %s: %s\n", name, strerror(errno));
-        return NULL;
-    }
-    p = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        fprintf(stderr, "standin: mmap %s: %s\n", name, strerror(errno));
+    if (wst_shm_map(name, bytes, 0, &p, err, sizeof(err)) != WST_OK) {
+        fprintf(stderr, "standin: %s\n", err);
         return NULL;
     }
     return p;
@@ -166,27 +162,13 @@ static const void *map_live(const char *name, uint64_t bytes)
  * wrote cannot pass for data. */
 static const void *create_live(const char *name, uint64_t bytes)
 {
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    void *p;
+    char err[256];
+    void *p = NULL;
 
-    if (fd < 0) {
-        fprintf(stderr, "standin: shm_open %s: %s\n", name, strerror(errno));
+    if (wst_shm_create(name, bytes, &p, err, sizeof(err)) != WST_OK) {
+        fprintf(stderr, "standin: %s\n", err);
         return NULL;
     }
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        fprintf(stderr, "standin: ftruncate %s: %s\n", name, strerror(errno));
-        close(fd);
-        shm_unlink(name);
-        return NULL;
-    }
-    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        fprintf(stderr, "standin: mmap %s: %s\n", name, strerror(errno));
-        shm_unlink(name);
-        return NULL;
-    }
-    memset(p, 0xA5, bytes);
     return p;
 }
 
@@ -234,7 +216,7 @@ static int create_device_live(struct standin *e)
         goto err;
     /* cudaMemset may return before the poison lands; the agent, another
      * process, is not ordered after it: wait before anyone imports it. */
-    if (wst_gpu_memset(&e->log, p, 0xA5, bytes) != WST_OK ||
+    if (wst_gpu_memset(&e->log, p, WST_SHM_POISON, bytes) != WST_OK ||
         wst_gpu_stream_sync(&e->log, NULL) != WST_OK ||
         wst_gpu_ipc_export(&e->log, p, handle) != WST_OK ||
         wst_gpu_stream_create(&e->log, &e->stream) != WST_OK)
@@ -364,16 +346,18 @@ static void write_device(const struct standin *e, FILE *f)
 
 static void write_state(const struct standin *e)
 {
-    char tmp[4096], reason[2 * LINE_MAX_BYTES];
+    char reason[2 * LINE_MAX_BYTES], err[512];
+    char *text = NULL;
+    size_t len = 0;
     FILE *f;
 
     if (e->set.state_file[0] == '\0')
         return;
     json_escape(e->reason, reason, sizeof(reason));
-    snprintf(tmp, sizeof(tmp), "%s.tmp", e->set.state_file);
-    f = fopen(tmp, "w");
+    f = open_memstream(&text, &len);
     if (f == NULL) {
-        fprintf(stderr, "standin: cannot write %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
+                strerror(errno));
         return;
     }
     fprintf(f,
@@ -383,9 +367,13 @@ static void write_state(const struct standin *e)
             e->state, e->committed, e->begins, e->layers, e->refused, reason);
     write_device(e, f);
     fputs("}\n", f);
-    if (fclose(f) != 0 || rename(tmp, e->set.state_file) != 0)
+    if (fclose(f) != 0)
         fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
                 strerror(errno));
+    else if (wst_atomic_write(e->set.state_file, text, len, 0644, err,
+                              sizeof(err)) != WST_OK)
+        fprintf(stderr, "standin: cannot write state: %s\n", err);
+    free(text);
 }
 
 /* 1: a line in 'line' (no '\n'); 0: EOF; -1: error or overlong line. */

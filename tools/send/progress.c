@@ -4,9 +4,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "clock.h"
+#include "timed_wait.h"
 
 #define BAR_WIDTH 30
 #define TICK_MS 100
@@ -116,7 +116,6 @@ static void draw_bar(wst_progress_t *pr, int done)
 static void *display_main(void *arg)
 {
     wst_progress_t *pr = arg;
-    struct timespec ts;
 
     pthread_mutex_lock(&pr->lock);
     while (!pr->stopping) {
@@ -126,14 +125,8 @@ static void *display_main(void *arg)
         else
             draw_lines(pr);
         pthread_mutex_lock(&pr->lock);
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
         if (!pr->stopping)
-            pthread_cond_timedwait(&pr->cond, &pr->lock, &ts);
+            wst_cond_wait_s(&pr->cond, &pr->lock, TICK_MS / 1000.0);
     }
     pthread_mutex_unlock(&pr->lock);
     return NULL;

@@ -50,12 +50,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "config.h"
 #include "dtype.h"
 #include "log.h"
 #include "progress.h"
+#include "sender_config.h"
 
 #define MAX_RECEIVERS 1024
 #define MAX_LAYER 65534u /* the planner refuses wants past it (planner.c) */
@@ -73,14 +75,11 @@ struct send_settings {
     int log_format;
 };
 
-static const char *const mover_choices[] = {"auto", "put", "am", NULL};
 static const char *const progress_choices[] = {"auto", "bar", "lines", "none",
                                                NULL};
 /* The mode of each choice; "auto" is decided in create_sender. */
 static const enum wst_progress_mode progress_modes[] = {
     WST_PROGRESS_NONE, WST_PROGRESS_BAR, WST_PROGRESS_LINES, WST_PROGRESS_NONE};
-static const char *const level_choices[] = {"error", "warn",  "info",
-                                            "debug", "trace", NULL};
 /* Indexes are enum wst_log_format values. */
 static const char *const format_choices[] = {"text", "json", NULL};
 
@@ -89,34 +88,34 @@ static const struct wst_config_entry send_config[] = {
      "a .safetensors file, a directory of shards with "
      "model.safetensors.index.json (or with one model.safetensors), or the "
      "index file itself; may also be given as the operand",
-     offsetof(struct send_settings, checkpoint), NULL},
+     offsetof(struct send_settings, checkpoint), NULL, NULL},
     {"receivers", WST_CONFIG_STRING, "",
      "agents to push to, host:port[,host:port...]; required but with "
      "--dry-run",
-     offsetof(struct send_settings, receivers), NULL},
+     offsetof(struct send_settings, receivers), NULL, NULL},
     {"version", WST_CONFIG_UINT, "0",
      "version to push, > 0 and above what the agents hold; required but "
      "with --dry-run",
-     offsetof(struct send_settings, version), NULL},
-    {"timeout", WST_CONFIG_DOUBLE, "30",
-     "seconds allowed to connect, plan and begin",
-     offsetof(struct send_settings, timeout), NULL},
+     offsetof(struct send_settings, version), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("timeout", NULL,
+                          offsetof(struct send_settings, timeout),
+                          &wst_send_config[WST_SEND_CONFIG_TIMEOUT]),
     {"commit-timeout", WST_CONFIG_DOUBLE, "600",
      "seconds allowed, once streaming, until every agent committed",
-     offsetof(struct send_settings, commit_timeout), NULL},
-    {"mover", WST_CONFIG_ENUM, "auto", "data mover: auto, put, am",
-     offsetof(struct send_settings, mover), mover_choices},
+     offsetof(struct send_settings, commit_timeout), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct send_settings, mover),
+                          &wst_send_config[WST_SEND_CONFIG_MOVER]),
     {"progress", WST_CONFIG_ENUM, "auto",
      "auto (a bar on a terminal, lines otherwise), bar, lines or none",
-     offsetof(struct send_settings, progress), progress_choices},
+     offsetof(struct send_settings, progress), progress_choices, NULL},
     {"dry-run", WST_CONFIG_BOOL, "no",
      "check the checkpoint and print what would be sent; connect to nothing",
-     offsetof(struct send_settings, dry_run), NULL},
+     offsetof(struct send_settings, dry_run), NULL, NULL},
     {"log-level", WST_CONFIG_ENUM, "warn", "error, warn, info, debug, trace",
-     offsetof(struct send_settings, log_level), level_choices},
+     offsetof(struct send_settings, log_level), wst_log_level_names, NULL},
     {"log-format", WST_CONFIG_ENUM, "text",
      "text, or json: log records and progress lines as one object per line",
-     offsetof(struct send_settings, log_format), format_choices},
+     offsetof(struct send_settings, log_format), format_choices, NULL},
     WST_CONFIG_END,
 };
 
@@ -137,7 +136,7 @@ struct send {
     struct send_settings set;
     struct wst_log_stream log_stream;
     char **receivers; /* owned, from --receivers */
-    size_t n_receivers;
+    size_t n_receivers, receivers_cap;
     struct wst_checkpoint ckpt;
     struct send_tensor *tensors; /* owned: the ones sent */
     size_t n_tensors;
@@ -244,12 +243,10 @@ static wst_status_t split_receivers(struct send *s)
     for (;;) {
         size_t len = strcspn(at, ",");
         char *r = strndup(at, len);
-        char **grown = NULL;
         if (r == NULL || !valid_receiver(r) ||
             s->n_receivers == MAX_RECEIVERS ||
-            (grown = realloc(s->receivers,
-                             (s->n_receivers + 1) * sizeof(*s->receivers))) ==
-                NULL) {
+            wst_array_grow(&s->receivers, &s->receivers_cap, s->n_receivers + 1,
+                           sizeof(*s->receivers)) != WST_OK) {
             fprintf(stderr,
                     "wstream-send: --receivers: bad value '%s': expected "
                     "host:port[,host:port...] (at most %d)\n",
@@ -257,7 +254,6 @@ static wst_status_t split_receivers(struct send *s)
             free(r);
             return WST_ERR_CONFIG;
         }
-        s->receivers = grown;
         s->receivers[s->n_receivers++] = r;
         if (at[len] == '\0')
             return WST_OK;
@@ -417,7 +413,7 @@ static wst_status_t create_sender(struct send *s)
         .receivers = (const char *const *)s->receivers,
         .n_receivers = s->n_receivers,
         .timeout_s = s->set.timeout,
-        .mover = mover_choices[s->set.mover],
+        .mover = wst_send_mover_names[s->set.mover],
         .log_level = s->set.log_level,
         .log_fn = wst_log_stream_sink,
         .log_arg = &s->log_stream,

@@ -14,6 +14,7 @@ I64_MAX = (1 << 63) - 1
 
 MOVERS = ("auto", "put", "am")
 DEVICE_PATHS = ("auto", "direct", "bounce", "nccl")
+# The C library's level names (common/log.c), by enum wst_log_level.
 LOG_LEVELS = ("error", "warn", "info", "debug", "trace")
 
 

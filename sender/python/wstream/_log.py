@@ -11,10 +11,10 @@ import sys
 import threading
 
 from . import _lib
+from ._checks import LOG_LEVELS as _NAMES
 
 _PY_LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG,
               logging.DEBUG - 5]
-_NAMES = ["error", "warn", "info", "debug", "trace"]
 
 logger = logging.getLogger("wstream")
 

@@ -1,0 +1,50 @@
+/* receiver_config.c - the receiver's settings and their defaults. */
+#include "receiver_config.h"
+
+#include <stddef.h>
+
+#include "heartbeat_msg.h"
+#include "log.h"
+
+const char *const wst_recv_mover_names[] = {"auto", "am", NULL};
+
+#define FIELD(f) offsetof(struct wst_recv_settings, f)
+#define HEARTBEAT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_INTERVAL_DEFAULT)
+#define PEER_TIMEOUT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_TIMEOUT_DEFAULT)
+#define SLOTS_MAX WST_CONFIG_QUOTE(WST_RECV_STAGING_SLOTS_MAX)
+
+const struct wst_config_entry wst_recv_config[] = {
+    [WST_RECV_CONFIG_TIMEOUT] =
+        {"timeout", WST_CONFIG_DOUBLE, "30",
+         "seconds before missing manifests or a stalled refit fail",
+         FIELD(timeout_s), NULL, NULL},
+    [WST_RECV_CONFIG_HEARTBEAT] =
+        {"heartbeat", WST_CONFIG_DOUBLE, HEARTBEAT_DEFAULT,
+         "seconds between heartbeats on every control connection",
+         FIELD(heartbeat_s), NULL, NULL},
+    [WST_RECV_CONFIG_PEER_TIMEOUT] =
+        {"peer-timeout", WST_CONFIG_DOUBLE, PEER_TIMEOUT_DEFAULT,
+         "seconds of silence after which a sender has failed",
+         FIELD(peer_timeout_s), NULL, NULL},
+    [WST_RECV_CONFIG_MOVER] =
+        {"mover", WST_CONFIG_ENUM, "auto",
+         "auto: senders put where their lane does real RMA; am: never",
+         FIELD(mover), wst_recv_mover_names, NULL},
+    [WST_RECV_CONFIG_STAGING_SLOTS] =
+        {"staging-slots", WST_CONFIG_UINT, "2",
+         "MoE layers staged at once (1.." SLOTS_MAX "): staging memory is "
+         "this many layers' local experts",
+         FIELD(staging_slots), NULL, NULL},
+    [WST_RECV_CONFIG_VERIFY] = {"verify", WST_CONFIG_BOOL, "yes",
+                                "check every layer's digest", FIELD(verify),
+                                NULL, NULL},
+    [WST_RECV_CONFIG_LOG_LEVEL] = {"log-level", WST_CONFIG_ENUM, "info",
+                                   "error, warn, info, debug, trace",
+                                   FIELD(log_level), wst_log_level_names, NULL},
+    WST_CONFIG_END,
+};
+
+wst_status_t wst_recv_settings_init(struct wst_recv_settings *set)
+{
+    return wst_config_init(wst_recv_config, set, NULL, 0);
+}

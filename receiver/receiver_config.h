@@ -1,0 +1,54 @@
+/* receiver_config.h - the receiver's settings, in one table: the single
+ * source of each default.
+ *
+ * wst_receiver_create starts from the table (wst_recv_settings_init) and
+ * takes what the caller's params set. wstream-agent offers each setting as
+ * a flag through a WST_CONFIG_LIKE entry (config.h), so its defaults, types
+ * and choices, and its WST_* variables' defaults, come from here too.
+ * include/wstream/receiver.h documents the same defaults (test_lib_config
+ * holds them to it).
+ */
+#ifndef WST_RECEIVER_CONFIG_H
+#define WST_RECEIVER_CONFIG_H
+
+#include <stdint.h>
+
+#include <wstream/status.h>
+
+#include "config.h"
+
+/* Staging slots a receiver takes (wst_receiver_params.staging_slots). */
+#define WST_RECV_STAGING_SLOTS_MAX 64
+
+/* The table's settings, as wst_config stores them. */
+struct wst_recv_settings {
+    double timeout_s;
+    double heartbeat_s;
+    double peer_timeout_s;
+    int mover; /* index into wst_recv_mover_names */
+    uint64_t staging_slots;
+    int verify;
+    int log_level; /* enum wst_log_level */
+};
+
+/* Indexes of wst_recv_config, for WST_CONFIG_LIKE entries. */
+enum wst_recv_config_key {
+    WST_RECV_CONFIG_TIMEOUT,
+    WST_RECV_CONFIG_HEARTBEAT,
+    WST_RECV_CONFIG_PEER_TIMEOUT,
+    WST_RECV_CONFIG_MOVER,
+    WST_RECV_CONFIG_STAGING_SLOTS,
+    WST_RECV_CONFIG_VERIFY,
+    WST_RECV_CONFIG_LOG_LEVEL,
+};
+
+/* "auto" (senders put where their lane does real RMA), "am"; NULL after. */
+extern const char *const wst_recv_mover_names[];
+
+/* The table, indexed by enum wst_recv_config_key, WST_CONFIG_END after. */
+extern const struct wst_config_entry wst_recv_config[];
+
+/* Fills *set with the table's defaults (no environment). */
+wst_status_t wst_recv_settings_init(struct wst_recv_settings *set);
+
+#endif

@@ -1,0 +1,137 @@
+/* test_lib_config.c - the sender's and the receiver's settings tables
+ * (sender/sender_config.h, receiver/receiver_config.h): the defaults the
+ * public headers document, and what create refuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <wstream/receiver.h>
+#include <wstream/sender.h>
+
+#include "select.h"
+#include "log.h"
+#include "receiver_config.h"
+#include "sender_config.h"
+
+/* Every key has its entry, in order, and the table ends after the last. */
+static size_t table_length(const struct wst_config_entry *t)
+{
+    size_t n = 0;
+
+    while (t[n].name != NULL)
+        n++;
+    return n;
+}
+
+/* include/wstream/sender.h: timeout 30, mover auto, log level 2 (info),
+ * window 64 MiB, heartbeat 1, peer timeout 5, shm_data off, device_path
+ * auto, bounce 64 MiB. */
+static void test_lib_config_sender_defaults(void **state)
+{
+    struct wst_send_settings set;
+
+    (void)state;
+    setenv("WST_TIMEOUT", "7", 1); /* a library reads no WST_* variable */
+    assert_int_equal(wst_send_settings_init(&set), WST_OK);
+    unsetenv("WST_TIMEOUT");
+    assert_true(set.timeout_s == 30.0);
+    assert_string_equal(wst_send_mover_names[set.mover], "auto");
+    assert_int_equal(set.log_level, WST_LOG_INFO);
+    assert_int_equal(set.window_bytes, 64ull << 20);
+    assert_true(set.heartbeat_s == 1.0);
+    assert_true(set.peer_timeout_s == 5.0);
+    assert_int_equal(set.shm_data, 0);
+    assert_int_equal(set.device_path, WST_PATH_PREF_AUTO);
+    assert_int_equal(set.bounce_bytes, 64ull << 20);
+    assert_int_equal(table_length(wst_send_config), WST_SEND_CONFIG_BOUNCE + 1);
+}
+
+/* include/wstream/receiver.h: timeout 30, mover auto, verify 1, log level
+ * 2 (info), heartbeat 1, peer timeout 5, staging slots 2. */
+static void test_lib_config_receiver_defaults(void **state)
+{
+    struct wst_recv_settings set;
+
+    (void)state;
+    assert_int_equal(wst_recv_settings_init(&set), WST_OK);
+    assert_true(set.timeout_s == 30.0);
+    assert_string_equal(wst_recv_mover_names[set.mover], "auto");
+    assert_int_equal(set.verify, 1);
+    assert_int_equal(set.log_level, WST_LOG_INFO);
+    assert_true(set.heartbeat_s == 1.0);
+    assert_true(set.peer_timeout_s == 5.0);
+    assert_int_equal(set.staging_slots, 2);
+    assert_int_equal(table_length(wst_recv_config),
+                     WST_RECV_CONFIG_LOG_LEVEL + 1);
+}
+
+/* The device-path choices are enum wst_path_pref, as the sender parses
+ * wst_sender_params.device_path. */
+static void test_lib_config_device_path_names(void **state)
+{
+    enum wst_path_pref pref;
+    int i;
+
+    (void)state;
+    for (i = 0; wst_send_device_path_names[i] != NULL; i++) {
+        assert_int_equal(
+            wst_path_pref_parse(wst_send_device_path_names[i], &pref), WST_OK);
+        assert_int_equal(pref, i);
+    }
+    assert_int_equal(i, WST_PATH_PREF_NCCL + 1);
+}
+
+/* Values create refuses before it starts anything. */
+static void test_lib_config_create_refuses(void **state)
+{
+    static const char *const receivers[] = {"127.0.0.1:1"};
+    struct wst_receiver_params rp = {0};
+    struct wst_sender_params sp = {
+        .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
+                      WST_SENDER_PARAM_RECEIVERS,
+        .world_size = 1,
+        .receivers = receivers,
+        .n_receivers = 1,
+    };
+    wst_receiver_t *r = NULL;
+    wst_sender_t *s = NULL;
+
+    (void)state;
+    rp.field_mask = WST_RECEIVER_PARAM_MOVER;
+    rp.mover = "put"; /* a receiver offers auto or am */
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.field_mask = WST_RECEIVER_PARAM_STAGING_SLOTS;
+    rp.staging_slots = WST_RECV_STAGING_SLOTS_MAX + 1;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.field_mask = WST_RECEIVER_PARAM_HEARTBEAT;
+    rp.heartbeat_s = 5;
+    rp.peer_timeout_s = 5;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    assert_null(r);
+
+    sp.field_mask |= WST_SENDER_PARAM_MOVER;
+    sp.mover = "nccl"; /* chosen per link, never asked for */
+    assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
+    sp.mover = "auto";
+    sp.field_mask |= WST_SENDER_PARAM_BOUNCE;
+    sp.bounce_bytes = 0;
+    assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
+    assert_null(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lib_config_sender_defaults),
+        cmocka_unit_test(test_lib_config_receiver_defaults),
+        cmocka_unit_test(test_lib_config_device_path_names),
+        cmocka_unit_test(test_lib_config_create_refuses),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
