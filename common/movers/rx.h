@@ -20,7 +20,7 @@
  * the sender's receiving half; a half without data_dest takes no messages
  * (any is a protocol error: data outside its plan).
  *
- * Implementations: rx_put.c (nothing to do), rx_am.c (messages into their
+ * Implementations: put_rx.c (nothing to do), am_rx.c (messages into their
  * destination, or through the landing ring into device memory), nccl_rx.c
  * (one grouped ncclRecv exchange per layer).
  *
