@@ -20,7 +20,8 @@ void wst_status_file_write(struct agent *a);
 
 /* Writes PORT and a newline to PATH ("": not asked for, WST_OK at once);
  * WHAT names the file in the error logged. WST_ERR_IO (WST_ERR_NO_MEMORY
- * when out of memory) when PATH cannot be written. Borrows a and path for the call. */
+ * when out of memory) when PATH cannot be written. Borrows a and path for the
+ * call. */
 wst_status_t wst_status_file_write_port(struct agent *a, const char *path,
                                         uint16_t port, const char *what);
 

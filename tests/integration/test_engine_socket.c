@@ -567,8 +567,7 @@ static void test_engine_socket_unusable_never_resumes(void **state)
     stop_all(c);
     assert_true(file_has(log_path, "COMMITTED 1\n"));
     if (file_has_after(log_path, "BEGIN 3\n", "COMMITTED"))
-        fail_msg("the unusable agent told its engine to resume (%s)",
-                 log_path);
+        fail_msg("the unusable agent told its engine to resume (%s)", log_path);
     if (!file_has_after(log_path, "BEGIN 3\n", "UNUSABLE "))
         fail_msg("the engine was not told the agent is still unusable");
 }
