@@ -41,6 +41,7 @@ void wst_recv_peer_rx_close(struct peer *p)
     if (p->rx != p->nccl_rx)
         wst_rx_destroy(p->rx);
     p->rx = NULL;
+    p->rx_kind = 0;
     wst_rx_destroy(p->nccl_rx);
     p->nccl_rx = NULL;
     p->nccl_ready = 0;
@@ -79,9 +80,14 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
     struct wst_rx_events ev = wst_recv_rx_events(p);
     wst_status_t st = WST_OK;
 
+    /* A half lives as long as the plan it was made for: a refit with the
+     * same mover reuses it, allocating nothing (begin resets it). */
+    if (p->rx != NULL && p->rx_kind == p->mover)
+        return WST_OK;
     if (p->rx != p->nccl_rx)
         wst_rx_destroy(p->rx);
     p->rx = NULL;
+    p->rx_kind = p->mover;
     switch (p->mover) {
     case WST_MOVER_NCCL:
         p->rx = p->nccl_rx;
@@ -102,6 +108,8 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
     }
     if (st == WST_OK && p->rx == NULL)
         st = WST_ERR_INVALID;
+    if (st != WST_OK)
+        p->rx_kind = 0;
     return st;
 }
 

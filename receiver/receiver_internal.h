@@ -67,6 +67,7 @@ struct peer {
     /* current refit (the rest of it is the refit machine's) */
     enum wst_mover_kind mover; /* its BEGIN's */
     struct wst_rx *rx;         /* the mover's receiving half (nccl: nccl_rx) */
+    enum wst_mover_kind rx_kind; /* the mover rx was made for; 0: none */
 };
 
 struct wst_receiver {
