@@ -229,8 +229,23 @@ static wst_status_t check_have(const Wst__HaveManifest *m, char *err,
 static wst_status_t check_want_summary(const Wst__WantSummary *m, char *err,
                                        size_t errlen)
 {
-    return check_text(m->reason, WST_ERROR_MSG_MAX, "want_summary reason", err,
-                      errlen);
+    wst_status_t st = check_text(m->reason, WST_ERROR_MSG_MAX,
+                                 "want_summary reason", err, errlen);
+
+    if (st == WST_OK)
+        st = check_text(m->group, WST_GROUP_NAME_MAX, "want_summary group", err,
+                        errlen);
+    if (st != WST_OK)
+        return st;
+    if (m->group_size < 1 || m->group_size > WST_GROUP_SIZE_MAX ||
+        m->group_member >= m->group_size) {
+        wst_errf(err, errlen,
+                 "want_summary: group member %" PRIu32 " of %" PRIu32
+                 " (size 1..%d)",
+                 m->group_member, m->group_size, WST_GROUP_SIZE_MAX);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
 }
 
 static wst_status_t check_region(const Wst__Region *r, size_t i, char *err,
@@ -364,6 +379,19 @@ static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
     return WST_OK;
 }
 
+static wst_status_t check_barrier(const Wst__Barrier *m, char *err,
+                                  size_t errlen)
+{
+    wst_status_t st = check_version(m->version, "barrier", err, errlen);
+
+    if (st == WST_OK &&
+        (m->step < WST_BARRIER_READY || m->step > WST_BARRIER_PREPARED)) {
+        wst_errf(err, errlen, "barrier: unknown step %" PRIu32, m->step);
+        st = WST_ERR_PROTOCOL;
+    }
+    return st;
+}
+
 /* The id is copied into a fixed array, so its length must be exact. */
 static wst_status_t check_nccl_setup(const Wst__NcclSetup *m, char *err,
                                      size_t errlen)
@@ -412,6 +440,8 @@ static wst_status_t check_control(const Wst__Control *pb, char *err,
         return check_nccl_setup(pb->nccl_setup, err, errlen);
     case WST__CONTROL__MSG_NCCL_READY:
         return WST_OK;
+    case WST__CONTROL__MSG_BARRIER:
+        return check_barrier(pb->barrier, err, errlen);
     default:
         wst_errf(err, errlen, "control: no message set");
         return WST_ERR_PROTOCOL;
@@ -481,6 +511,9 @@ static void convert_want_summary(const Wst__WantSummary *m,
     out->committed_version = m->committed_version;
     out->usable = m->usable ? 1 : 0;
     strcpy(out->reason, m->reason != NULL ? m->reason : "");
+    strcpy(out->group, m->group != NULL ? m->group : "");
+    out->group_size = m->group_size;
+    out->group_member = m->group_member;
 }
 
 static void convert_plan_item(const Wst__PlanItem *it, uint32_t sender,
@@ -572,6 +605,10 @@ static void convert_small(const Wst__Control *pb, struct wst_msg *msg)
         break;
     case WST__CONTROL__MSG_NCCL_READY:
         msg->u.nccl_ready.plan_hash = pb->nccl_ready->plan_hash;
+        break;
+    case WST__CONTROL__MSG_BARRIER:
+        msg->u.barrier.version = pb->barrier->version;
+        msg->u.barrier.step = (enum wst_barrier_step)pb->barrier->step;
         break;
     default:
         break;
@@ -682,6 +719,7 @@ struct pb_build {
     Wst__Credit credit;
     Wst__NcclSetup nccl_setup;
     Wst__NcclReady nccl_ready;
+    Wst__Barrier barrier;
     Wst__HaveEntry *entries;
     Wst__HaveEntry **entry_ptrs;
     Wst__PlanItem *items;
@@ -746,7 +784,9 @@ static int precheck(const struct wst_msg *msg)
         return 1;
     case WST_MSG_WANT_SUMMARY:
         return strnlen(msg->u.want_summary.reason, WST_ERROR_MSG_MAX) <
-               WST_ERROR_MSG_MAX;
+                   WST_ERROR_MSG_MAX &&
+               strnlen(msg->u.want_summary.group, WST_GROUP_NAME_MAX) <
+                   WST_GROUP_NAME_MAX;
     case WST_MSG_PLAN:
         return plan_ok(&msg->u.plan);
     case WST_MSG_ERROR:
@@ -761,6 +801,7 @@ static int precheck(const struct wst_msg *msg)
         return msg->u.credit.version >= 1;
     case WST_MSG_NCCL_SETUP:
     case WST_MSG_NCCL_READY:
+    case WST_MSG_BARRIER:
         return 1;
     }
     return 0;
@@ -837,6 +878,9 @@ static void build_want_summary(const struct wst_want_summary *w,
     m->committed_version = w->committed_version;
     m->usable = w->usable != 0;
     m->reason = (char *)w->reason;
+    m->group = (char *)w->group;
+    m->group_size = w->group_size;
+    m->group_member = w->group_member;
 }
 
 static void build_plan_item(const struct wst_plan_item *it, Wst__PlanItem *m)
@@ -892,8 +936,8 @@ static wst_status_t build_plan(const struct wst_plan_msg *p, struct pb_build *b)
     return build_plan_arrays(p, b);
 }
 
-/* Begin, layer_done, commit, error, heartbeat, credit and the nccl pair:
- * no arrays to build. */
+/* Begin, layer_done, commit, error, heartbeat, credit, the nccl pair and
+ * barrier: no arrays to build. */
 static void build_small(const struct wst_msg *msg, struct pb_build *b)
 {
     switch (msg->type) {
@@ -940,6 +984,12 @@ static void build_small(const struct wst_msg *msg, struct pb_build *b)
         wst__nccl_ready__init(&b->nccl_ready);
         b->nccl_ready.plan_hash = msg->u.nccl_ready.plan_hash;
         b->ctl.nccl_ready = &b->nccl_ready;
+        break;
+    case WST_MSG_BARRIER:
+        wst__barrier__init(&b->barrier);
+        b->barrier.version = msg->u.barrier.version;
+        b->barrier.step = (uint32_t)msg->u.barrier.step;
+        b->ctl.barrier = &b->barrier;
         break;
     default:
         wst__heartbeat__init(&b->heartbeat);
@@ -1156,6 +1206,8 @@ const char *wst_msg_type_name(enum wst_msg_type type)
         return "nccl_setup";
     case WST_MSG_NCCL_READY:
         return "nccl_ready";
+    case WST_MSG_BARRIER:
+        return "barrier";
     }
     return "unknown";
 }

@@ -23,7 +23,8 @@
 #include "mover_kind.h"
 #include "planner.h"
 
-#define WST_PROTOCOL_VERSION 2 /* 2: data headers carry an item count */
+/* 2: data headers carry an item count; 3: engine groups (Barrier) */
+#define WST_PROTOCOL_VERSION 3
 #define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
 #define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
 #define WST_MAX_PLAN_ITEMS (1u << 24)
@@ -31,6 +32,8 @@
 #define WST_MAX_BLOB 4096 /* rkey, worker address, auth: bytes */
 #define WST_ERROR_MSG_MAX 512
 #define WST_NCCL_UNIQUE_ID_BYTES 128 /* sizeof(ncclUniqueId) */
+#define WST_GROUP_NAME_MAX 64        /* engine group names, NUL included */
+#define WST_GROUP_SIZE_MAX 4096      /* agents in one engine group */
 
 enum wst_msg_type {
     WST_MSG_HELLO = 1,
@@ -45,6 +48,7 @@ enum wst_msg_type {
     WST_MSG_CREDIT = 10,
     WST_MSG_NCCL_SETUP = 11,
     WST_MSG_NCCL_READY = 12,
+    WST_MSG_BARRIER = 13,
 };
 
 enum wst_role {
@@ -82,6 +86,9 @@ struct wst_want_summary {
     uint64_t committed_version; /* 0: none yet */
     int usable;
     char reason[WST_ERROR_MSG_MAX]; /* why unusable; "" when usable */
+    char group[WST_GROUP_NAME_MAX]; /* engine group; "": a group of one */
+    uint32_t group_size;            /* >= 1 */
+    uint32_t group_member;          /* < group_size */
 };
 
 struct wst_wire_region {
@@ -155,6 +162,18 @@ struct wst_nccl_ready {
     uint64_t plan_hash; /* echoes the sender's plan slice; spots stale ones */
 };
 
+/* Barrier.step: the refit's two barriers across an engine group. */
+enum wst_barrier_step {
+    WST_BARRIER_READY = 1,    /* receiver: its engine paused */
+    WST_BARRIER_GO = 2,       /* sender: the whole group is ready */
+    WST_BARRIER_PREPARED = 3, /* receiver: every layer final, not committed */
+};
+
+struct wst_barrier {
+    uint64_t version; /* >= 1 */
+    enum wst_barrier_step step;
+};
+
 struct wst_heartbeat {
     uint64_t seq;
 };
@@ -174,6 +193,7 @@ struct wst_msg {
         struct wst_credit credit;
         struct wst_nccl_setup nccl_setup;
         struct wst_nccl_ready nccl_ready;
+        struct wst_barrier barrier;
     } u;
 };
 

@@ -3,6 +3,7 @@
  * unusable with the reason; the refit state machine's actions decide it
  * (refit.c), this only writes it down (progress thread). */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "log.h"
@@ -15,11 +16,36 @@ static void pub_started(struct wst_receiver *r, void *arg)
     if (r->times != NULL)
         memset(r->times, 0, r->n_times * sizeof(*r->times));
     r->state.refit_in_progress = 1;
+    r->state.refit_version = *(const uint64_t *)arg;
+    snprintf(r->state.refit_phase, sizeof(r->state.refit_phase), "beginning");
 }
 
-void wst_recv_publish_started(struct wst_receiver *r)
+static void end_refit(struct wst_receiver *r)
 {
-    wst_recv_publish(r, pub_started, NULL);
+    r->state.refit_in_progress = 0;
+    r->state.refit_version = 0;
+    r->state.refit_phase[0] = '\0';
+}
+
+void wst_recv_publish_started(struct wst_receiver *r, uint64_t version)
+{
+    wst_recv_publish(r, pub_started, &version);
+}
+
+static void pub_phase(struct wst_receiver *r, void *arg)
+{
+    const struct wst_rm_action *a = arg;
+    const char *phase = a->kind == WST_RM_ACT_READY       ? "ready"
+                        : a->kind == WST_RM_ACT_RECEIVING ? "receiving"
+                                                          : "prepared";
+
+    snprintf(r->state.refit_phase, sizeof(r->state.refit_phase), "%s", phase);
+}
+
+void wst_recv_publish_phase(struct wst_receiver *r,
+                            const struct wst_rm_action *a)
+{
+    wst_recv_publish(r, pub_phase, (void *)a);
 }
 
 void wst_recv_publish_times(struct wst_receiver *r,
@@ -56,7 +82,7 @@ static void pub_committed(struct wst_receiver *r, void *arg)
     r->state.committed_version = a->version;
     r->state.usable = 1;
     r->state.reason[0] = '\0';
-    r->state.refit_in_progress = 0;
+    end_refit(r);
     r->state.refits_ok++;
     r->state.last_refit_bytes = a->bytes;
     r->state.last_refit_put_bytes = a->bytes_by_mover[WST_MOVER_PUT];
@@ -82,7 +108,7 @@ static void pub_refused(struct wst_receiver *r, void *arg)
     const struct wst_rm_action *a = arg;
 
     wst_recv_set_state_reason(r, a->reason);
-    r->state.refit_in_progress = 0;
+    end_refit(r);
 }
 
 /* Nothing was written: the receiver keeps serving its committed version
@@ -101,7 +127,7 @@ static void pub_unusable(struct wst_receiver *r, void *arg)
 
     wst_recv_set_state_reason(r, a->text);
     r->state.usable = 0;
-    r->state.refit_in_progress = 0;
+    end_refit(r);
     r->state.refits_failed++;
 }
 

@@ -41,6 +41,10 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
                  r->state.reason);
     pthread_mutex_unlock(&r->lock);
     m.u.want_summary.receiver_rank = r->rank;
+    snprintf(m.u.want_summary.group, sizeof(m.u.want_summary.group), "%s",
+             r->group);
+    m.u.want_summary.group_size = r->group_size;
+    m.u.want_summary.group_member = r->group_member;
     m.u.want_summary.n_wants = (uint32_t)r->n_wants;
     m.u.want_summary.n_layers = (uint32_t)wst_recv_layer_count(r);
     for (size_t i = 0; i < r->n_wants; i++)
@@ -150,6 +154,30 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
     wst_recv_refit_event(r, &ev);
 }
 
+/* GO and COMMIT: what the senders saw of the whole engine group. */
+static void on_group(struct wst_receiver *r, struct peer *p,
+                     const struct wst_msg *m)
+{
+    struct wst_rm_event ev = {.rank = wst_recv_peer_rank(p), .peer = p->name};
+
+    if (m->type == WST_MSG_COMMIT) {
+        ev.kind = WST_RM_EV_COMMIT;
+        ev.version = m->u.commit.version;
+    } else if (m->u.barrier.step == WST_BARRIER_GO) {
+        ev.kind = WST_RM_EV_GO;
+        ev.version = m->u.barrier.version;
+    } else {
+        wst_recv_send_error(r, p, WST_ERR_PROTOCOL,
+                            "a barrier step only receivers send");
+        return;
+    }
+    if (!p->hello_done) {
+        wst_recv_send_error(r, p, WST_ERR_PROTOCOL, "barrier before hello");
+        return;
+    }
+    wst_recv_refit_event(r, &ev);
+}
+
 static void on_layer_done(struct wst_receiver *r, struct peer *p,
                           const struct wst_layer_done *ld)
 {
@@ -202,6 +230,10 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
         break;
     case WST_MSG_NCCL_SETUP:
         wst_recv_on_nccl_setup(r, p, &m.u.nccl_setup);
+        break;
+    case WST_MSG_BARRIER:
+    case WST_MSG_COMMIT:
+        on_group(r, p, &m);
         break;
     case WST_MSG_HEARTBEAT:
         break;

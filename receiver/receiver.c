@@ -79,6 +79,17 @@ static wst_status_t apply_params(struct wst_receiver *r,
         set.staging_slots = p->staging_slots;
     }
     wst_moe_init(&r->moe, (uint32_t)set.staging_slots);
+    r->group_size = 1;
+    if ((f & WST_RECEIVER_PARAM_GROUP) && p->group != NULL &&
+        p->group[0] != '\0') {
+        if (strlen(p->group) >= sizeof(r->group) || p->group_size < 1 ||
+            p->group_size > WST_GROUP_SIZE_MAX ||
+            p->group_member >= p->group_size)
+            return WST_ERR_INVALID;
+        snprintf(r->group, sizeof(r->group), "%s", p->group);
+        r->group_size = p->group_size;
+        r->group_member = p->group_member;
+    }
     snprintf(r->log_name, sizeof(r->log_name), "%s",
              (f & WST_RECEIVER_PARAM_LOG) && p->log_name ? p->log_name
                                                          : "receiver");

@@ -74,6 +74,9 @@ struct wst_receiver {
     struct wst_logger log;
     char log_name[64];
     uint32_t rank;
+    char group[WST_GROUP_NAME_MAX]; /* engine group; "": a group of one */
+    uint32_t group_size;
+    uint32_t group_member;
     char listen_host[256];
     uint16_t listen_port;
     double timeout_s;
@@ -208,7 +211,10 @@ void wst_recv_refit_shutdown(struct wst_receiver *r);
 void wst_recv_refit_release(struct wst_receiver *r);
 
 /* commit.c: the refit's outcome, published under r->lock */
-void wst_recv_publish_started(struct wst_receiver *r);
+void wst_recv_publish_started(struct wst_receiver *r, uint64_t version);
+/* The refit's phase after a READY, RECEIVING or PREPARED action. */
+void wst_recv_publish_phase(struct wst_receiver *r,
+                            const struct wst_rm_action *a);
 void wst_recv_publish_times(struct wst_receiver *r,
                             const struct wst_rm_action *a);
 void wst_recv_publish_committed(struct wst_receiver *r,

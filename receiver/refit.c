@@ -72,6 +72,17 @@ static void send_credit(struct wst_receiver *r, struct peer *p,
     wst_recv_send_msg(r, p, &m);
 }
 
+static void send_barrier(struct wst_receiver *r, struct peer *p,
+                         const struct wst_rm_action *a)
+{
+    struct wst_msg m = {.type = WST_MSG_BARRIER};
+
+    m.u.barrier.version = a->version;
+    m.u.barrier.step = a->kind == WST_RM_ACT_SEND_READY ? WST_BARRIER_READY
+                                                        : WST_BARRIER_PREPARED;
+    wst_recv_send_msg(r, p, &m);
+}
+
 static void send_commit(struct wst_receiver *r, struct peer *p,
                         const struct wst_rm_action *a)
 {
@@ -147,6 +158,8 @@ static void (*const on_sender[])(struct wst_receiver *, struct peer *,
                                  const struct wst_rm_action *) = {
     [WST_RM_ACT_OPEN_RX] = open_rx,
     [WST_RM_ACT_SEND_ERROR] = send_error,
+    [WST_RM_ACT_SEND_READY] = send_barrier,
+    [WST_RM_ACT_SEND_PREPARED] = send_barrier,
     [WST_RM_ACT_ACK] = send_ack,
     [WST_RM_ACT_SEND_CREDIT] = send_credit,
     [WST_RM_ACT_RX_BEGIN] = rx_begin,
@@ -181,14 +194,14 @@ static void poll_worker(struct wst_receiver *r, int on)
     r->polling = on;
 }
 
-static void started(struct wst_receiver *r)
+static void started(struct wst_receiver *r, uint64_t version)
 {
     poll_worker(r, 1);
     if (r->landing != NULL) {
         struct wst_landing_stats drop;
         wst_landing_take_stats(r->landing, &drop); /* counts start here */
     }
-    wst_recv_publish_started(r);
+    wst_recv_publish_started(r, version);
 }
 
 static void queue_verify(struct wst_receiver *r, const struct wst_rm_action *a)
@@ -239,14 +252,26 @@ static void run_action(struct wst_receiver *r, const struct wst_rm_action *a)
         return;
     switch (a->kind) {
     case WST_RM_ACT_START:
-        started(r);
+        started(r, a->version);
         break;
     case WST_RM_ACT_BEGIN_HOOK:
         wst_recv_queue_job(r, wst_recv_job_begin, wst_recv_job_new(r, a));
         break;
-    case WST_RM_ACT_RECEIVING:
-        WST_INFO(&r->log, "version %llu: engine paused, receiving",
+    case WST_RM_ACT_READY:
+        WST_INFO(&r->log, "version %llu: engine paused, ready",
                  (unsigned long long)a->version);
+        wst_recv_publish_phase(r, a);
+        break;
+    case WST_RM_ACT_RECEIVING:
+        WST_INFO(&r->log, "version %llu: the group is ready, receiving",
+                 (unsigned long long)a->version);
+        wst_recv_publish_phase(r, a);
+        break;
+    case WST_RM_ACT_PREPARED:
+        WST_INFO(&r->log,
+                 "version %llu: prepared in %.3f s, waiting for the group",
+                 (unsigned long long)a->version, a->seconds);
+        wst_recv_publish_phase(r, a);
         break;
     case WST_RM_ACT_GRANT:
         WST_DEBUG(&r->log, "version %llu: credit for layer %u",

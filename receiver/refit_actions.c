@@ -62,6 +62,12 @@ void wst_rm_action_describe(const struct wst_rm_action *a, char *buf,
     case WST_RM_ACT_SEND_ERROR:
         snprintf(buf, len, "error r%u %s: %s", a->rank, st, a->text);
         break;
+    case WST_RM_ACT_READY:
+        snprintf(buf, len, "ready v%llu", v);
+        break;
+    case WST_RM_ACT_SEND_READY:
+        snprintf(buf, len, "send ready r%u v%llu", a->rank, v);
+        break;
     case WST_RM_ACT_RECEIVING:
         snprintf(buf, len, "receiving v%llu", v);
         break;
@@ -102,6 +108,12 @@ void wst_rm_action_describe(const struct wst_rm_action *a, char *buf,
     case WST_RM_ACT_FINAL:
         snprintf(buf, len, "final L%u at %.3f in %.3f", a->layer, a->at,
                  a->seconds);
+        break;
+    case WST_RM_ACT_PREPARED:
+        snprintf(buf, len, "prepared v%llu", v);
+        break;
+    case WST_RM_ACT_SEND_PREPARED:
+        snprintf(buf, len, "send prepared r%u v%llu", a->rank, v);
         break;
     case WST_RM_ACT_COMMITTED:
         snprintf(buf, len,

@@ -19,7 +19,9 @@ enum wst_rm_action_kind {
     WST_RM_ACT_BEGIN_HOOK,    /* queue the begin hook (version, generation) */
     WST_RM_ACT_OPEN_RX,       /* open rank's half for mover; then RX_OPENED */
     WST_RM_ACT_SEND_ERROR,    /* ERROR(status, text) to rank */
-    WST_RM_ACT_RECEIVING,     /* the engine paused (log) */
+    WST_RM_ACT_READY,         /* the engine paused (log, publish) */
+    WST_RM_ACT_SEND_READY,    /* BARRIER(version, ready) to rank */
+    WST_RM_ACT_RECEIVING,     /* the group is ready: receiving (log) */
     WST_RM_ACT_GRANT,         /* credit for layer granted (log) */
     WST_RM_ACT_ACK,           /* BEGIN(version, ack) to rank */
     WST_RM_ACT_SEND_CREDIT,   /* CREDIT(version, layer) to rank */
@@ -31,6 +33,8 @@ enum wst_rm_action_kind {
     WST_RM_ACT_REPACKED,      /* layer repacked at, in seconds */
     WST_RM_ACT_FINALIZE,      /* queue the finalize hook of layer */
     WST_RM_ACT_FINAL,         /* layer finalized at, in seconds */
+    WST_RM_ACT_PREPARED,      /* every layer final (log, publish) */
+    WST_RM_ACT_SEND_PREPARED, /* BARRIER(version, prepared) to rank */
     WST_RM_ACT_COMMITTED,     /* publish version committed (bytes, seconds) */
     WST_RM_ACT_COMMIT_HOOK,   /* queue the committed hook */
     WST_RM_ACT_SEND_COMMIT,   /* COMMIT(version) to rank */

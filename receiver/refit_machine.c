@@ -77,6 +77,9 @@ static void reset_sender(struct wst_refit_machine *m, uint32_t rank)
     struct wst_rm_sender *s = &m->senders[rank];
 
     s->version = 0;
+    s->opened = 0;
+    s->ready_sent = 0;
+    s->go = 0;
     s->acked = 0;
     s->counts_bytes = 0;
     if (m->lay.n_layers == 0)
@@ -213,9 +216,25 @@ static void end(struct wst_refit_machine *m, struct wst_rm_actions *out)
          (struct wst_rm_action){.kind = WST_RM_ACT_END, .version = m->version});
 }
 
-/* Fails the refit for m->text. Before the begin hook acknowledged nothing
- * was written: refused, the receiver serves its committed version. After,
- * unusable. Once every layer is final, nothing is lost. */
+/* The engine paused for a refit that wrote nothing: it may serve again
+ * only if its live memory is the committed version; an unusable
+ * receiver's is not, so the engine hears why instead. */
+static void resume(struct wst_refit_machine *m, struct wst_rm_actions *out)
+{
+    if (!m->unusable)
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RESUME,
+                                         .version = m->committed_version});
+    else
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_TELL_UNUSABLE,
+                                         .version = m->committed_version,
+                                         .status = WST_ERR_UNUSABLE,
+                                         .text = m->reason});
+}
+
+/* Fails the refit for m->text. Before the first GO nothing was written:
+ * refused, the receiver serves its committed version. After, unusable
+ * (prepared included: the group may not have). Once committed, nothing is
+ * lost. */
 static void fail(struct wst_refit_machine *m, wst_status_t status,
                  struct wst_rm_actions *out)
 {
@@ -250,7 +269,8 @@ static void fail(struct wst_refit_machine *m, wst_status_t status,
         if (m->senders[rank].present)
             emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_ABORT_RX,
                                              .rank = rank});
-    if (m->state == WST_RM_BEGINNING) {
+    if (m->state == WST_RM_BEGINNING || m->state == WST_RM_READY) {
+        int paused = m->state == WST_RM_READY;
         /* An unusable receiver keeps saying why it is unusable. */
         if (!m->unusable)
             snprintf(m->reason, sizeof(m->reason), "%s", m->text);
@@ -259,6 +279,10 @@ static void fail(struct wst_refit_machine *m, wst_status_t status,
                                          .text = m->text,
                                          .reason = m->reason});
         end(m, out);
+        /* Nothing was written. A paused engine serves again (the begin
+         * hook that is still to answer is resumed when it does). */
+        if (paused)
+            resume(m, out);
         return;
     }
     m->unusable = 1;
@@ -347,14 +371,15 @@ static void on_begin(struct wst_refit_machine *m, const struct wst_rm_event *ev,
                                      .mover = ev->mover});
 }
 
-/* Acknowledges rank's BEGIN with the credits granted so far; its half
- * takes bytes from then on, as far as credits go. */
+/* Acknowledges rank's BEGIN with the credits granted so far, once its half
+ * is open and it said GO; its half takes bytes from then on, as far as
+ * credits go. */
 static void ack(struct wst_refit_machine *m, uint32_t rank,
                 struct wst_rm_actions *out)
 {
     struct wst_rm_sender *s = &m->senders[rank];
 
-    if (s->version != m->version || s->acked)
+    if (s->version != m->version || s->acked || !s->opened || !s->go)
         return;
     s->acked = 1;
     emit(out, (struct wst_rm_action){
@@ -371,17 +396,40 @@ static void ack(struct wst_refit_machine *m, uint32_t rank,
                                      .bound = credit_bound(m)});
 }
 
+/* Once the engine paused and every sender of the world began the version
+ * (its half open), each hears READY: it may say GO once every receiver of
+ * its group did so. Nothing is written before every sender began, so a
+ * sender that begins a version alone (the others gave up on it) cannot
+ * leave a half-written refit behind: it is refused at the deadline. */
+static void send_ready(struct wst_refit_machine *m, struct wst_rm_actions *out)
+{
+    if (m->state != WST_RM_READY && m->state != WST_RM_RECEIVING)
+        return;
+    for (uint32_t rank = 0; rank < m->world; rank++)
+        if (!in_version(m, &m->senders[rank]) || !m->senders[rank].opened)
+            return;
+    for (uint32_t rank = 0; rank < m->world; rank++) {
+        struct wst_rm_sender *s = &m->senders[rank];
+        if (s->ready_sent)
+            continue;
+        s->ready_sent = 1;
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_READY,
+                                         .rank = rank,
+                                         .version = m->version});
+    }
+}
+
 static void on_rx_opened(struct wst_refit_machine *m,
                          const struct wst_rm_event *ev,
                          struct wst_rm_actions *out)
 {
     struct wst_rm_sender *s = sender(m, ev->rank);
 
-    if (s == NULL || !s->present)
+    if (s == NULL || !s->present || s->version != m->version)
         return;
+    s->opened = 1;
     s->counts_bytes = ev->counts_bytes != 0;
-    if (m->state == WST_RM_RECEIVING)
-        ack(m, ev->rank, out);
+    send_ready(m, out);
 }
 
 /* Grants credits in MoE-layer order while slots are free: ordinal k needs
@@ -417,19 +465,9 @@ static void on_begin_result(struct wst_refit_machine *m,
                             struct wst_rm_actions *out)
 {
     if (ev->generation != m->generation) {
-        /* Refused meanwhile: the engine paused for nothing. It may serve
-         * again only if its live memory is the committed version; an
-         * unusable receiver's is not, so the engine hears why instead. */
-        if (ev->status != WST_OK)
-            return;
-        if (!m->unusable)
-            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RESUME,
-                                             .version = m->committed_version});
-        else
-            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_TELL_UNUSABLE,
-                                             .version = m->committed_version,
-                                             .status = WST_ERR_UNUSABLE,
-                                             .text = m->reason});
+        /* Refused meanwhile: the engine paused for nothing. */
+        if (ev->status == WST_OK)
+            resume(m, out);
         return;
     }
     if (ev->status != WST_OK) {
@@ -441,16 +479,51 @@ static void on_begin_result(struct wst_refit_machine *m,
         fail(m, ev->status, out);
         return;
     }
-    m->state = WST_RM_RECEIVING;
+    m->state = WST_RM_READY;
     m->progress_ns = ev->now_ns;
-    m->ack_ns = ev->now_ns;
-    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RECEIVING,
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_READY,
                                      .version = m->version});
-    /* Acks carry the credits granted so far: grant the first ones first. */
-    grant_credits(m, out);
-    for (uint32_t rank = 0; rank < m->world; rank++)
-        if (m->senders[rank].present)
-            ack(m, rank, out);
+    send_ready(m, out);
+}
+
+/* A sender heard READY from every receiver of the group: the first GO
+ * starts the writing (nothing is written before it), and each sender's
+ * own GO lets its bytes in. */
+static void on_go(struct wst_refit_machine *m, const struct wst_rm_event *ev,
+                  struct wst_rm_actions *out)
+{
+    struct wst_rm_sender *s = sender(m, ev->rank);
+    int live = m->state == WST_RM_READY || m->state == WST_RM_RECEIVING;
+
+    if (s == NULL || !s->present)
+        return;
+    if (!live || ev->version != m->version || !in_version(m, s) ||
+        !s->ready_sent || s->go) {
+        say(m, "go for version %llu, unexpected now",
+            (unsigned long long)ev->version);
+        if (m->state != WST_RM_IDLE && in_version(m, s)) {
+            fail(m, WST_ERR_PROTOCOL, out);
+            return;
+        }
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
+                                         .rank = ev->rank,
+                                         .version = ev->version,
+                                         .status = WST_ERR_STATE,
+                                         .text = m->text});
+        return;
+    }
+    if (m->state == WST_RM_READY) {
+        m->state = WST_RM_RECEIVING;
+        m->progress_ns = ev->now_ns;
+        m->ack_ns = ev->now_ns;
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_RECEIVING,
+                                         .version = m->version});
+        /* Acks carry the credits granted so far: grant the first ones
+         * first. */
+        grant_credits(m, out);
+    }
+    s->go = 1;
+    ack(m, ev->rank, out);
 }
 
 /* ---- layers ---- */
@@ -592,15 +665,33 @@ static void on_finalize_result(struct wst_refit_machine *m,
                                      .seconds = ev->seconds});
     if (++m->layers_final < m->lay.n_layers)
         return;
-    /* Every byte is in place and verified: the version is committed now,
-     * before the engine is told to serve it. */
+    /* Every byte is in place and verified; the version is committed once
+     * every receiver of the group is too (a sender's COMMIT says so). */
+    m->state = WST_RM_PREPARED;
+    m->progress_ns = ev->now_ns;
+    emit(out,
+         (struct wst_rm_action){.kind = WST_RM_ACT_PREPARED,
+                                .version = m->version,
+                                .seconds = since(m->start_ns, ev->now_ns)});
+    for (uint32_t rank = 0; rank < m->world; rank++)
+        if (in_version(m, &m->senders[rank]))
+            emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_PREPARED,
+                                             .rank = rank,
+                                             .version = m->version});
+}
+
+/* The version is committed now, before the engine is told to serve it. */
+static void commit(struct wst_refit_machine *m, uint64_t now_ns,
+                   struct wst_rm_actions *out)
+{
     struct wst_rm_action c = {.kind = WST_RM_ACT_COMMITTED,
                               .version = m->version,
                               .bytes = m->lay.total_bytes,
-                              .seconds = since(m->start_ns, ev->now_ns)};
+                              .seconds = since(m->start_ns, now_ns)};
     for (uint32_t rank = 0; rank < m->world; rank++) {
         const struct wst_rm_sender *s = &m->senders[rank];
-        if (!in_version(m, s) || s->mover >= WST_RM_MOVER_KINDS)
+        /* Senders gone since they prepared brought their bytes too. */
+        if (s->version != m->version || s->mover >= WST_RM_MOVER_KINDS)
             continue;
         for (uint32_t layer = 0; layer < m->lay.n_layers; layer++)
             c.bytes_by_mover[s->mover] += expected(m, rank, layer);
@@ -613,6 +704,36 @@ static void on_finalize_result(struct wst_refit_machine *m,
     emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_COMMIT_HOOK,
                                      .version = m->version,
                                      .generation = m->generation});
+}
+
+/* A sender heard PREPARED from every receiver of the group. The first
+ * COMMIT commits; the other senders' say it again. */
+static void on_commit(struct wst_refit_machine *m,
+                      const struct wst_rm_event *ev, struct wst_rm_actions *out)
+{
+    struct wst_rm_sender *s = sender(m, ev->rank);
+
+    if (s == NULL || !s->present)
+        return;
+    if (m->state == WST_RM_PREPARED && ev->version == m->version &&
+        in_version(m, s)) {
+        commit(m, ev->now_ns, out);
+        return;
+    }
+    if ((m->state == WST_RM_COMMITTING || m->state == WST_RM_IDLE) &&
+        ev->version == m->committed_version && ev->version == m->version)
+        return;
+    say(m, "commit of version %llu, which this receiver has not prepared",
+        (unsigned long long)ev->version);
+    if (m->state != WST_RM_IDLE && in_version(m, s)) {
+        fail(m, WST_ERR_PROTOCOL, out);
+        return;
+    }
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
+                                     .rank = ev->rank,
+                                     .version = ev->version,
+                                     .status = WST_ERR_STATE,
+                                     .text = m->text});
 }
 
 static void on_commit_done(struct wst_refit_machine *m,
@@ -630,6 +751,16 @@ static void on_commit_done(struct wst_refit_machine *m,
 }
 
 /* ---- senders ---- */
+
+/* Whether a sender of the refit other than rank is still there (one that
+ * may yet say COMMIT). */
+static int other_sender(const struct wst_refit_machine *m, uint32_t rank)
+{
+    for (uint32_t r = 0; r < m->world; r++)
+        if (r != rank && in_version(m, &m->senders[r]))
+            return 1;
+    return 0;
+}
 
 static void on_peer(struct wst_refit_machine *m, const struct wst_rm_event *ev,
                     struct wst_rm_actions *out)
@@ -651,7 +782,8 @@ static void on_peer(struct wst_refit_machine *m, const struct wst_rm_event *ev,
         s->present = 0;
         break;
     case WST_RM_EV_PEER_LOST:
-        if (wst_rm_in_refit(m, ev->rank))
+        if (wst_rm_in_refit(m, ev->rank) &&
+            (m->state != WST_RM_PREPARED || !other_sender(m, ev->rank)))
             fail_for(m, ev->status, ev->reason, out);
         break;
     case WST_RM_EV_PEER_ERROR:
@@ -709,11 +841,13 @@ static void (*const handlers[])(struct wst_refit_machine *,
     [WST_RM_EV_BEGIN] = on_begin,
     [WST_RM_EV_RX_OPENED] = on_rx_opened,
     [WST_RM_EV_BEGIN_RESULT] = on_begin_result,
+    [WST_RM_EV_GO] = on_go,
     [WST_RM_EV_LAYER_DONE] = on_layer_done,
     [WST_RM_EV_LANDED] = on_landed,
     [WST_RM_EV_VERIFY_RESULT] = on_verify_result,
     [WST_RM_EV_REPACK_RESULT] = on_repack_result,
     [WST_RM_EV_FINALIZE_RESULT] = on_finalize_result,
+    [WST_RM_EV_COMMIT] = on_commit,
     [WST_RM_EV_COMMIT_DONE] = on_commit_done,
     [WST_RM_EV_FAIL] = on_fail,
     [WST_RM_EV_DEADLINE] = on_deadline,

@@ -8,18 +8,30 @@
  * and runs the actions each step appends to its list: messages to send,
  * jobs to queue, receiving halves to drive, state to publish, lines to log.
  *
- *   IDLE ─BEGIN(V)─▶ BEGINNING ─hook ok─▶ RECEIVING ─all final─▶ COMMITTING
- *    ▲                   │ failure:           │ failure:              │
- *    │                   │ refused            │ unusable              │
- *    └───────────────────┴────────────────────┴── committed hook ◀────┘
+ *   IDLE ─BEGIN─▶ BEGINNING ─hook ok─▶ READY ─GO─▶ RECEIVING ─final─▶ PREPARED
+ *    ▲              │ failure:         │ failure:    │ failure:     failure: │
+ *    │              │ refused          │ refused     │ unusable     unusable │
+ *    │              ▼                  ▼             ▼                COMMIT │
+ *    └──────────────┴──────────────────┴─────────────┴─ hook ◀─ COMMITTING ◀─┘
+ *
+ * The two barriers of an engine group (DESIGN.md section 5): READY tells
+ * the senders the engine paused and every sender began the version, and
+ * nothing is written before a sender says GO (it heard READY from every
+ * receiver of the group); PREPARED tells them every layer is final, and
+ * the version is committed only when a sender says COMMIT (every receiver
+ * of the group prepared). A failure
+ * before GO refuses the version (the engine resumes the committed one, or
+ * hears again that the receiver is unusable); after it, the receiver is
+ * unusable. Once PREPARED, a lost sender fails the refit only when no
+ * sender of it is left to say COMMIT.
  *
  * Per (sender, layer): NONE ─LAYER_DONE─▶ WAITING (counted bytes still
  * landing) ─▶ CHECKING (digest check queued) ─▶ VERIFIED. A layer every
  * sender verified is repacked (MoE layers) and finalized; once every layer
- * is final the version is committed (COMMITTING: a late failure loses
- * nothing and is only logged). MoE layer k stages in slot k mod S: its
- * credit goes out once MoE layer k - S was repacked; the first S go out with
- * the begin acknowledgement. Jobs carry the refit's generation: results of
+ * is final the receiver is prepared, and once committed (COMMITTING) a late
+ * failure loses nothing and is only logged. MoE layer k stages in slot k mod S:
+ * its credit goes out once MoE layer k - S was repacked; the first S go out
+ * with the begin acknowledgement. Jobs carry the refit's generation: results of
  * an older one are ignored, except that a begin hook which answers after
  * its refit was refused lets the engine resume only if the receiver is
  * usable (else the engine hears it is unusable, with the standing reason).
@@ -43,8 +55,10 @@
 enum wst_rm_state {
     WST_RM_IDLE,
     WST_RM_BEGINNING,
+    WST_RM_READY, /* the engine paused; waiting for a sender's GO */
     WST_RM_RECEIVING,
-    WST_RM_COMMITTING, /* every layer final: the version is held */
+    WST_RM_PREPARED,   /* every layer final; waiting for a sender's COMMIT */
+    WST_RM_COMMITTING, /* committed: the version is held */
 };
 
 enum wst_rm_mark {
@@ -63,11 +77,13 @@ enum wst_rm_event_kind {
     WST_RM_EV_BEGIN,        /* rank's BEGIN(version, mover), plan checked */
     WST_RM_EV_RX_OPENED,    /* rank's receiving half is open */
     WST_RM_EV_BEGIN_RESULT, /* the begin hook answered */
+    WST_RM_EV_GO,           /* rank's GO(version): the group is ready */
     WST_RM_EV_LAYER_DONE, /* rank's LAYER_DONE(version, layer, bytes, digest) */
     WST_RM_EV_LANDED,     /* bytes of rank's layer are in place */
     WST_RM_EV_VERIFY_RESULT,
     WST_RM_EV_REPACK_RESULT,
     WST_RM_EV_FINALIZE_RESULT,
+    WST_RM_EV_COMMIT,       /* rank's COMMIT(version): the group prepared */
     WST_RM_EV_COMMIT_DONE,  /* the committed hook returned */
     WST_RM_EV_FAIL,         /* a mover, or an action, failed the refit */
     WST_RM_EV_DEADLINE,     /* no progress for 'seconds' (wst_rm_stalled) */
@@ -107,9 +123,12 @@ struct wst_rm_plan {
 };
 
 struct wst_rm_sender {
-    uint8_t present; /* joined, not left */
-    uint8_t planned; /* was sent the plan on this connection */
-    uint8_t acked;   /* its BEGIN was acknowledged */
+    uint8_t present;    /* joined, not left */
+    uint8_t planned;    /* was sent the plan on this connection */
+    uint8_t opened;     /* its receiving half is open for this refit */
+    uint8_t ready_sent; /* it heard READY */
+    uint8_t go;         /* it said GO for this refit */
+    uint8_t acked;      /* its BEGIN was acknowledged */
     uint8_t counts_bytes;
     uint32_t mover;
     uint64_t version;        /* BEGIN received for this version */

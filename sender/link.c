@@ -4,9 +4,10 @@
  * A link's life, driven on the progress thread:
  *
  *   IDLE ─connect─▶ CONNECTING ─PLAN─▶ PLANNED ─push: BEGIN(V)─▶ BEGIN_SENT
- *     ▲                                   ▲                         │ ack
- *     │ (next push reconnects)            └──── COMMIT(V) ◀─ STREAMING
- *   FAILED ◀── any error, ERROR message or dead peer, from any state
+ *     ▲                                   ▲             READY, GO (group.c) │
+ * ack │ (next push reconnects)            └──── COMMIT(V) ◀─ STREAMING ◀────┘
+ *   FAILED ◀── any error, ERROR message or dead peer,     PREPARED, COMMIT
+ *              from any state                             (group.c)
  *
  * On connect the sender sends HELLO and its HAVE manifest at once; the
  * receiver answers HELLO (with its worker address) and, once every sender
@@ -36,16 +37,11 @@ void wst_link_set_state(struct link *l, enum link_state st)
     pthread_mutex_unlock(&l->s->lock);
 }
 
-void wst_link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
+/* Records the failure for the application; the sending half goes now,
+ * the connection now or after 'linger_s' (an ERROR just sent gets out). */
+static void fail_link(struct link *l, wst_status_t status, const char *msg,
+                      double linger_s)
 {
-    char msg[WST_ERROR_MSG_MAX];
-    va_list ap;
-
-    if (l->state == LINK_FAILED)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     WST_ERROR(&l->s->log, "receiver %s: %s (%s)", l->name, msg,
               wst_status_string(status));
     pthread_mutex_lock(&l->s->lock);
@@ -58,9 +54,40 @@ void wst_link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
      * reconnects from scratch at the next push. */
     wst_link_close_mover(l);
     if (l->conn != NULL) {
-        wst_conn_close(l->conn);
+        if (linger_s > 0)
+            wst_conn_close_later(l->conn, linger_s);
+        else
+            wst_conn_close(l->conn);
         l->conn = NULL;
     }
+}
+
+void wst_link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
+{
+    char msg[WST_ERROR_MSG_MAX];
+    va_list ap;
+
+    if (l->state == LINK_FAILED)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fail_link(l, status, msg, 0);
+    /* The rest of its engine group must end this refit the same way. */
+    wst_send_group_update(l);
+}
+
+void wst_link_abort(struct link *l, wst_status_t status, const char *why)
+{
+    struct wst_msg m = {.type = WST_MSG_ERROR};
+
+    if (l->state == LINK_FAILED)
+        return;
+    m.u.error.status = status;
+    snprintf(m.u.error.message, sizeof(m.u.error.message), "%s", why);
+    l->aborted = 1;
+    if (wst_link_send(l, &m) == WST_OK)
+        fail_link(l, status, why, 1.0);
 }
 
 /* ---- sending control messages ---- */
@@ -134,6 +161,15 @@ static void on_hello(struct link *l, struct wst_msg *m)
     m->u.hello.worker_address.len = 0;
     WST_DEBUG(&l->s->log, "receiver %s: hello, rank %u", l->name,
               m->u.hello.rank);
+}
+
+static void on_want_summary(struct link *l, const struct wst_want_summary *w)
+{
+    if (!w->usable)
+        WST_WARN(&l->s->log, "receiver %s is unusable: %s", l->name, w->reason);
+    snprintf(l->group, sizeof(l->group), "%s", w->group);
+    l->group_size = w->group_size;
+    l->group_member = w->group_member;
 }
 
 static wst_status_t index_layers(struct link *l)
@@ -222,13 +258,40 @@ static void on_plan(struct link *l, struct wst_msg *m)
 
 static void on_begin_ack(struct link *l, const struct wst_begin *b)
 {
-    if (!b->ack || l->state != LINK_BEGIN_SENT || b->version != l->version) {
+    if (!b->ack || l->state != LINK_BEGIN_SENT || b->version != l->version ||
+        !l->go_sent) {
         wst_link_fail(l, WST_ERR_PROTOCOL, "unexpected begin for version %llu",
                       (unsigned long long)b->version);
         return;
     }
     wst_link_set_state(l, LINK_STREAMING);
     wst_send_pump(l);
+}
+
+/* READY: the receiver's engine paused; PREPARED: it holds every layer of
+ * ours (and the others'), verified and finalized. group.c decides what
+ * follows. */
+static void on_barrier(struct link *l, const struct wst_barrier *b)
+{
+    int ok = b->version == l->version;
+
+    if (b->step == WST_BARRIER_READY) {
+        ok = ok && l->state == LINK_BEGIN_SENT && !l->ready;
+        l->ready = 1;
+    } else if (b->step == WST_BARRIER_PREPARED) {
+        ok = ok && l->state == LINK_STREAMING && !l->prepared &&
+             l->done_sent == l->plan.n_layers;
+        l->prepared = 1;
+    } else {
+        ok = 0;
+    }
+    if (!ok) {
+        wst_link_fail(l, WST_ERR_PROTOCOL,
+                      "unexpected barrier step %d for version %llu", b->step,
+                      (unsigned long long)b->version);
+        return;
+    }
+    wst_send_group_update(l);
 }
 
 /* A credit may overtake nothing (it follows the begin acknowledgement on
@@ -251,7 +314,8 @@ static void on_credit(struct link *l, const struct wst_credit *c)
 
 static void on_commit(struct link *l, const struct wst_commit *c)
 {
-    if (c->version != l->version || l->state != LINK_STREAMING) {
+    if (c->version != l->version || l->state != LINK_STREAMING ||
+        !l->prepared) {
         wst_link_fail(l, WST_ERR_PROTOCOL, "unexpected commit of version %llu",
                       (unsigned long long)c->version);
         return;
@@ -285,9 +349,10 @@ void wst_link_on_message(void *arg, wst_conn_t *conn, const void *buf,
         on_hello(l, &m);
         break;
     case WST_MSG_WANT_SUMMARY:
-        if (!m.u.want_summary.usable)
-            WST_WARN(&s->log, "receiver %s is unusable: %s", l->name,
-                     m.u.want_summary.reason);
+        on_want_summary(l, &m.u.want_summary);
+        break;
+    case WST_MSG_BARRIER:
+        on_barrier(l, &m.u.barrier);
         break;
     case WST_MSG_PLAN:
         on_plan(l, &m);
@@ -366,6 +431,7 @@ void wst_link_do_begin(void *arg)
     l->started = 0;
     l->digests_ready = 0;
     l->bytes_moved = 0;
+    l->ready = l->prepared = l->go_sent = l->commit_sent = l->aborted = 0;
     memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));
     wst_status_t st = l->tx->ops->begin(l->tx, l->version);
     if (st != WST_OK) {

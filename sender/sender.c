@@ -206,13 +206,20 @@ static wst_status_t wait_links(struct wst_sender *s,
 
     for (;;) {
         size_t n_done = 0;
+        const struct link *failed = NULL;
         for (size_t i = 0; i < s->n_links; i++) {
             const struct link *l = &s->links[i];
-            if (l->state == LINK_FAILED) {
-                set_error(s, l);
-                return l->error != WST_OK ? l->error : WST_ERR_PEER_FAILED;
-            }
+            /* The cause, rather than a receiver of its engine group that
+             * failed because of it. */
+            if (l->state == LINK_FAILED &&
+                (failed == NULL || (failed->aborted && !l->aborted)))
+                failed = l;
             n_done += done(l, version) != 0;
+        }
+        if (failed != NULL) {
+            set_error(s, failed);
+            return failed->error != WST_OK ? failed->error
+                                           : WST_ERR_PEER_FAILED;
         }
         if (n_done == s->n_links)
             return WST_OK;
@@ -282,9 +289,14 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
         wst_worker_post(s->worker, wst_link_do_connect, &s->links[i]);
     pthread_mutex_lock(&s->lock);
     st = wait_links(s, link_planned, 0, s->timeout_s, "a plan");
+    if (st == WST_OK)
+        st = wst_send_groups_check(s, s->last_error, sizeof(s->last_error));
     pthread_mutex_unlock(&s->lock);
-    if (st != WST_OK)
+    if (st != WST_OK) {
+        if (st == WST_ERR_CONFIG)
+            WST_ERROR(&s->log, "%s", s->last_error);
         return st;
+    }
     /* Before the first copy or digest of this push is enqueued. */
     if (cuda_event != NULL && s->dev != NULL) {
         st = wst_send_device_after(s->dev, cuda_event);

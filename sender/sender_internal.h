@@ -7,6 +7,7 @@
  *   shards.c     registering shards
  *   link.c       one link per receiver: connection, control messages, state
  *   link_open.c  a planned link's device path and mover, chosen once
+ *   group.c      the refit's two barriers over an engine group's links
  *   pump.c       streaming a refit through its sending half
  *                (common/movers/tx.h), layer by layer
  *   digests.c    layer digests, computed inside push
@@ -61,7 +62,12 @@ struct link {
     wst_status_t error;
     char error_msg[WST_ERROR_MSG_MAX];
 
-    struct wst_blob address;  /* receiver worker address (owned) */
+    struct wst_blob address; /* receiver worker address (owned) */
+    /* The receiver's engine group (its WANT_SUMMARY); group_first is the
+     * index of the group's first link, set by push (group.c). */
+    char group[WST_GROUP_NAME_MAX];
+    uint32_t group_size, group_member;
+    size_t group_first;
     struct wst_plan_msg plan; /* owned, from the codec */
     int have_plan;
     size_t *layer_first;   /* [n_layers + 1] item bounds per layer */
@@ -79,6 +85,10 @@ struct link {
 
     uint64_t version;
     uint64_t committed;
+    /* This version's barriers (group.c): the receiver said READY and
+     * PREPARED, we said GO and COMMIT; aborted: failed because another
+     * receiver of the group did. */
+    int ready, prepared, go_sent, commit_sent, aborted;
     struct wst_tx_cursor cur; /* next item to post, and bytes of it */
     uint32_t fence_layer;     /* next layer to fence */
     int fence_pending;
@@ -128,6 +138,10 @@ void wst_link_set_state(struct link *l, enum link_state st);
 void wst_link_fail(struct link *l, wst_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Tells the receiver the refit fails (an ERROR of 'status' and 'why')
+ * and fails the link, which lingers until the message is out. */
+void wst_link_abort(struct link *l, wst_status_t status, const char *why);
+
 /* Sends one control message; a failure fails the link. */
 wst_status_t wst_link_send(struct link *l, const struct wst_msg *msg);
 
@@ -145,6 +159,18 @@ void wst_link_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
  * BEGIN of s->version (a planned or committed one). */
 void wst_link_do_connect(void *arg);
 void wst_link_do_begin(void *arg);
+
+/* ---- group.c ---- */
+
+/* Application thread, every link planned: checks that each engine group
+ * the receivers name is reached whole (each member once, one size) and
+ * numbers the groups. WST_ERR_CONFIG with the reason in err. */
+wst_status_t wst_send_groups_check(struct wst_sender *s, char *err,
+                                   size_t errlen);
+
+/* Progress thread: l's receiver said READY or PREPARED, or l failed: GO,
+ * COMMIT or ERROR to the links of its group, as the group now stands. */
+void wst_send_group_update(struct link *l);
 
 /* ---- link_open.c: progress thread ---- */
 

@@ -72,6 +72,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_HOOKS = 1u << 6,
     WST_RECEIVER_PARAM_HEARTBEAT = 1u << 7,
     WST_RECEIVER_PARAM_STAGING_SLOTS = 1u << 8,
+    WST_RECEIVER_PARAM_GROUP = 1u << 9,
 };
 
 struct wst_receiver_params {
@@ -99,6 +100,16 @@ struct wst_receiver_params {
      * memory is staging_slots times the largest layer's local experts,
      * whatever the depth. */
     uint32_t staging_slots;
+    /* The engine group: the receivers of one tensor/expert-parallel engine
+     * (every rank of it), named alike, group_size of them, each with its
+     * own group_member < group_size. A version is committed by every
+     * receiver of a group or by none: each reports "prepared" to its
+     * senders, and only once every one did do the engines hear committed()
+     * (a sender that reaches only part of a group refuses to push). Unset
+     * or "": a group of one. group is copied, at most 63 bytes. */
+    const char *group;
+    uint32_t group_size;
+    uint32_t group_member;
 };
 
 /* One block of live memory. */
@@ -196,6 +207,13 @@ struct wst_receiver_state {
     uint64_t last_refit_nccl_bytes;
     double last_refit_seconds; /* begin acknowledged to commit */
     double plan_seconds;       /* building the current plan (0: cached) */
+    /* The refit under way (refit_in_progress): its version and phase --
+     * "beginning" (the engine is asked to pause), "ready" (paused, nothing
+     * written, waiting for the engine group), "receiving", "prepared"
+     * (every layer in, waiting for the group to commit); "" and 0 when
+     * none. */
+    uint64_t refit_version;
+    char refit_phase[16];
 };
 
 /* On success *receiver_p is owned by the caller. */

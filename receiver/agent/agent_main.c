@@ -125,9 +125,10 @@ static void hook_committed(void *arg, uint64_t version)
     WST_INFO(&a->log, "engine: serving version %llu",
              (unsigned long long)version);
     wst_metrics_refit_committed(a->metrics);
+    /* Whoever reads the status file after the engine heard it sees it. */
+    wst_status_file_write(a);
     if (a->engine != NULL)
         wst_engine_socket_committed(a->engine, version);
-    wst_status_file_write(a);
 }
 
 static void hook_unusable(void *arg, wst_status_t status, const char *reason)
@@ -137,9 +138,9 @@ static void hook_unusable(void *arg, wst_status_t status, const char *reason)
     WST_ERROR(&a->log, "engine: unusable (%s): %s", wst_status_string(status),
               reason);
     wst_metrics_refit_failed(a->metrics, status);
+    wst_status_file_write(a);
     if (a->engine != NULL)
         wst_engine_socket_unusable(a->engine, status, reason);
-    wst_status_file_write(a);
 }
 
 static wst_status_t split_listen(const char *spec, char *host, size_t hostlen,
@@ -219,8 +220,12 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
                       WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
                       WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
-                      WST_RECEIVER_PARAM_STAGING_SLOTS,
+                      WST_RECEIVER_PARAM_STAGING_SLOTS |
+                      WST_RECEIVER_PARAM_GROUP,
         .rank = a->layout.rank,
+        .group = a->layout.group,
+        .group_size = a->layout.group_size,
+        .group_member = a->layout.group_member,
         .listen_host = host,
         .listen_port = port,
         .timeout_s = a->set.timeout,
@@ -319,6 +324,7 @@ int main(int argc, char **argv)
             if (now.usable != seen.usable ||
                 now.committed_version != seen.committed_version ||
                 now.refit_in_progress != seen.refit_in_progress ||
+                strcmp(now.refit_phase, seen.refit_phase) != 0 ||
                 strcmp(now.reason, seen.reason) != 0) {
                 wst_status_file_write(&a);
                 seen = now;

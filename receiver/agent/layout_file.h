@@ -11,6 +11,7 @@
  *     "cuda_ipc": "0123...ef",          optional, exclusive with "shm"
  *     "cuda_bytes": 123456,             required with "cuda_ipc"
  *     "cuda_device": 0,                 optional with "cuda_ipc" (0)
+ *     "group": {"name": "engine-0", "size": 2, "member": 1},   optional
  *     "regions": [ {"name": "...", "offset": 0, "bytes": 1048576} ],
  *     "wants": [ {"tensor": "...", "dtype": "bf16", "shape": [1024, 1024],
  *                 "start": [0, 0], "stop": [512, 1024], "region": "...",
@@ -34,6 +35,11 @@
  * "cuda_ipc", not both; "shm_bytes", "cuda_bytes" and "cuda_device" without
  * their object are refused. Without either, the agent allocates each region
  * itself and a region's "offset" is optional (0).
+ * "group" names the engine group of this agent: the agents of one tensor/
+ * expert-parallel engine, "size" of them, each its own "member" < "size";
+ * a version is committed by all of them or by none (receiver.h). The name
+ * is 1..63 bytes and "size" at most 4096. Without it the agent is a group
+ * of one.
  * A want's "row_pitch" is optional (0 = dense). A want's "expert" marks a
  * grouped expert tensor ([E, rows, cols], dim 0 the global expert id; see
  * struct wst_want_expert): it needs both "ep_rank" < "ep_size" (>= 1) and a
@@ -105,8 +111,14 @@ struct wst_layout_experts {
  * struct; free them with wst_layout_release. want.region is an index into
  * 'regions'; want.tensor holds name, dtype and shape; want.box comes from
  * start/stop. */
+#define WST_LAYOUT_GROUP_MAX 64 /* bytes of a group name, with the NUL */
+#define WST_LAYOUT_GROUP_SIZE_MAX 4096
+
 struct wst_layout {
     uint32_t rank;
+    char group[WST_LAYOUT_GROUP_MAX]; /* "" without "group" */
+    uint32_t group_size;              /* 0 without "group" */
+    uint32_t group_member;
     char shm[WST_NAME_MAX]; /* "" if none */
     uint64_t shm_bytes;
     /* "cuda_ipc": has_cuda_ipc nonzero, the handle's raw bytes, the

@@ -204,6 +204,39 @@ static wst_status_t parse_shm(struct parse_ctx *c, struct json_object *root,
     return status;
 }
 
+/* The optional "group": {"name": ..., "size": n, "member": m}. */
+static wst_status_t parse_group(struct parse_ctx *c, struct json_object *root,
+                                struct wst_layout *l)
+{
+    const char *where = "layout: \"group\"";
+    struct json_object *g;
+    wst_status_t status;
+
+    if (!json_object_object_get_ex(root, "group", &g))
+        return WST_OK;
+    if (!json_object_is_type(g, json_type_object))
+        return wst_layout_fail(c, WST_ERR_CONFIG,
+                               "%s: must be an object {\"name\": ..., "
+                               "\"size\": n, \"member\": m}",
+                               where);
+    status =
+        wst_layout_get_string(c, g, where, "name", l->group, sizeof(l->group));
+    if (status == WST_OK)
+        status = wst_layout_get_u32(c, g, where, "size", 1, &l->group_size);
+    if (status == WST_OK)
+        status = wst_layout_get_u32(c, g, where, "member", 1, &l->group_member);
+    if (status != WST_OK)
+        return status;
+    if (l->group_size < 1 || l->group_size > WST_LAYOUT_GROUP_SIZE_MAX ||
+        l->group_member >= l->group_size)
+        return wst_layout_fail(c, WST_ERR_CONFIG,
+                               "%s: member %u of size %u (size 1..%d, member "
+                               "< size)",
+                               where, l->group_member, l->group_size,
+                               WST_LAYOUT_GROUP_SIZE_MAX);
+    return WST_OK;
+}
+
 /* Value of lowercase hex digit 'ch', or -1. Uppercase is refused: the
  * format has one spelling, so files compare and grep as text. */
 static int hex_value(char ch)
@@ -363,7 +396,9 @@ static wst_status_t parse_header(struct parse_ctx *c, struct json_object *root,
         return wst_layout_fail(c, WST_ERR_CONFIG,
                                "layout: field \"rank\" is too large");
     l->rank = (uint32_t)x;
-    status = parse_shm(c, root, l);
+    status = parse_group(c, root, l);
+    if (status == WST_OK)
+        status = parse_shm(c, root, l);
     if (status == WST_OK)
         status = parse_cuda_ipc(c, root, l);
     return status;

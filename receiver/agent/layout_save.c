@@ -254,6 +254,13 @@ static struct json_object *build_json(const struct wst_layout *l)
 
     bad = bad || add_u64(root, "format", WST_LAYOUT_FORMAT) ||
           add_u64(root, "rank", l->rank);
+    if (!bad && l->group[0] != '\0') {
+        o = json_object_new_object();
+        bad = json_object_object_add(root, "group", o) ||
+              add_str(o, "name", l->group) ||
+              add_u64(o, "size", l->group_size) ||
+              add_u64(o, "member", l->group_member);
+    }
     if (!bad && l->shm[0] != '\0')
         bad = add_str(root, "shm", l->shm) ||
               add_u64(root, "shm_bytes", l->shm_bytes);

@@ -47,6 +47,18 @@ void wst_status_file_write(struct agent *a)
                            json_object_new_double(a->register_s));
     json_object_object_add(o, "time_ns", json_object_new_uint64(wst_now_ns()));
     json_object_object_add(o, "reason", json_object_new_string(st.reason));
+    /* The refit under way, if any: its version and phase ("ready":
+     * paused, nothing written; "prepared": whole, waiting for its engine
+     * group), or null. */
+    struct json_object *refit = NULL;
+    if (st.refit_in_progress) {
+        refit = json_object_new_object();
+        json_object_object_add(refit, "version",
+                               json_object_new_uint64(st.refit_version));
+        json_object_object_add(refit, "phase",
+                               json_object_new_string(st.refit_phase));
+    }
+    json_object_object_add(o, "refit", refit);
     for (uint32_t i = 0; times != NULL && i < n; i++) {
         struct json_object *l = json_object_new_object();
         json_object_object_add(l, "layer", json_object_new_int64(i));

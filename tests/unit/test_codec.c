@@ -225,7 +225,13 @@ static void test_codec_roundtrip_want_summary(void **state)
     in.u.want_summary.committed_version = 41;
     in.u.want_summary.usable = 0;
     strcpy(in.u.want_summary.reason, "layer 12 digest mismatch (version 41)");
+    strcpy(in.u.want_summary.group, "engine-7");
+    in.u.want_summary.group_size = 4;
+    in.u.want_summary.group_member = 3;
     roundtrip(&in, &out);
+    assert_string_equal(out.u.want_summary.group, "engine-7");
+    assert_int_equal(out.u.want_summary.group_size, 4);
+    assert_int_equal(out.u.want_summary.group_member, 3);
     assert_int_equal(out.u.want_summary.receiver_rank, 2);
     assert_int_equal(out.u.want_summary.n_wants, 291);
     assert_int_equal(out.u.want_summary.n_layers, 33);
@@ -235,6 +241,55 @@ static void test_codec_roundtrip_want_summary(void **state)
     assert_string_equal(out.u.want_summary.reason,
                         "layer 12 digest mismatch (version 41)");
     wst_msg_release(&out);
+}
+
+static void test_codec_roundtrip_barrier(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_BARRIER;
+    in.u.barrier.version = 9;
+    in.u.barrier.step = WST_BARRIER_PREPARED;
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.barrier.version, 9);
+    assert_int_equal(out.u.barrier.step, WST_BARRIER_PREPARED);
+    wst_msg_release(&out);
+}
+
+/* A peer's group membership and barrier steps are checked like any field. */
+static void test_codec_refuses_bad_groups_and_barriers(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__WantSummary ws = WST__WANT_SUMMARY__INIT;
+    Wst__Barrier b = WST__BARRIER__INIT;
+    char name[80];
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_WANT_SUMMARY;
+    ctl.want_summary = &ws;
+    ws.group_size = 0;
+    assert_control_refused(&ctl, "want_summary: group member 0 of 0 "
+                                 "(size 1..4096)");
+    ws.group_size = 2;
+    ws.group_member = 2;
+    assert_control_refused(&ctl, "want_summary: group member 2 of 2 "
+                                 "(size 1..4096)");
+    ws.group_member = 1;
+    memset(name, 'g', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    ws.group = name;
+    assert_control_refused(&ctl, "want_summary group: 64 bytes or more, "
+                                 "limit 63");
+    ctl.msg_case = WST__CONTROL__MSG_BARRIER;
+    ctl.barrier = &b;
+    b.version = 3;
+    b.step = 4;
+    assert_control_refused(&ctl, "barrier: unknown step 4");
+    b.step = 1;
+    b.version = 0;
+    assert_control_refused(&ctl, "barrier: version 0");
 }
 
 static void test_codec_roundtrip_plan(void **state)
@@ -1183,6 +1238,8 @@ int main(void)
         cmocka_unit_test(test_codec_roundtrip_hello),
         cmocka_unit_test(test_codec_roundtrip_have),
         cmocka_unit_test(test_codec_roundtrip_want_summary),
+        cmocka_unit_test(test_codec_roundtrip_barrier),
+        cmocka_unit_test(test_codec_refuses_bad_groups_and_barriers),
         cmocka_unit_test(test_codec_roundtrip_plan),
         cmocka_unit_test(test_codec_roundtrip_begin),
         cmocka_unit_test(test_codec_begin_bad_mover_refused),

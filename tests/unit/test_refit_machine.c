@@ -102,6 +102,18 @@ static struct wst_rm_event begin_result(uint64_t gen, wst_status_t st,
                                  .reason = reason};
 }
 
+static struct wst_rm_event go(uint32_t rank, uint64_t version)
+{
+    return (struct wst_rm_event){
+        .kind = WST_RM_EV_GO, .rank = rank, .version = version};
+}
+
+static struct wst_rm_event commit_ev(uint32_t rank, uint64_t version)
+{
+    return (struct wst_rm_event){
+        .kind = WST_RM_EV_COMMIT, .rank = rank, .version = version};
+}
+
 static struct wst_rm_event layer_done(uint32_t rank, uint64_t version,
                                       uint32_t layer, uint64_t bytes,
                                       uint64_t digest)
@@ -219,11 +231,12 @@ static void dense_rig(struct rig *g)
     rig_plan(g, 2, 2, dense_bytes, dense_staged, NULL, 0, 2);
 }
 
-/* Both ranks begin 'v' (generation 'gen'); the begin hook answers OK. */
+/* Both ranks begin 'v' (generation 'gen'); the begin hook answers OK and
+ * both say GO. */
 static void dense_receiving(struct rig *g, uint64_t v, uint64_t gen)
 {
-    char start[32], hook[32], open0[48], open1[48], recv[32], ack0[32], rx0[48],
-        ack1[32], rx1[48];
+    char start[32], hook[32], open0[48], open1[48], ready[32], ready0[32],
+        ready1[32], recv[32], ack0[32], rx0[48], ack1[32], rx1[48];
 
     snprintf(start, sizeof(start), "start v%llu", (unsigned long long)v);
     snprintf(hook, sizeof(hook), "begin hook v%llu g%llu",
@@ -231,6 +244,11 @@ static void dense_receiving(struct rig *g, uint64_t v, uint64_t gen)
     snprintf(open0, sizeof(open0), "open rx r0 v%llu mover 2",
              (unsigned long long)v);
     snprintf(open1, sizeof(open1), "open rx r1 v%llu mover 1",
+             (unsigned long long)v);
+    snprintf(ready, sizeof(ready), "ready v%llu", (unsigned long long)v);
+    snprintf(ready0, sizeof(ready0), "send ready r0 v%llu",
+             (unsigned long long)v);
+    snprintf(ready1, sizeof(ready1), "send ready r1 v%llu",
              (unsigned long long)v);
     snprintf(recv, sizeof(recv), "receiving v%llu", (unsigned long long)v);
     snprintf(ack0, sizeof(ack0), "ack r0 v%llu", (unsigned long long)v);
@@ -243,7 +261,10 @@ static void dense_receiving(struct rig *g, uint64_t v, uint64_t gen)
     QUIET(g, rx_opened(0, 1));
     STEP(g, begin(1, v, MOVER_PUT), open1);
     QUIET(g, rx_opened(1, 0));
-    STEP(g, begin_result(gen, WST_OK, NULL), recv, ack0, rx0, ack1, rx1);
+    STEP(g, begin_result(gen, WST_OK, NULL), ready, ready0, ready1);
+    assert_int_equal(wst_rm_state(&g->m), WST_RM_READY);
+    STEP(g, go(0, v), recv, ack0, rx0);
+    STEP(g, go(1, v), ack1, rx1);
     assert_int_equal(wst_rm_state(&g->m), WST_RM_RECEIVING);
 }
 
@@ -271,6 +292,8 @@ static void dense_commit(struct rig *g, uint64_t v, uint64_t gen)
     dense_all_in(g, v, gen);
     feed(g, finalized(gen, 0, 0));
     feed(g, finalized(gen, 1, 0));
+    assert_int_equal(wst_rm_state(&g->m), WST_RM_PREPARED);
+    feed(g, commit_ev(0, v));
     feed(g, commit_done(gen));
     assert_int_equal(wst_rm_state(&g->m), WST_RM_IDLE);
     assert_int_equal(wst_rm_committed(&g->m), v);
@@ -293,9 +316,15 @@ static void test_refit_machine_dense_two_ranks(void **state)
     STEP(&g, begin(1, 7, MOVER_PUT), "open rx r1 v7 mover 1");
     QUIET(&g, rx_opened(1, 0));
     g.now_ns = 1 * SEC;
-    STEP(&g, begin_result(1, WST_OK, NULL), "receiving v7", "ack r0 v7",
-         "rx begin r0 v7 below all", "ack r1 v7", "rx begin r1 v7 below all");
+    STEP(&g, begin_result(1, WST_OK, NULL), "ready v7", "send ready r0 v7",
+         "send ready r1 v7");
+    /* Nothing is written before a sender says the whole group is ready. */
+    assert_false(wst_rm_takes_data(&g.m, 0, 7));
+    STEP(&g, go(0, 7), "receiving v7", "ack r0 v7", "rx begin r0 v7 below all");
     assert_true(wst_rm_takes_data(&g.m, 0, 7));
+    assert_false(wst_rm_takes_data(&g.m, 1, 7));
+    STEP(&g, go(1, 7), "ack r1 v7", "rx begin r1 v7 below all");
+    assert_true(wst_rm_takes_data(&g.m, 1, 7));
     assert_false(wst_rm_takes_data(&g.m, 0, 6));
 
     /* Rank 0 counts its bytes: layer 0's land before its LAYER_DONE,
@@ -323,11 +352,19 @@ static void test_refit_machine_dense_two_ranks(void **state)
     g.now_ns = 3 * SEC;
     STEP(&g, finalized(1, 1, 0.25), "final L1 at 2.000 in 0.250");
     g.now_ns = 4 * SEC;
-    STEP(&g, finalized(1, 0, 0.5), "final L0 at 3.000 in 0.500",
-         "committed v7: 350 bytes (put 200, am 150, nccl 0) in 4.000",
+    STEP(&g, finalized(1, 0, 0.5), "final L0 at 3.000 in 0.500", "prepared v7",
+         "send prepared r0 v7", "send prepared r1 v7");
+    /* Prepared is not committed: the group may not be. */
+    assert_int_equal(wst_rm_state(&g.m), WST_RM_PREPARED);
+    assert_int_equal(wst_rm_committed(&g.m), 0);
+    g.now_ns = 5 * SEC;
+    STEP(&g, commit_ev(1, 7),
+         "committed v7: 350 bytes (put 200, am 150, nccl 0) in 5.000",
          "commit hook v7 g1");
     assert_int_equal(wst_rm_state(&g.m), WST_RM_COMMITTING);
     assert_int_equal(wst_rm_committed(&g.m), 7);
+    /* The other sender says it too. */
+    QUIET(&g, commit_ev(0, 7));
     STEP(&g, commit_done(1), "commit r0 v7", "commit r1 v7", "end v7");
     assert_int_equal(wst_rm_state(&g.m), WST_RM_IDLE);
     assert_true(wst_rm_usable(&g.m));
@@ -348,8 +385,9 @@ static void test_refit_machine_moe_one_slot(void **state)
     STEP(&g, begin(0, 3, MOVER_AM), "start v3", "begin hook v3 g1",
          "open rx r0 v3 mover 2");
     QUIET(&g, rx_opened(0, 1));
-    STEP(&g, begin_result(1, WST_OK, NULL), "receiving v3", "grant L1",
-         "ack r0 v3", "credit r0 L1", "rx begin r0 v3 below L2");
+    STEP(&g, begin_result(1, WST_OK, NULL), "ready v3", "send ready r0 v3");
+    STEP(&g, go(0, 3), "receiving v3", "grant L1", "ack r0 v3", "credit r0 L1",
+         "rx begin r0 v3 below L2");
     QUIET(&g, landed(0, 0, 10));
     STEP(&g, layer_done(0, 3, 0, 10, 0), "verify r0 L0 0000000000000000 g1");
     STEP(&g, verified(1, 0, 0), "received L0 at 0.000", "finalize L0 g1");
@@ -373,7 +411,9 @@ static void test_refit_machine_moe_one_slot(void **state)
              l == 0   ? "final L0 at 0.000 in 0.000"
              : l == 1 ? "final L1 at 0.000 in 0.000"
                       : "final L2 at 0.000 in 0.000");
-    STEP(&g, finalized(1, 3, 0), "final L3 at 0.000 in 0.000",
+    STEP(&g, finalized(1, 3, 0), "final L3 at 0.000 in 0.000", "prepared v3",
+         "send prepared r0 v3");
+    STEP(&g, commit_ev(0, 3),
          "committed v3: 70 bytes (put 0, am 70, nccl 0) in 0.000",
          "commit hook v3 g1");
     STEP(&g, commit_done(1), "commit r0 v3", "end v3");
@@ -409,9 +449,11 @@ static void test_refit_machine_moe_two_slots(void **state)
     QUIET(&g, rx_opened(0, 1));
     STEP(&g, begin(1, 5, MOVER_AM), "open rx r1 v5 mover 2");
     QUIET(&g, rx_opened(1, 1));
-    STEP(&g, begin_result(1, WST_OK, NULL), "receiving v5", "grant L0",
-         "grant L1", "ack r0 v5", "credit r0 L0", "credit r0 L1",
-         "rx begin r0 v5 below L2", "ack r1 v5", "credit r1 L0", "credit r1 L1",
+    STEP(&g, begin_result(1, WST_OK, NULL), "ready v5", "send ready r0 v5",
+         "send ready r1 v5");
+    STEP(&g, go(0, 5), "receiving v5", "grant L0", "grant L1", "ack r0 v5",
+         "credit r0 L0", "credit r0 L1", "rx begin r0 v5 below L2");
+    STEP(&g, go(1, 5), "ack r1 v5", "credit r1 L0", "credit r1 L1",
          "rx begin r1 v5 below L2");
     for (uint32_t l = 0; l < 2; l++) {
         layer_in(&g, 0, 5, l, 8);
@@ -557,8 +599,8 @@ static void test_refit_machine_refused_while_unusable(void **state)
     rig_free(&g);
 }
 
-/* Drives a dense rig into 'st' with version 7 (COMMITTING: every layer
- * final, the committed hook still running). */
+/* Drives a dense rig into 'st' with version 7 (PREPARED: every layer
+ * final; COMMITTING: committed, the committed hook still running). */
 static void dense_into(struct rig *g, enum wst_rm_state st)
 {
     dense_rig(g);
@@ -570,32 +612,53 @@ static void dense_into(struct rig *g, enum wst_rm_state st)
         QUIET(g, rx_opened(0, 1));
         return;
     }
+    if (st == WST_RM_READY) {
+        STEP(g, begin(0, 7, MOVER_AM), "start v7", "begin hook v7 g1",
+             "open rx r0 v7 mover 2");
+        QUIET(g, rx_opened(0, 1));
+        STEP(g, begin(1, 7, MOVER_PUT), "open rx r1 v7 mover 1");
+        QUIET(g, rx_opened(1, 0));
+        STEP(g, begin_result(1, WST_OK, NULL), "ready v7", "send ready r0 v7",
+             "send ready r1 v7");
+        return;
+    }
     dense_receiving(g, 7, 1);
     if (st == WST_RM_RECEIVING)
         return;
     dense_all_in(g, 7, 1);
     STEP(g, finalized(1, 1, 0), "final L1 at 0.000 in 0.000");
     feed(g, finalized(1, 0, 0));
+    assert_int_equal(wst_rm_state(&g->m), WST_RM_PREPARED);
+    if (st == WST_RM_PREPARED)
+        return;
+    feed(g, commit_ev(0, 7));
     assert_int_equal(wst_rm_state(&g->m), WST_RM_COMMITTING);
 }
 
 static void test_refit_machine_peer_lost_in_each_state(void **state)
 {
-    static const char *const want[4][8] = {
+    static const char *const want[6][8] = {
         [WST_RM_IDLE] = {NULL},
         [WST_RM_BEGINNING] =
             {"error r0 WST_ERR_PEER_FAILED: sender b lost",
              "error r1 WST_ERR_PEER_FAILED: sender b lost", "abort rx r0",
              "abort rx r1", "refused v7: sender b lost (state: sender b lost)",
              "end v7", NULL},
+        [WST_RM_READY] = {"error r0 WST_ERR_PEER_FAILED: sender b lost",
+                          "error r1 WST_ERR_PEER_FAILED: sender b lost",
+                          "abort rx r0", "abort rx r1",
+                          "refused v7: sender b lost (state: sender b lost)",
+                          "end v7", "resume v0", NULL},
         [WST_RM_RECEIVING] =
             {"error r0 WST_ERR_PEER_FAILED: sender b lost",
              "error r1 WST_ERR_PEER_FAILED: sender b lost", "abort rx r0",
              "abort rx r1", "unusable v7: sender b lost", "end v7",
              "tell unusable WST_ERR_PEER_FAILED: sender b lost", NULL},
+        /* Rank 0 may still say COMMIT. */
+        [WST_RM_PREPARED] = {NULL},
         [WST_RM_COMMITTING] = {"late failure v7: sender b lost", NULL},
     };
-    static const int usable_after[4] = {1, 1, 0, 1};
+    static const int usable_after[6] = {1, 1, 1, 0, 1, 1};
 
     (void)state;
     for (int st = WST_RM_IDLE; st <= WST_RM_COMMITTING; st++) {
@@ -605,7 +668,11 @@ static void test_refit_machine_peer_lost_in_each_state(void **state)
         QUIET(&g, peer_ev(WST_RM_EV_PEER_LEFT, 1));
         assert_int_equal(wst_rm_usable(&g.m), usable_after[st]);
         assert_false(wst_rm_in_refit(&g.m, 1));
-        if (st == WST_RM_COMMITTING) {
+        if (st == WST_RM_PREPARED)
+            STEP(&g, commit_ev(0, 7),
+                 "committed v7: 350 bytes (put 200, am 150, nccl 0) in 0.000",
+                 "commit hook v7 g1");
+        if (st >= WST_RM_PREPARED) {
             /* The version is complete: it is committed all the same,
              * and only the senders still there hear so. */
             STEP(&g, commit_done(1), "commit r0 v7", "end v7");
@@ -638,8 +705,10 @@ static void test_refit_machine_bystanders(void **state)
     /* It joins the refit under way, and is acknowledged once it runs. */
     STEP(&g, begin(1, 7, MOVER_PUT), "open rx r1 v7 mover 1");
     QUIET(&g, rx_opened(1, 0));
-    STEP(&g, begin_result(1, WST_OK, NULL), "receiving v7", "ack r0 v7",
-         "rx begin r0 v7 below all", "ack r1 v7", "rx begin r1 v7 below all");
+    STEP(&g, begin_result(1, WST_OK, NULL), "ready v7", "send ready r0 v7",
+         "send ready r1 v7");
+    STEP(&g, go(0, 7), "receiving v7", "ack r0 v7", "rx begin r0 v7 below all");
+    STEP(&g, go(1, 7), "ack r1 v7", "rx begin r1 v7 below all");
     err.rank = 0;
     err.reason = "sender a failed: disk";
     STEP(&g, err, "error r0 WST_ERR_IO: sender a failed: disk",
@@ -649,8 +718,13 @@ static void test_refit_machine_bystanders(void **state)
     rig_free(&g);
 }
 
-static void test_refit_machine_late_joiner_is_acked(void **state)
+/* READY waits for every sender of the world to begin: one that joins late
+ * is waited for, and a sender that begins alone (the others gave up on the
+ * version) writes nothing: its refit is refused at the deadline. */
+static void test_refit_machine_ready_waits_for_every_sender(void **state)
 {
+    struct wst_rm_event deadline = {.kind = WST_RM_EV_DEADLINE,
+                                    .seconds = 30.0};
     struct rig g;
 
     (void)state;
@@ -659,13 +733,31 @@ static void test_refit_machine_late_joiner_is_acked(void **state)
     STEP(&g, begin(0, 7, MOVER_AM), "start v7", "begin hook v7 g1",
          "open rx r0 v7 mover 2");
     QUIET(&g, rx_opened(0, 1));
-    STEP(&g, begin_result(1, WST_OK, NULL), "receiving v7", "ack r0 v7",
-         "rx begin r0 v7 below all");
+    STEP(&g, begin_result(1, WST_OK, NULL), "ready v7");
     QUIET(&g, peer_ev(WST_RM_EV_PEER_JOINED, 1));
     QUIET(&g, peer_ev(WST_RM_EV_PEER_PLANNED, 1));
     STEP(&g, begin(1, 7, MOVER_PUT), "open rx r1 v7 mover 1");
-    STEP(&g, rx_opened(1, 0), "ack r1 v7", "rx begin r1 v7 below all");
+    STEP(&g, rx_opened(1, 0), "send ready r0 v7", "send ready r1 v7");
+    STEP(&g, go(0, 7), "receiving v7", "ack r0 v7", "rx begin r0 v7 below all");
+    STEP(&g, go(1, 7), "ack r1 v7", "rx begin r1 v7 below all");
     assert_true(wst_rm_takes_data(&g.m, 1, 7));
+    rig_free(&g);
+
+    dense_rig(&g);
+    dense_commit(&g, 7, 1);
+    STEP(&g, begin(0, 8, MOVER_AM), "start v8", "begin hook v8 g3",
+         "open rx r0 v8 mover 2");
+    QUIET(&g, rx_opened(0, 1));
+    STEP(&g, begin_result(3, WST_OK, NULL), "ready v8");
+    assert_false(wst_rm_takes_data(&g.m, 0, 8));
+    STEP(&g, deadline,
+         "error r0 WST_ERR_TIMED_OUT: version 8: no progress for 30.0 s",
+         "error r1 WST_ERR_TIMED_OUT: version 8: no progress for 30.0 s",
+         "abort rx r0", "abort rx r1",
+         "refused v8: version 8: no progress for 30.0 s (state: version 8: "
+         "no progress for 30.0 s)",
+         "end v8", "resume v7");
+    assert_true(wst_rm_usable(&g.m));
     rig_free(&g);
 }
 
@@ -797,6 +889,101 @@ static void test_refit_machine_failure_when_committing(void **state)
     rig_free(&g);
 }
 
+/* The engine group's barriers: nothing is written before a GO, a failure
+ * before it refuses (and the paused engine resumes), the version is
+ * committed only on a COMMIT, and a sender that aborts for its group makes
+ * a prepared receiver unusable. */
+static void test_refit_machine_group_barriers(void **state)
+{
+    struct wst_rm_event abort = {.kind = WST_RM_EV_PEER_ERROR,
+                                 .rank = 1,
+                                 .status = WST_ERR_PEER_FAILED,
+                                 .reason = "engine group 'e': receiver x "
+                                           "failed"};
+    struct rig g;
+
+    (void)state;
+    /* A failure while ready: refused, and the engine resumes v7. */
+    dense_rig(&g);
+    dense_commit(&g, 7, 1);
+    STEP(&g, begin(0, 8, MOVER_AM), "start v8", "begin hook v8 g3",
+         "open rx r0 v8 mover 2");
+    /* GO before READY went out. */
+    STEP(&g, go(0, 8),
+         "error r0 WST_ERR_PROTOCOL: go for version 8, "
+         "unexpected now",
+         "error r1 WST_ERR_PROTOCOL: go for version 8, unexpected now",
+         "abort rx r0", "abort rx r1",
+         "refused v8: go for version 8, unexpected now (state: go for version "
+         "8, unexpected now)",
+         "end v8");
+    QUIET(&g, begin_result(3, WST_ERR_BUSY, NULL));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_LEFT, 0));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_JOINED, 0));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_PLANNED, 0));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_LEFT, 1));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_JOINED, 1));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_PLANNED, 1));
+    STEP(&g, begin(0, 9, MOVER_AM), "start v9", "begin hook v9 g5",
+         "open rx r0 v9 mover 2");
+    QUIET(&g, rx_opened(0, 1));
+    STEP(&g, begin(1, 9, MOVER_AM), "open rx r1 v9 mover 2");
+    QUIET(&g, rx_opened(1, 1));
+    STEP(&g, begin_result(5, WST_OK, NULL), "ready v9", "send ready r0 v9",
+         "send ready r1 v9");
+    abort.reason = "engine group 'e': receiver x failed";
+    STEP(&g, abort,
+         "error r0 WST_ERR_PEER_FAILED: engine group 'e': "
+         "receiver x failed",
+         "error r1 WST_ERR_PEER_FAILED: engine group 'e': receiver x failed",
+         "abort rx r0", "abort rx r1",
+         "refused v9: engine group 'e': receiver x failed (state: engine "
+         "group 'e': receiver x failed)",
+         "end v9", "resume v7");
+    assert_true(wst_rm_usable(&g.m));
+    assert_int_equal(wst_rm_committed(&g.m), 7);
+    /* A GO that comes after the refusal is answered, changes nothing. */
+    STEP(&g, go(0, 9),
+         "error r0 WST_ERR_STATE: go for version 9, "
+         "unexpected now");
+    assert_int_equal(wst_rm_state(&g.m), WST_RM_IDLE);
+    rig_free(&g);
+
+    /* COMMIT before this receiver prepared: the sender is wrong, and bytes
+     * were written: unusable. */
+    dense_into(&g, WST_RM_RECEIVING);
+    feed(&g, commit_ev(0, 7));
+    assert_int_equal(g.out.v[0].kind, WST_RM_ACT_SEND_ERROR);
+    assert_string_equal(g.out.v[0].text, "commit of version 7, which this "
+                                         "receiver has not prepared");
+    assert_false(wst_rm_usable(&g.m));
+    assert_int_equal(wst_rm_committed(&g.m), 0);
+    rig_free(&g);
+
+    /* Prepared, then a sender aborts for its group: unusable. */
+    dense_into(&g, WST_RM_PREPARED);
+    abort.rank = 0;
+    feed(&g, abort);
+    assert_false(wst_rm_usable(&g.m));
+    assert_int_equal(wst_rm_committed(&g.m), 0);
+    /* Too late: the refit is over. */
+    STEP(&g, commit_ev(1, 7),
+         "error r1 WST_ERR_STATE: commit of version 7, "
+         "which this receiver has not prepared");
+    assert_int_equal(wst_rm_committed(&g.m), 0);
+    rig_free(&g);
+
+    /* Prepared, and every sender is lost: nobody is left to say COMMIT. */
+    dense_into(&g, WST_RM_PREPARED);
+    QUIET(&g, lost(0, "sender a lost"));
+    QUIET(&g, peer_ev(WST_RM_EV_PEER_LEFT, 0));
+    assert_true(wst_rm_usable(&g.m));
+    feed(&g, lost(1, "sender b lost"));
+    assert_false(wst_rm_usable(&g.m));
+    assert_int_equal(wst_rm_state(&g.m), WST_RM_IDLE);
+    rig_free(&g);
+}
+
 static void test_refit_machine_plan_refused_reason(void **state)
 {
     struct wst_rm_event refused = {.kind = WST_RM_EV_PLAN_REFUSED,
@@ -824,11 +1011,12 @@ int main(void)
         cmocka_unit_test(test_refit_machine_refused_while_unusable),
         cmocka_unit_test(test_refit_machine_peer_lost_in_each_state),
         cmocka_unit_test(test_refit_machine_bystanders),
-        cmocka_unit_test(test_refit_machine_late_joiner_is_acked),
+        cmocka_unit_test(test_refit_machine_ready_waits_for_every_sender),
         cmocka_unit_test(test_refit_machine_begin_checks),
         cmocka_unit_test(test_refit_machine_layer_done_checks),
         cmocka_unit_test(test_refit_machine_deadline),
         cmocka_unit_test(test_refit_machine_failure_when_committing),
+        cmocka_unit_test(test_refit_machine_group_barriers),
         cmocka_unit_test(test_refit_machine_plan_refused_reason),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -366,12 +366,14 @@ static uint64_t live_size(const struct wst_cluster_agent *a)
 static void engine_exec(const struct wst_cluster *c,
                         const struct wst_cluster_agent *a)
 {
-    char bytes[32], device[16];
-    const char *argv[16];
+    char bytes[32], device[16], refuse[32];
+    const char *argv[18];
     int n = 0;
 
     snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)live_size(a));
     snprintf(device, sizeof(device), "%u", a->layout.cuda_device);
+    snprintf(refuse, sizeof(refuse), "%llu",
+             (unsigned long long)c->p.refuse_version);
     /* Its chatter ("standin: got LAYER ...") is for debugging. */
     if (c->p.log_level < 3 && freopen("/dev/null", "w", stdout) == NULL)
         _exit(127);
@@ -390,6 +392,10 @@ static void engine_exec(const struct wst_cluster *c,
     argv[n++] = "--create";
     argv[n++] = "--state-file";
     argv[n++] = a->engine_state;
+    if (c->p.refuse_version != 0 && a == &c->agents[c->p.refuse_agent]) {
+        argv[n++] = "--refuse-version";
+        argv[n++] = refuse;
+    }
     argv[n] = NULL;
     execv(argv[0], (char *const *)argv);
     fprintf(stderr, "cluster: exec %s: %s\n", c->p.engine_bin, strerror(errno));
@@ -500,6 +506,11 @@ static int agent_prepare(struct wst_cluster *c, uint32_t k)
         return -1;
     }
     place_live(c, a, k);
+    /* The agents are the tensor-parallel ranks of one engine: they commit
+     * each version together or not at all. */
+    snprintf(a->layout.group, sizeof(a->layout.group), "demo-engine");
+    a->layout.group_size = c->p.n_receivers;
+    a->layout.group_member = k;
     snprintf(a->engine_socket, sizeof(a->engine_socket), "%s/engine%u.sock",
              c->p.workdir, k);
     snprintf(a->engine_state, sizeof(a->engine_state), "%s/engine%u.state",

@@ -74,6 +74,10 @@ struct wst_cluster_params {
     uint32_t kill_sender;
     uint32_t kill_layer;
     uint64_t kill_version;
+    /* Fault: the engine of agent refuse_agent answers BEGIN of
+     * refuse_version with REFUSE (0: no fault; needs engine_bin). */
+    uint32_t refuse_agent;
+    uint64_t refuse_version;
 };
 
 struct wst_sender_result {

@@ -17,7 +17,9 @@
  * owns the live shm and speaks the engine socket. --placement round-robin
  * and --engine-expert-shard intermediate declare layouts the receiver must
  * refuse; --fault kill-sender:LAYER kills sender 0 mid-layer in the last
- * version, which must leave them failed closed (check_fail_closed).
+ * version, which must leave them failed closed, and --fault
+ * engine-refuse:K has agent K's engine refuse the last version, which must
+ * leave every agent on the version before (check_fail_closed).
  *
  * --device N puts every engine's live memory on GPU N (N,M,...: agent k
  * on the (k mod n)-th): each stand-in engine allocates it there and
@@ -119,7 +121,9 @@ static const struct wst_config_entry demo_config[] = {
      offsetof(struct demo_settings, expert_shard), shard_choices, NULL},
     {"fault", WST_CONFIG_STRING, "",
      "kill-sender:LAYER: SIGKILL sender 0 as it streams LAYER in the last "
-     "version (the agents must fail closed)",
+     "version (the agents must fail closed); engine-refuse:K: agent K's "
+     "engine refuses the last version (every agent must keep the one "
+     "before)",
      offsetof(struct demo_settings, fault), NULL, NULL},
     {"dump", WST_CONFIG_STRING, "",
      "after the last refit, write agent 0's live tensors and the global "
@@ -156,6 +160,8 @@ struct demo {
     struct wst_moe_options moe;
     uint32_t kill_layer;
     int fault_kill;
+    int fault_refuse;
+    uint32_t refuse_agent;
     int exit_status; /* negated status of the first sender failure */
     /* --device and --sender-device, parsed; none: host memory */
     int devices[WST_CLUSTER_MAX_GPUS];
@@ -242,11 +248,12 @@ static void print_timeline(struct demo *d)
     }
 }
 
-/* After --fault: every agent either failed closed (unusable, saying why,
- * and its engine told) or refused the version before writing a byte (it
- * began after the sender died) and still serves the last committed one,
- * every byte of it. The agent the killed sender was streaming to must be
- * among the first. Prints the verdict; 0 when fail-closed held. */
+/* After --fault: the agents are the ranks of one engine, so they end the
+ * refit the same way -- every one failed closed (unusable, saying why, and
+ * its engine told), or every one refused the version before writing a
+ * byte and still serves the last committed one, every byte of it (always
+ * so when an engine refused: nothing was written anywhere). Prints the
+ * verdict; 0 when fail-closed held. */
 static int check_fail_closed(struct demo *d)
 {
     uint64_t committed = d->set.refits - 1;
@@ -289,7 +296,8 @@ static int check_fail_closed(struct demo *d)
             printf("agent %u's engine: %s%s%s\n", k, state,
                    reason[0] ? ": " : "", reason);
     }
-    int held = n_unusable >= 1 && n_unusable + n_serving == d->set.receivers;
+    int held = n_serving == d->set.receivers ||
+               (n_unusable == d->set.receivers && !d->fault_refuse);
     printf("wstream-demo: fail-closed %s: %u agents unusable, %u still serving "
            "version %llu untouched\n",
            held ? "held" : "BROKEN", n_unusable, n_serving,
@@ -314,16 +322,23 @@ static int run(struct demo *d)
     if (secs == NULL)
         return -1;
     for (uint64_t v = 1; v <= d->set.refits; v++) {
-        int fault = d->fault_kill && v == d->set.refits;
+        int fault = (d->fault_kill || d->fault_refuse) && v == d->set.refits;
         /* With a rank killed, the survivors' pushes wait for it until their
          * deadline (a trainer rank may restart): do not wait for them. */
         double t = run_refit(d, v, fault ? 5.0 : d->set.timeout + 10, &res);
         if (fault) {
-            printf("refit %llu/%llu: version %llu, sender 0 killed in layer "
-                   "%u: %s\n",
-                   (unsigned long long)v, (unsigned long long)d->set.refits,
-                   (unsigned long long)v, d->kill_layer,
-                   t > 0 ? "refit completed anyway" : "refit failed");
+            if (d->fault_kill)
+                printf("refit %llu/%llu: version %llu, sender 0 killed in "
+                       "layer %u: %s\n",
+                       (unsigned long long)v, (unsigned long long)d->set.refits,
+                       (unsigned long long)v, d->kill_layer,
+                       t > 0 ? "refit completed anyway" : "refit failed");
+            else
+                printf("refit %llu/%llu: version %llu, agent %u's engine "
+                       "refused it: %s\n",
+                       (unsigned long long)v, (unsigned long long)d->set.refits,
+                       (unsigned long long)v, d->refuse_agent,
+                       t > 0 ? "refit completed anyway" : "refit failed");
             check_fail_closed(d);
             free(secs);
             return -1;
@@ -440,6 +455,43 @@ static int check_device(struct demo *d)
     return 0;
 }
 
+/* --fault kill-sender:LAYER or engine-refuse:AGENT; 0 when it parses. */
+static int parse_fault(struct demo *d)
+{
+    static const char *const kinds[] = {"kill-sender:", "engine-refuse:"};
+    const char *f = d->set.fault;
+
+    for (int k = 0; k < 2; k++) {
+        size_t n = strlen(kinds[k]);
+        char *end = NULL;
+        if (strncmp(f, kinds[k], n) != 0 || f[n] < '0' || f[n] > '9')
+            continue;
+        unsigned long arg = strtoul(f + n, &end, 10);
+        if (*end != '\0' || arg > 100000)
+            break;
+        if (k == 0) {
+            d->fault_kill = 1;
+            d->kill_layer = (uint32_t)arg;
+            return 0;
+        }
+        if (arg >= d->set.receivers || !d->set.engine || d->set.refits < 2) {
+            fprintf(stderr,
+                    "wstream-demo: --fault %s needs an engine per agent, "
+                    "agent %lu of %llu, and two refits or more\n",
+                    f, arg, (unsigned long long)d->set.receivers);
+            return -1;
+        }
+        d->fault_refuse = 1;
+        d->refuse_agent = (uint32_t)arg;
+        return 0;
+    }
+    fprintf(stderr,
+            "wstream-demo: --fault %s: expected kill-sender:LAYER or "
+            "engine-refuse:AGENT\n",
+            f);
+    return -1;
+}
+
 /* Checks what the table cannot express; 0 when the settings are usable. */
 static int check_settings(struct demo *d)
 {
@@ -449,21 +501,8 @@ static int check_settings(struct demo *d)
                         "and at least one refit\n");
         return -1;
     }
-    if (d->set.fault[0] != '\0') {
-        char *end = NULL;
-        const char *arg = d->set.fault + strlen("kill-sender:");
-        unsigned long layer = strtoul(arg, &end, 10);
-        if (strncmp(d->set.fault, "kill-sender:", 12) != 0 || *arg < '0' ||
-            *arg > '9' || *end != '\0' || layer > 100000) {
-            fprintf(stderr,
-                    "wstream-demo: --fault %s: expected "
-                    "kill-sender:LAYER\n",
-                    d->set.fault);
-            return -1;
-        }
-        d->fault_kill = 1;
-        d->kill_layer = (uint32_t)layer;
-    }
+    if (d->set.fault[0] != '\0' && parse_fault(d) != 0)
+        return -1;
     if (d->set.staging_slots == 0 ||
         d->set.staging_slots > WST_RECV_STAGING_SLOTS_MAX) {
         fprintf(stderr, "wstream-demo: --staging-slots must be 1..%d\n",
@@ -530,6 +569,8 @@ static int prepare(struct demo *d, const char *agent_bin)
         .kill_sender = 0,
         .kill_layer = d->kill_layer,
         .kill_version = d->fault_kill ? d->set.refits : 0,
+        .refuse_agent = d->refuse_agent,
+        .refuse_version = d->fault_refuse ? d->set.refits : 0,
     };
     memcpy(cp.devices, d->devices, sizeof(cp.devices));
     memcpy(cp.sender_devices, d->sender_devices, sizeof(cp.sender_devices));

@@ -23,6 +23,9 @@
  * finalizes every layer, and writes its state to --state-file after every
  * message (common/atomic_file.h).
  *
+ * Losing the agent between READY and COMMITTED leaves it "unusable" (the
+ * live memory may be half written).
+ *
  * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up (also: no
  * CUDA or no GPU for --cuda-device); 2 a protocol error, "ERROR busy" or a
  * failed copy of the live device memory; 3 live memory written before
@@ -61,6 +64,7 @@ struct standin_settings {
     uint64_t ready_delay_ms;
     char *state_file;
     int refuse;
+    uint64_t refuse_version;
     int create;
     char *cuda_device; /* text: an int, -1 for host shm */
 };
@@ -82,6 +86,9 @@ static const struct wst_config_entry standin_config[] = {
      offsetof(struct standin_settings, state_file), NULL, NULL},
     {"refuse", WST_CONFIG_BOOL, "no", "answer every BEGIN with REFUSE",
      offsetof(struct standin_settings, refuse), NULL, NULL},
+    {"refuse-version", WST_CONFIG_UINT, "0",
+     "answer BEGIN of this version (only) with REFUSE; 0: none",
+     offsetof(struct standin_settings, refuse_version), NULL, NULL},
     {"create", WST_CONFIG_BOOL, "no",
      "create the shm (poisoned), own it, unlink it at exit",
      offsetof(struct standin_settings, create), NULL, NULL},
@@ -427,9 +434,11 @@ static int on_begin(struct standin *e, unsigned long long v)
     uint64_t before, after;
 
     e->begins++;
-    if (e->set.refuse) {
+    if (e->set.refuse || (e->set.refuse_version != 0 &&
+                          v == (unsigned long long)e->set.refuse_version)) {
         e->refused++;
-        snprintf(reply, sizeof(reply), "REFUSE %llu refused by --refuse\n", v);
+        snprintf(reply, sizeof(reply), "REFUSE %llu refused by --refuse%s\n", v,
+                 e->set.refuse ? "" : "-version");
         return send_line(e, reply);
     }
     e->state = "paused";
@@ -537,11 +546,12 @@ int main(int argc, char **argv)
     e.device = -1;
     e.state = "serving";
     wst_logger_init(&e.log, "standin", WST_LOG_WARN);
-    wst_config_cli(standin_config, &e.set, argc, argv, "wstream-engine-standin",
-                   "wstream-engine-standin --socket PATH (--shm NAME | "
-                   "--create --cuda-device N) --shm-bytes N [--create] "
-                   "[--ready-delay-ms D] [--state-file F] [--refuse]",
-                   &code);
+    wst_config_cli(
+        standin_config, &e.set, argc, argv, "wstream-engine-standin",
+        "wstream-engine-standin --socket PATH (--shm NAME | "
+        "--create --cuda-device N) --shm-bytes N [--create] "
+        "[--ready-delay-ms D] [--state-file F] [--refuse] [--refuse-version V]",
+        &code);
     if (code < 0 && check_settings(&e) != 0)
         code = 1;
     if (code >= 0)
@@ -571,6 +581,14 @@ int main(int argc, char **argv)
     code = rc == 0 ? 0 : 2;
     if (rc == 0)
         printf("standin: EOF, exiting\n");
+    /* Between READY and COMMITTED the live memory may be half written: an
+     * engine that loses its agent then must not serve it. */
+    if (strcmp(e.state, "paused") == 0) {
+        e.state = "unusable";
+        snprintf(e.reason, sizeof(e.reason),
+                 "lost the agent during a refit (after READY)");
+        write_state(&e);
+    }
     close(e.fd);
 out_close_live:
     close_live(&e);
