@@ -177,6 +177,55 @@ class HookLinesTest(unittest.TestCase):
             ("unusable", "WST_ERR_INTEGRITY",
              "digest mismatch in layer 3")])
 
+    def test_resume_and_lost_agent(self):
+        # COMMITTED of the version before the refit's is a resume (refused
+        # before anything was written); losing the agent after READY is
+        # UNUSABLE (the weights may be half written); before READY, or
+        # after COMMITTED, it is nothing.
+        seen = []
+
+        def script(a, got):
+            a.send(b"BEGIN 8\n")
+            got.append(a.reply())
+            a.send(b"COMMITTED 7\nBEGIN 9\n")
+            got.append(a.reply())
+            a.send(b"LAYER 0 9\n")
+            got.append(a.reply())
+
+        err, got = self.serve(
+            script, on_committed=lambda v: seen.append(("committed", v)),
+            on_unusable=lambda s, r: seen.append(("unusable", s, r)))
+        self.assertIsNone(err)
+        self.assertEqual(got, [b"READY 8\n", b"READY 9\n",
+                               b"FINALIZED 0 9\n"])
+        self.assertEqual(seen, [
+            ("committed", 7),
+            ("unusable", "WST_ERR_UNREACHABLE",
+             "lost the agent during the refit of version 9 (after READY)")])
+
+        seen.clear()
+
+        def committed_then_gone(a, got):
+            a.send(b"BEGIN 3\n")
+            got.append(a.reply())
+            a.send(b"COMMITTED 3\n")
+
+        err, got = self.serve(
+            committed_then_gone,
+            on_committed=lambda v: seen.append(("committed", v)),
+            on_unusable=lambda s, r: seen.append(("unusable", s, r)))
+        self.assertIsNone(err)
+        self.assertEqual(seen, [("committed", 3)])
+
+        # A COMMITTED newer than the refit's is still a protocol error.
+        def newer(a, got):
+            a.send(b"BEGIN 3\n")
+            got.append(a.reply())
+            a.send(b"COMMITTED 4\n")
+
+        err, got = self.serve(newer)
+        self.assertIsInstance(err, wstream.ProtocolError)
+
     def test_long_reason_fits_a_line(self):
         def script(a, got):
             a.send(b"BEGIN 1\n")

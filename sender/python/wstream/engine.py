@@ -8,9 +8,15 @@ message into a callback, answering for it:
                        raises (or returns False) -> REFUSE v <reason>
     LAYER l v       -> on_layer(l, v): refresh what derives from layer l;
                        returns -> FINALIZED l v, raises -> FAILED l v <reason>
-    COMMITTED v     -> on_committed(v): resume serving version v
+    COMMITTED v     -> on_committed(v): resume serving version v: the one
+                       the refit brought, or, when the refit was refused
+                       before anything was written, the one held before it
     UNUSABLE s why  -> on_unusable(s, why): stop serving, the weights are
                        not whole
+
+Losing the agent between READY and COMMITTED (it died mid-refit) is
+UNUSABLE too: on_unusable("WST_ERR_UNREACHABLE", why) runs before run()
+returns, since the live weights may be half written.
 
 Lines are checked strictly: a malformed one, a LAYER or COMMITTED outside
 the refit that the last BEGIN started, or "ERROR busy" (another engine is
@@ -106,12 +112,24 @@ class EngineHook:
             while True:
                 raw = self._read_line()
                 if raw is None:
-                    return
+                    break
                 self._dispatch(lines.parse(raw))
         except (BrokenPipeError, ConnectionResetError):
-            return  # the agent went away: as EOF
+            pass  # the agent went away: as EOF
         finally:
             self.close()
+        self._lost_agent()
+
+    def _lost_agent(self):
+        """The agent is gone: after READY and before COMMITTED, the live
+        weights may be half written."""
+        version, self._active = self._active, None
+        if version is None or self._stopping:
+            return
+        if self._on_unusable is not None:
+            self._on_unusable("WST_ERR_UNREACHABLE",
+                              "lost the agent during the refit of version "
+                              "%d (after READY)" % version)
 
     def serve_in_thread(self, name="wstream-engine-hook"):
         """Connects (in this thread, so failures raise here) and runs the
@@ -167,7 +185,8 @@ class EngineHook:
         elif kind == "LAYER":
             self._layer(msg[1], msg[2])
         elif kind == "COMMITTED":
-            self._expect_active("COMMITTED %d" % msg[1], msg[1])
+            # The refit's version, or an older one: resume (refused).
+            self._expect_active("COMMITTED %d" % msg[1], msg[1], resume=True)
             self._active = None
             if self._on_committed is not None:
                 self._on_committed(msg[1])
@@ -176,8 +195,9 @@ class EngineHook:
             if self._on_unusable is not None:
                 self._on_unusable(msg[1], msg[2])
 
-    def _expect_active(self, what, version):
-        if self._active is None or version != self._active:
+    def _expect_active(self, what, version, resume=False):
+        if self._active is None or version > self._active or \
+                (version != self._active and not resume):
             raise lines.protocol_error(
                 "agent sent %s while %s" % (what, "no refit is under way"
                                             if self._active is None else
