@@ -3,13 +3,16 @@
  */
 #include "agent_fixture.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -383,4 +386,33 @@ size_t it_first_matrix(const struct it_sender *s)
         if (s->haves[i].tensor.ndim == 2 && !s->haves[i].flat)
             return i;
     return 0;
+}
+
+/* GET 'path'; the status code, and the body into body[len]. */
+int it_http_get(uint16_t port, const char *path, char *body, size_t len)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    char req[256], *buf = calloc(1, 1 << 20);
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), code = -1;
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (buf == NULL || fd < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        goto out;
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
+        goto out;
+    for (ssize_t r; got + 1 < (1u << 20) &&
+                    (r = read(fd, buf + got, (1u << 20) - 1 - got)) > 0;)
+        got += (size_t)r;
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1)
+        code = -1;
+    const char *b = strstr(buf, "\r\n\r\n");
+    snprintf(body, len, "%s", b != NULL ? b + 4 : "");
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return code;
 }

@@ -108,4 +108,8 @@ void it_sender_destroy(struct it_sender *s);
 /* Index of the first 2-D (non-flat) tensor of the model's shards. */
 size_t it_first_matrix(const struct it_sender *s);
 
+/* GET 'path' from 127.0.0.1:port over plain HTTP/1.0: the status code (-1
+ * when there is no answer), and the body into body[len]. */
+int it_http_get(uint16_t port, const char *path, char *body, size_t len);
+
 #endif
