@@ -216,6 +216,49 @@ void it_agent_stop(struct it_agent *a)
     memset(a, 0, sizeof(*a));
 }
 
+int it_agent_kill(struct it_agent *a, int sig)
+{
+    int wstatus = -1;
+
+    if (a->pid <= 0)
+        return -1;
+    kill(a->pid, sig);
+    for (double end = wst_now_s() + 10.0;
+         waitpid(a->pid, &wstatus, WNOHANG) == 0; usleep(10000))
+        if (wst_now_s() > end) {
+            fprintf(stderr, "fixture: agent %d ignored signal %d for 10 s\n",
+                    (int)a->pid, sig);
+            kill(a->pid, SIGKILL);
+            waitpid(a->pid, &wstatus, 0);
+            break;
+        }
+    a->pid = 0;
+    return wstatus;
+}
+
+int it_agent_restart(struct it_agent *a, const char *agent_bin, int *wstatus_p)
+{
+    int wstatus = 0;
+
+    if (a->pid > 0)
+        return -1;
+    print_log(a);
+    unlink(a->port_path);
+    if (spawn_agent(a, agent_bin) != 0)
+        return -1;
+    if (wst_cluster_wait_port(&a->pid, a->port_path, 20.0, &a->port,
+                              &wstatus) == 0) {
+        snprintf(a->addr, sizeof(a->addr), "127.0.0.1:%u", a->port);
+        return 0;
+    }
+    if (wstatus_p != NULL)
+        *wstatus_p = a->pid == 0 ? wstatus : -1;
+    if (a->pid > 0)
+        fprintf(stderr, "fixture: the restarted agent did not write %s\n",
+                a->port_path);
+    return -1;
+}
+
 int it_agent_alive(struct it_agent *a)
 {
     int wstatus;
@@ -290,11 +333,11 @@ int it_agent_shm_untouched(const struct it_agent *a)
     return 1;
 }
 
-int it_agent_log_has(const struct it_agent *a, const char *needle)
+int it_file_has(const char *path, const char *needle)
 {
     char line[2048];
     int found = 0;
-    FILE *f = fopen(a->log_path, "r");
+    FILE *f = fopen(path, "r");
 
     if (f == NULL)
         return 0;
@@ -302,6 +345,11 @@ int it_agent_log_has(const struct it_agent *a, const char *needle)
         found = strstr(line, needle) != NULL;
     fclose(f);
     return found;
+}
+
+int it_agent_log_has(const struct it_agent *a, const char *needle)
+{
+    return it_file_has(a->log_path, needle);
 }
 
 int it_sender_load(struct it_sender *s, const struct it_agent *a)
