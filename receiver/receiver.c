@@ -104,6 +104,27 @@ static wst_status_t apply_params(struct wst_receiver *r,
     return WST_OK;
 }
 
+/* WST_RECEIVER_PARAM_INITIAL_STATE: the refit machine and the published
+ * state start where a previous run of the caller's left off. */
+static void seed_state(struct wst_receiver *r,
+                       const struct wst_receiver_params *p)
+{
+    if (!(p->field_mask & WST_RECEIVER_PARAM_INITIAL_STATE))
+        return;
+    wst_rm_seed(&r->rm, p->initial_committed_version,
+                p->initial_unusable_reason);
+    r->state.committed_version = wst_rm_committed(&r->rm);
+    r->state.usable = wst_rm_usable(&r->rm);
+    wst_recv_set_state_reason(r, r->rm.reason);
+    if (r->state.usable)
+        WST_INFO(&r->log, "starting at committed version %llu",
+                 (unsigned long long)r->state.committed_version);
+    else
+        WST_WARN(&r->log, "starting unusable at committed version %llu: %s",
+                 (unsigned long long)r->state.committed_version,
+                 r->state.reason);
+}
+
 wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
                                  wst_receiver_t **receiver_p)
 {
@@ -119,6 +140,7 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = apply_params(r, params);
     if (st != WST_OK)
         goto err_free;
+    seed_state(r, params);
     st = wst_jobq_create(&r->engine);
     if (st != WST_OK)
         goto err_free;

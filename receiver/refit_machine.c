@@ -198,6 +198,15 @@ wst_status_t wst_rm_set_plan(struct wst_refit_machine *m,
     return WST_OK;
 }
 
+void wst_rm_seed(struct wst_refit_machine *m, uint64_t committed_version,
+                 const char *unusable_reason)
+{
+    m->committed_version = committed_version;
+    m->unusable = unusable_reason != NULL && unusable_reason[0] != '\0';
+    snprintf(m->reason, sizeof(m->reason), "%s",
+             m->unusable ? unusable_reason : "");
+}
+
 void wst_rm_release(struct wst_refit_machine *m)
 {
     free(m->senders);

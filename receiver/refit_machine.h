@@ -189,6 +189,13 @@ wst_status_t wst_rm_set_world(struct wst_refit_machine *m, uint32_t world);
 wst_status_t wst_rm_set_plan(struct wst_refit_machine *m,
                              const struct wst_rm_plan *plan);
 
+/* Starts an idle machine as if it had committed 'committed_version' and,
+ * with a non-empty 'unusable_reason' (copied, truncated to the reason's
+ * size), then failed a refit for that reason: a receiver restarted from
+ * persisted state. Before the first event; no actions. */
+void wst_rm_seed(struct wst_refit_machine *m, uint64_t committed_version,
+                 const char *unusable_reason);
+
 /* Frees what the machine allocated; it is a zero machine again. */
 void wst_rm_release(struct wst_refit_machine *m);
 

@@ -72,7 +72,8 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_HOOKS = 1u << 6,
     WST_RECEIVER_PARAM_HEARTBEAT = 1u << 7,
     WST_RECEIVER_PARAM_STAGING_SLOTS = 1u << 8,
-    WST_RECEIVER_PARAM_GROUP = 1u << 9,
+    WST_RECEIVER_PARAM_INITIAL_STATE = 1u << 9,
+    WST_RECEIVER_PARAM_GROUP = 1u << 10,
 };
 
 struct wst_receiver_params {
@@ -110,6 +111,19 @@ struct wst_receiver_params {
     const char *group;
     uint32_t group_size;
     uint32_t group_member;
+    /* Where a restarted receiver starts (WST_RECEIVER_PARAM_INITIAL_STATE;
+     * default: version 0, usable): as if it had committed
+     * initial_committed_version and then, with a non-empty
+     * initial_unusable_reason, failed a refit for that reason. A BEGIN of a
+     * version not above it is refused ("version V is not above C"); an
+     * unusable receiver says why to senders and in wst_receiver_get_state,
+     * and never tells its engine to resume, until a later refit commits.
+     * For a daemon that persists what it committed (wstream-agent's
+     * --state-file), so that a restart neither reopens rollback nor serves
+     * memory a crash left half-written. The reason is copied during create
+     * (at most 511 bytes kept); NULL or "": usable. */
+    uint64_t initial_committed_version;
+    const char *initial_unusable_reason;
 };
 
 /* One block of live memory. */

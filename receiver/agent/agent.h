@@ -1,7 +1,8 @@
 /* agent.h - wstream-agent's context: its settings and what it holds.
  *
  * One struct agent lives in main() (agent_main.c) for the daemon's life;
- * status_file.c and region_import.c borrow it for the length of a call.
+ * status_file.c, region_import.c and agent_state.c borrow it for the
+ * length of a call.
  * Private to receiver/agent/.
  */
 #ifndef WST_AGENT_H
@@ -14,6 +15,7 @@
 #include "layout_file.h"
 #include "log.h"
 #include "metrics.h"
+#include "state_store.h"
 
 /* The flags, filled from agent_config (agent_main.c); its strings are owned
  * and freed by wst_config_release. */
@@ -22,6 +24,7 @@ struct agent_settings {
     char *listen;
     char *port_file;
     char *status_file;
+    char *state_file;
     char *engine_socket;
     double timeout;
     double heartbeat;
@@ -52,6 +55,12 @@ struct agent {
     void **owned;      /* regions the agent allocated itself */
     double register_s; /* registering every region, at start-up */
     char name[32];     /* log name, "agent[rank]" once the layout is read */
+
+    /* What survives a restart (state_store.h): the file, NULL when nothing
+     * is persisted (owned), and what it says now. Written from the hooks
+     * (the receiver's engine thread) once the receiver runs. */
+    char *state_path;
+    struct wst_agent_state persisted;
 };
 
 #endif

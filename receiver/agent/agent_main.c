@@ -7,7 +7,10 @@
  * names neither (region_import.h); registers them once, and serves refits
  * until SIGTERM or SIGINT. Its state after every commit or failure goes to
  * --status-file as one JSON object (status_file.h), so operators and tests
- * can see the committed version and whether the agent is usable.
+ * can see the committed version and whether the agent is usable. What a
+ * restart must not forget -- the committed version, and that the agent is
+ * unusable or was mid-refit -- goes to --state-file (agent_state.h), which
+ * seeds the receiver at the next start.
  *
  * This file: the flags, start-up and shutdown, the engine hooks and the
  * signal loop.
@@ -25,6 +28,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "agent_state.h"
 #include "clock.h"
 #include "config.h"
 #include "engine_socket.h"
@@ -50,6 +54,12 @@ static const struct wst_config_entry agent_config[] = {
     {"status-file", WST_CONFIG_STRING, "",
      "write the agent state (JSON) here after every refit",
      offsetof(struct agent_settings, status_file), NULL, NULL},
+    {"state-file", WST_CONFIG_STRING, "",
+     "keep the committed version and whether the agent is usable here "
+     "(JSON), so a restart refuses older versions and stays unusable after "
+     "a failed or interrupted refit; on storage that survives a restart; "
+     "empty: the --status-file path + .state, or nothing without one",
+     offsetof(struct agent_settings, state_file), NULL, NULL},
     {"engine-socket", WST_CONFIG_STRING, "",
      "listen here (Unix socket) for the engine process; empty: no engine, "
      "hooks only log",
@@ -96,12 +106,20 @@ static wst_status_t hook_begin(void *arg, uint64_t version, char *reason,
                                size_t reason_len)
 {
     struct agent *a = arg;
+    struct wst_agent_state prev;
+    wst_status_t st;
 
     WST_INFO(&a->log, "engine: begin version %llu",
              (unsigned long long)version);
-    if (a->engine == NULL)
-        return WST_OK;
-    return wst_engine_socket_begin(a->engine, version, reason, reason_len);
+    /* Persisted as open before the engine pauses: after a crash from here
+     * on the live memory may hold a mix of versions. */
+    st = wst_agent_state_begin(a, version, &prev, reason, reason_len);
+    if (st != WST_OK || a->engine == NULL)
+        return st;
+    st = wst_engine_socket_begin(a->engine, version, reason, reason_len);
+    if (st != WST_OK)
+        wst_agent_state_restore(a, &prev);
+    return st;
 }
 
 static wst_status_t hook_layer_finalized(void *arg, uint32_t layer,
@@ -125,6 +143,7 @@ static void hook_committed(void *arg, uint64_t version)
     WST_INFO(&a->log, "engine: serving version %llu",
              (unsigned long long)version);
     wst_metrics_refit_committed(a->metrics);
+    wst_agent_state_committed(a, version);
     /* Whoever reads the status file after the engine heard it sees it. */
     wst_status_file_write(a);
     if (a->engine != NULL)
@@ -138,6 +157,7 @@ static void hook_unusable(void *arg, wst_status_t status, const char *reason)
     WST_ERROR(&a->log, "engine: unusable (%s): %s", wst_status_string(status),
               reason);
     wst_metrics_refit_failed(a->metrics, status);
+    wst_agent_state_unusable(a, status, reason);
     wst_status_file_write(a);
     if (a->engine != NULL)
         wst_engine_socket_unusable(a->engine, status, reason);
@@ -204,6 +224,9 @@ static wst_status_t agent_start(struct agent *a)
         return st;
     }
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
+    st = wst_agent_state_open(a);
+    if (st != WST_OK)
+        return st;
     if (a->layout.shm[0] != '\0' && (st = wst_region_import_shm(a)) != WST_OK)
         return st;
     if (a->layout.has_cuda_ipc &&
@@ -244,6 +267,7 @@ static wst_status_t agent_start(struct agent *a)
                   .committed = hook_committed,
                   .unusable = hook_unusable},
     };
+    wst_agent_state_seed(a, &rp);
     st = wst_receiver_create(&rp, &a->receiver);
     if (st != WST_OK)
         return st;
@@ -271,6 +295,7 @@ static void agent_stop(struct agent *a)
     /* After the receiver: its threads copy into the regions until then. */
     wst_region_import_release(a);
     wst_layout_release(&a->layout);
+    wst_agent_state_release(a);
     wst_config_release(agent_config, &a->set);
 }
 

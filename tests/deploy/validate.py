@@ -839,6 +839,7 @@ class Cross:
             self.bad(m, f"{pod.where}: no engine container beside the agent")
             return
         self.check_engine_paths(pod, agent, flags, engines)
+        self.check_state_file(pod, agent, flags)
         layout = self.layout_of(pod, agent, flags)
         if layout is not None:
             self.check_live_memory(pod, agent, flags, engines, layout)
@@ -862,6 +863,25 @@ class Cross:
             if pod.kind == "StatefulSet" and sts_service != meta_name(s):
                 self.bad(m, f"{pod.where}: serviceName is not the agents' headless "
                          f"Service {meta_name(s)}")
+
+    def check_state_file(self, pod, agent, flags):
+        """What a restarted agent starts from (--state-file, else the status
+        file + .state) must survive the container and go with the live
+        memory: a writable emptyDir."""
+        m, w = pod.manifest, f"{pod.where}: wstream-agent"
+        path = flags.get("state-file") or (
+            flags["status-file"] + ".state" if flags.get("status-file") else None)
+        if not path:
+            return
+        hit = mount_for(agent, path)
+        if hit is None:
+            self.bad(m, f"{w}: --state-file {path} is on no volume: a restarted "
+                     "agent would forget its committed version")
+            return
+        vol = pod.volumes.get(hit[0].get("name")) or {}
+        if hit[0].get("readOnly") or "emptyDir" not in vol:
+            self.bad(m, f"{w}: --state-file {path} needs a writable emptyDir "
+                     "(it lives as long as the live memory)")
 
     def check_engine_paths(self, pod, agent, flags, engines):
         m, w = pod.manifest, f"{pod.where}: wstream-agent"
@@ -1580,6 +1600,10 @@ MUTATIONS = [
      lambda ms: agent_c(ms)["resources"]["limits"].update({"nvidia.com/gpu": 1})),
     ("engine socket on a path no volume holds", "is on no volume",
      lambda ms: set_arg(agent_c(ms), "--engine-socket", "/tmp/engine.sock")),
+    ("state file in the container's own filesystem", "would forget its committed",
+     lambda ms: set_arg(agent_c(ms), "--state-file", "/tmp/agent-state.json")),
+    ("state file on the read-only layout volume", "--state-file /etc/wstream/s",
+     lambda ms: set_arg(agent_c(ms), "--state-file", "/etc/wstream/state.json")),
     ("engine told another socket path", "is not the agent's --engine-socket",
      lambda ms: set_env(container(ms, "StatefulSet", "engine", "engine"),
                         "WSTREAM_ENGINE_SOCKET", "/run/wstream/agent.sock")),

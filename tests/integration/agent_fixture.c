@@ -3,13 +3,16 @@
  */
 #include "agent_fixture.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,6 +216,49 @@ void it_agent_stop(struct it_agent *a)
     memset(a, 0, sizeof(*a));
 }
 
+int it_agent_kill(struct it_agent *a, int sig)
+{
+    int wstatus = -1;
+
+    if (a->pid <= 0)
+        return -1;
+    kill(a->pid, sig);
+    for (double end = wst_now_s() + 10.0;
+         waitpid(a->pid, &wstatus, WNOHANG) == 0; usleep(10000))
+        if (wst_now_s() > end) {
+            fprintf(stderr, "fixture: agent %d ignored signal %d for 10 s\n",
+                    (int)a->pid, sig);
+            kill(a->pid, SIGKILL);
+            waitpid(a->pid, &wstatus, 0);
+            break;
+        }
+    a->pid = 0;
+    return wstatus;
+}
+
+int it_agent_restart(struct it_agent *a, const char *agent_bin, int *wstatus_p)
+{
+    int wstatus = 0;
+
+    if (a->pid > 0)
+        return -1;
+    print_log(a);
+    unlink(a->port_path);
+    if (spawn_agent(a, agent_bin) != 0)
+        return -1;
+    if (wst_cluster_wait_port(&a->pid, a->port_path, 20.0, &a->port,
+                              &wstatus) == 0) {
+        snprintf(a->addr, sizeof(a->addr), "127.0.0.1:%u", a->port);
+        return 0;
+    }
+    if (wstatus_p != NULL)
+        *wstatus_p = a->pid == 0 ? wstatus : -1;
+    if (a->pid > 0)
+        fprintf(stderr, "fixture: the restarted agent did not write %s\n",
+                a->port_path);
+    return -1;
+}
+
 int it_agent_alive(struct it_agent *a)
 {
     int wstatus;
@@ -287,11 +333,11 @@ int it_agent_shm_untouched(const struct it_agent *a)
     return 1;
 }
 
-int it_agent_log_has(const struct it_agent *a, const char *needle)
+int it_file_has(const char *path, const char *needle)
 {
     char line[2048];
     int found = 0;
-    FILE *f = fopen(a->log_path, "r");
+    FILE *f = fopen(path, "r");
 
     if (f == NULL)
         return 0;
@@ -299,6 +345,11 @@ int it_agent_log_has(const struct it_agent *a, const char *needle)
         found = strstr(line, needle) != NULL;
     fclose(f);
     return found;
+}
+
+int it_agent_log_has(const struct it_agent *a, const char *needle)
+{
+    return it_file_has(a->log_path, needle);
 }
 
 int it_sender_load(struct it_sender *s, const struct it_agent *a)
@@ -383,4 +434,33 @@ size_t it_first_matrix(const struct it_sender *s)
         if (s->haves[i].tensor.ndim == 2 && !s->haves[i].flat)
             return i;
     return 0;
+}
+
+/* GET 'path'; the status code, and the body into body[len]. */
+int it_http_get(uint16_t port, const char *path, char *body, size_t len)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    char req[256], *buf = calloc(1, 1 << 20);
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), code = -1;
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (buf == NULL || fd < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        goto out;
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
+        goto out;
+    for (ssize_t r; got + 1 < (1u << 20) &&
+                    (r = read(fd, buf + got, (1u << 20) - 1 - got)) > 0;)
+        got += (size_t)r;
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1)
+        code = -1;
+    const char *b = strstr(buf, "\r\n\r\n");
+    snprintf(body, len, "%s", b != NULL ? b + 4 : "");
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return code;
 }

@@ -67,6 +67,17 @@ int it_agent_start_engine(struct it_agent *a, const char *agent_bin);
  * half-started fixture. */
 void it_agent_stop(struct it_agent *a);
 
+/* Sends 'sig' to the agent and reaps it (SIGKILL after 10 s), keeping its
+ * folder, files and shm for it_agent_restart. Its wait status, or -1 when
+ * there was no agent. */
+int it_agent_kill(struct it_agent *a, int sig);
+
+/* Starts the agent again after it_agent_kill, with the same arguments,
+ * files and shm (its log starts over; the old one is printed first); 0
+ * once it listens. -1 otherwise, and when it exited, its wait status in
+ * *wstatus_p (may be NULL; -1 when it is still running). */
+int it_agent_restart(struct it_agent *a, const char *agent_bin, int *wstatus_p);
+
 /* Nonzero while the agent process is alive (waitpid WNOHANG == 0). */
 int it_agent_alive(struct it_agent *a);
 
@@ -81,6 +92,10 @@ int it_agent_wait_status(const struct it_agent *a, uint64_t version,
 
 /* Nonzero when every byte of the shm is still the poison byte. */
 int it_agent_shm_untouched(const struct it_agent *a);
+
+/* Nonzero when a line of the file at 'path' (at most 2 KiB each, the '\n'
+ * included) contains 'needle'. */
+int it_file_has(const char *path, const char *needle);
 
 /* Nonzero when the agent's log contains 'needle'. */
 int it_agent_log_has(const struct it_agent *a, const char *needle);
@@ -107,5 +122,9 @@ void it_sender_destroy(struct it_sender *s);
 
 /* Index of the first 2-D (non-flat) tensor of the model's shards. */
 size_t it_first_matrix(const struct it_sender *s);
+
+/* GET 'path' from 127.0.0.1:port over plain HTTP/1.0: the status code (-1
+ * when there is no answer), and the body into body[len]. */
+int it_http_get(uint16_t port, const char *path, char *body, size_t len);
 
 #endif

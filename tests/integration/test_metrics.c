@@ -17,43 +17,11 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agent_fixture.h"
 
 static const char *agent_bin;
-
-/* GET 'path'; the status code, and the body into body[len]. */
-static int http_get(uint16_t port, const char *path, char *body, size_t len)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    char req[256], *buf = calloc(1, 1 << 20);
-    size_t got = 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), code = -1;
-
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (buf == NULL || fd < 0 ||
-        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-        goto out;
-    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
-        goto out;
-    for (ssize_t r; got + 1 < (1u << 20) &&
-                    (r = read(fd, buf + got, (1u << 20) - 1 - got)) > 0;)
-        got += (size_t)r;
-    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1)
-        code = -1;
-    const char *b = strstr(buf, "\r\n\r\n");
-    snprintf(body, len, "%s", b != NULL ? b + 4 : "");
-out:
-    if (fd >= 0)
-        close(fd);
-    free(buf);
-    return code;
-}
 
 /* The value of the sample line starting with 'name' (name and labels). */
 static double sample(const char *text, const char *name)
@@ -91,12 +59,12 @@ static void test_agent_metrics_and_probes(void **state)
     fclose(f);
     unlink(port_file);
 
-    assert_int_equal(http_get((uint16_t)port, "/healthz", body, sizeof(body)),
-                     200);
-    assert_int_equal(http_get((uint16_t)port, "/readyz", body, sizeof(body)),
+    assert_int_equal(
+        it_http_get((uint16_t)port, "/healthz", body, sizeof(body)), 200);
+    assert_int_equal(it_http_get((uint16_t)port, "/readyz", body, sizeof(body)),
                      503);
     assert_non_null(strstr(body, "no committed version yet"));
-    assert_int_equal(http_get((uint16_t)port, "/nope", body, sizeof(body)),
+    assert_int_equal(it_http_get((uint16_t)port, "/nope", body, sizeof(body)),
                      404);
 
     assert_int_equal(it_sender_load(&s, &a), 0);
@@ -105,11 +73,11 @@ static void test_agent_metrics_and_probes(void **state)
     assert_int_equal(wst_sender_wait(s.sender, 30.0), WST_OK);
     assert_int_equal(it_agent_wait_status(&a, 1, 10.0), 0);
 
-    assert_int_equal(http_get((uint16_t)port, "/readyz", body, sizeof(body)),
+    assert_int_equal(it_http_get((uint16_t)port, "/readyz", body, sizeof(body)),
                      200);
     assert_non_null(strstr(body, "serving version 1"));
-    assert_int_equal(http_get((uint16_t)port, "/metrics", body, sizeof(body)),
-                     200);
+    assert_int_equal(
+        it_http_get((uint16_t)port, "/metrics", body, sizeof(body)), 200);
     assert_true(sample(body, "wstream_committed_version") == 1);
     assert_true(sample(body, "wstream_usable") == 1);
     assert_true(sample(body, "wstream_refits_total{outcome=\"committed\"}") ==

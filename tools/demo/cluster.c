@@ -498,7 +498,7 @@ static void place_live(const struct wst_cluster *c, struct wst_cluster_agent *a,
 static int agent_prepare(struct wst_cluster *c, uint32_t k)
 {
     struct wst_cluster_agent *a = &c->agents[k];
-    char err[512];
+    char err[512], state[sizeof(a->status_file) + 8];
 
     if (wst_model_engine_layout_moe(c->p.model, k, c->p.n_receivers, c->p.moe,
                                     &a->layout, err, sizeof(err)) != WST_OK) {
@@ -534,6 +534,11 @@ static int agent_prepare(struct wst_cluster *c, uint32_t k)
              c->p.workdir, k);
     snprintf(a->status_file, sizeof(a->status_file), "%s/agent%u.status",
              c->p.workdir, k);
+    /* The live memory is new: what an agent of an earlier run in this
+     * workdir persisted (its default state file) is not about it. A
+     * restart (wst_cluster_restart_agent) keeps it. */
+    snprintf(state, sizeof(state), "%s.state", a->status_file);
+    unlink(state);
     if (wst_layout_save(a->layout_path, &a->layout, err, sizeof(err)) !=
         WST_OK) {
         fprintf(stderr, "cluster: %s\n", err);
