@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "errbuf.h"
 #include "lanes.h"
 #include "ucx_status.h"
 #include "worker_internal.h"
@@ -167,13 +168,11 @@ static int data_rma_real(struct wst_conn *c, const struct wst_lane *lanes,
 {
     wst_worker_t *w = c->worker;
 
-    if (!w->transports_probed) {
-        w->transports_probed = 1;
-        if (wst_transports_probe(w->log, &w->transports, &w->n_transports) !=
-            WST_OK) {
-            w->transports = NULL;
-            w->n_transports = 0;
-        }
+    if (!w->rma) {
+        /* Without the feature UCX has no rma lane to offer. */
+        wst_errf(c->rma_why, sizeof(c->rma_why),
+                 "no remote memory access on this worker: %s", w->rma_why);
+        return 0;
     }
     int real =
         wst_lanes_rma_real(lanes, n_lanes, w->transports, w->n_transports,

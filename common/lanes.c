@@ -182,6 +182,26 @@ int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
     return real;
 }
 
+int wst_transports_rma_real(const struct wst_transport *transports,
+                            size_t n_transports, char *why, size_t why_len)
+{
+    struct wst_lane lanes[WST_LANES_MAX];
+    size_t n = n_transports < WST_LANES_MAX ? n_transports : WST_LANES_MAX;
+
+    /* Each transport judged as a lane would be. */
+    for (size_t i = 0; i < n; i++) {
+        snprintf(lanes[i].name, sizeof(lanes[i].name), "%s",
+                 transports[i].name);
+        lanes[i].roles[0] = '\0';
+    }
+    if (n == 0) {
+        snprintf(why, why_len, "no transport probed");
+        return 0;
+    }
+    return wst_lanes_rma_real(lanes, n, transports, n_transports, 0, why,
+                              why_len);
+}
+
 int wst_ucx_mem_types_have_cuda(uint64_t memory_types)
 {
     return (memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;

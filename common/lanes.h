@@ -53,6 +53,12 @@ int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
                        size_t n_transports, int peer_errors, char *why,
                        size_t why_len);
 
+/* 1 when one of 'transports' puts to registered memory in hardware (the
+ * rule above, for a lane of it without peer-failure handling); the reason,
+ * naming them, goes to 'why' (truncated to why_len). */
+int wst_transports_rma_real(const struct wst_transport *transports,
+                            size_t n_transports, char *why, size_t why_len);
+
 /* Nonzero when a UCP context's memory_types (ucp_context_attr_t, field
  * UCP_ATTR_FIELD_MEMORY_TYPES) include UCS_MEMORY_TYPE_CUDA. Only that bit
  * counts: CUDA_MANAGED support alone does not let UCX register the

@@ -52,17 +52,46 @@ static wst_status_t set_am_handler(wst_worker_t *w, unsigned id,
     return WST_OK;
 }
 
+/* Probes this process's transports (once, for every data endpoint's
+ * decision too) and applies the RMA rule to them. */
+static void decide_rma(wst_worker_t *w)
+{
+    if (wst_transports_probe(w->log, &w->transports, &w->n_transports) !=
+        WST_OK) {
+        w->transports = NULL;
+        w->n_transports = 0;
+    }
+    int real = wst_transports_rma_real(w->transports, w->n_transports,
+                                       w->rma_why, sizeof(w->rma_why));
+    switch (w->rma_rule) {
+    case WST_WORKER_RMA_NEVER:
+        w->rma = 0;
+        snprintf(w->rma_why, sizeof(w->rma_why), "not asked for");
+        break;
+    case WST_WORKER_RMA_ALWAYS:
+        w->rma = 1;
+        break;
+    default:
+        w->rma = real;
+        break;
+    }
+    WST_DEBUG(w->log, "remote memory access %s: %s", w->rma ? "on" : "off",
+              w->rma_why);
+}
+
 static wst_status_t ucx_init(wst_worker_t *w)
 {
     ucp_config_t *config = NULL;
     ucs_status_t st;
 
+    decide_rma(w);
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         goto err;
     ucp_params_t cp = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
+                    (w->rma ? UCP_FEATURE_RMA : 0),
         .name = "wstream",
     };
     st = ucp_init(&cp, config, &w->context);
@@ -246,6 +275,7 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
     w->log = params->log;
     w->ops = params->ops;
     w->tick_ms = params->tick_ms ? params->tick_ms : 100;
+    w->rma_rule = params->rma;
     w->max_control_msg =
         params->max_control_msg ? params->max_control_msg : (64u << 20);
     pthread_mutex_init(&w->lock, NULL);
@@ -388,4 +418,11 @@ int wst_worker_supports_cuda(const wst_worker_t *w)
 void wst_worker_busy(wst_worker_t *w, int delta)
 {
     w->busy += delta;
+}
+
+int wst_worker_has_rma(const wst_worker_t *w, const char **why_p)
+{
+    if (why_p != NULL)
+        *why_p = w->rma_why;
+    return w->rma;
 }

@@ -96,12 +96,26 @@ struct wst_heartbeat_params {
     wst_heartbeat_encode_fn encode; /* NULL: no heartbeats */
 };
 
+/* Whether the worker offers remote memory access (UCP_FEATURE_RMA). UCX
+ * 1.13 emulates RMA over transports that have none in hardware (tcp,
+ * shared memory) and then writes wherever a peer's put says, whatever
+ * memory its remote key was packed for: any process that reaches the
+ * worker could write or read live weights. Only a transport that puts in
+ * hardware (lanes.h: RDMA) checks the key. */
+enum wst_worker_rma {
+    WST_WORKER_RMA_HARDWARE, /* offered only where a transport puts in
+                                hardware (the default) */
+    WST_WORKER_RMA_NEVER,
+    WST_WORKER_RMA_ALWAYS, /* also emulated: the put mover's own tests */
+};
+
 struct wst_worker_params {
     const struct wst_logger *log; /* borrowed for the worker's lifetime */
     struct wst_worker_ops ops;
     unsigned tick_ms;       /* 0: 100 */
     size_t max_control_msg; /* bytes; larger control messages are refused */
     struct wst_heartbeat_params heartbeat;
+    enum wst_worker_rma rma;
 };
 
 typedef void (*wst_worker_fn)(void *arg);
@@ -110,6 +124,11 @@ typedef void (*wst_worker_fn)(void *arg);
  * On success *worker_p is owned by the caller (wst_worker_destroy). */
 wst_status_t wst_worker_create(const struct wst_worker_params *params,
                                wst_worker_t **worker_p);
+
+/* Whether the worker offers RMA (the params' rule applied to this
+ * process's transports); why says so, naming them. Any thread, after
+ * create. Borrowed: valid for the worker's lifetime. */
+int wst_worker_has_rma(const wst_worker_t *worker, const char **why_p);
 
 /* Stops the thread after force-closing every connection and listener. Must
  * not be called from the progress thread. */

@@ -50,9 +50,11 @@ struct wst_worker {
     ucp_address_t *address;
     size_t address_len;
     int supports_cuda;
-    struct wst_transport *transports; /* probed for the first data endpoint */
+    struct wst_transport *transports; /* probed when the context is made */
     size_t n_transports;
-    int transports_probed;
+    enum wst_worker_rma rma_rule;
+    int rma;           /* UCP_FEATURE_RMA was asked for */
+    char rma_why[256]; /* why, or why not */
     struct wst_conn *conns;
     int closing;               /* closed connections not yet freed */
     struct wst_conn *to_close; /* closed, endpoints not yet closed */

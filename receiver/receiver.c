@@ -159,9 +159,17 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
         .max_control_msg = WST_MSG_MAX_DEFAULT,
         .heartbeat = r->heartbeat,
     };
+    wp.rma = r->allow_put ? WST_WORKER_RMA_HARDWARE : WST_WORKER_RMA_NEVER;
     st = wst_worker_create(&wp, &r->worker);
     if (st != WST_OK)
         goto err_destroy_repacker;
+    /* No remote key leaves a worker whose puts UCX would emulate: those
+     * write wherever the peer says. Senders then use am. */
+    const char *why = NULL;
+    if (r->allow_put && !wst_worker_has_rma(r->worker, &why)) {
+        r->allow_put = 0;
+        WST_INFO(&r->log, "no remote memory access (senders use am): %s", why);
+    }
     *receiver_p = r;
     return WST_OK;
 

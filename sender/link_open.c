@@ -157,6 +157,14 @@ static wst_status_t open_chunks(struct link *l)
             return st;
     }
     const char *why;
+    if (s->mover_pref == WST_MOVER_PUT && l->plan.mover == WST_MOVER_PUT &&
+        !rma_real) {
+        WST_ERROR(&s->log,
+                  "receiver %s: the put mover needs a lane that puts in "
+                  "hardware: %s",
+                  l->name, wst_conn_rma_why(l->conn));
+        return WST_ERR_UNSUPPORTED;
+    }
     l->mover_kind =
         wst_mover_choose(l->plan.mover, s->mover_pref, rma_real, &why);
     if (l->mover_kind != s->mover_pref && s->mover_pref != 0)

@@ -176,6 +176,19 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
     st = wst_worker_create(&wp, &s->worker);
     if (st != WST_OK)
         goto err_free_links;
+    /* A configured put mover needs puts in hardware (UCX 1.13 emulates
+     * them elsewhere, and its emulated puts land after the fence). */
+    const char *why = NULL;
+    if (s->mover_pref == WST_MOVER_PUT &&
+        !wst_worker_has_rma(s->worker, &why)) {
+        WST_ERROR(&s->log,
+                  "the put mover needs a transport that puts in hardware, "
+                  "and this process has none (%s): use am or auto",
+                  why);
+        st = WST_ERR_UNSUPPORTED;
+        wst_worker_destroy(s->worker);
+        goto err_free_links;
+    }
     WST_DEBUG(&s->log, "data endpoints %s peer-failure detection",
               s->data_peer_errors ? "with" : "without (shared memory)");
     *sender_p = s;

@@ -430,6 +430,10 @@ static wst_status_t make_worker(struct fixture *f, wst_worker_t **w_p, int rx)
     struct wst_worker_params p = {
         .log = &f->log,
         .ops = {.arg = f},
+        /* The put mover's own conformance, over lanes that emulate puts
+         * where no RDMA is (no product worker asks for that). */
+        .rma = f->kind == WST_MOVER_PUT ? WST_WORKER_RMA_ALWAYS
+                                        : WST_WORKER_RMA_HARDWARE,
     };
 
     if (rx) {

@@ -26,6 +26,8 @@
 #include "clock.h"
 #include "log.h"
 #include "timed_wait.h"
+#include "lanes.h"
+#include "transports.h"
 #include "worker.h"
 
 #define WAIT_S 10.0
@@ -177,6 +179,9 @@ static wst_status_t side_start(struct side *s,
                 .data_done = on_data_done,
             },
         .tick_ms = 20,
+        /* The worker's own puts are tested here, on lanes that may only
+         * emulate them. */
+        .rma = WST_WORKER_RMA_ALWAYS,
     };
 
     wst_logger_init(&s->log, "test", WST_LOG_WARN);
@@ -788,6 +793,36 @@ static void do_rkey_destroy(void *arg)
 
 /* Memory mapped on the server, its key packed there and unpacked by the
  * client, takes the client's put. */
+/* By default a worker offers remote memory access only where a transport
+ * puts in hardware: on a host without RDMA, none (UCX would emulate puts
+ * and write wherever a peer said). */
+static void test_worker_no_emulated_rma(void **state)
+{
+    struct wst_logger log;
+    struct wst_transport *t = NULL;
+    size_t n = 0;
+    char why[256];
+    const char *worker_why = NULL;
+    wst_worker_t *w = NULL;
+    struct wst_worker_params p = {.log = &log};
+
+    (void)state;
+    wst_logger_init(&log, "test", WST_LOG_WARN);
+    assert_int_equal(wst_transports_probe(&log, &t, &n), WST_OK);
+    int hardware = wst_transports_rma_real(t, n, why, sizeof(why));
+    free(t);
+    assert_int_equal(wst_worker_create(&p, &w), WST_OK);
+    assert_int_equal(wst_worker_has_rma(w, &worker_why), hardware);
+    assert_non_null(worker_why);
+    if (!hardware)
+        assert_non_null(strstr(worker_why, "no lane puts in hardware"));
+    wst_worker_destroy(w);
+    p.rma = WST_WORKER_RMA_NEVER;
+    assert_int_equal(wst_worker_create(&p, &w), WST_OK);
+    assert_false(wst_worker_has_rma(w, NULL));
+    wst_worker_destroy(w);
+}
+
 static void test_worker_mem_map_rkey_pack(void **state)
 {
     struct pair *p = *state;
@@ -925,6 +960,7 @@ int main(void)
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_heartbeat_timeout,
                                         pair_setup_heartbeat, pair_teardown),
+        cmocka_unit_test(test_worker_no_emulated_rma),
         cmocka_unit_test_setup_teardown(test_worker_mem_map_rkey_pack,
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_under_tls, pair_setup,
