@@ -22,7 +22,10 @@ importing torch takes seconds per call here, numpy a tenth of one.)
   bad KIND PATH
       A malformed checkpoint: a file (tiny, header-past-eof, truncated,
       offsets-past-eof, shape-mismatch, overlap, unknown-dtype,
-      unsupported-dtype, bad-json, negative-shape) or a sharded directory
+      unsupported-dtype, bad-json, negative-shape, duplicate-name;
+      huge-header: 1,048,577 one-byte U8 tensors, a 72 MB header;
+      many-tensors: 262,145 empty U8 tensors, a 15 MB header) or a
+      sharded directory
       (index-missing-shard, index-dotdot, index-absolute, index-wrong-shard,
       index-duplicate).
   layout CKPT OUT.json --shm NAME --rank R --part all|top|bottom
@@ -249,12 +252,32 @@ def cmd_bad(args):
     elif kind == "negative-shape":
         header["b.weight"]["shape"] = [-5]
         blob = raw(header, data)
+    elif kind == "duplicate-name":
+        # A dict cannot hold the same key twice: the text is spelled out.
+        text = (b'{"a.weight":{"dtype":"F32","shape":[2,3],'
+                b'"data_offsets":[0,24]},"b.weight":{"dtype":"BF16",'
+                b'"shape":[5],"data_offsets":[24,34]},"a.weight":'
+                b'{"dtype":"U8","shape":[0],"data_offsets":[34,34]}}')
+        blob = struct.pack("<Q", len(text)) + text + data
+    elif kind == "huge-header":
+        blob = many_u8(1048577, 1)
+    elif kind == "many-tensors":
+        blob = many_u8(262145, 0)
     elif kind.startswith("index-"):
         return bad_index(kind, path)
     else:
         return usage("unknown kind " + kind)
     write_file(path, blob)
     return 0
+
+
+def many_u8(n, size):
+    """n U8 tensors of 'size' bytes each (0 or 1), the header built as
+    text: json.dumps of a million-entry dict takes seconds."""
+    parts = ['"t.%07d":{"dtype":"U8","shape":[%d],"data_offsets":[%d,%d]}'
+             % (i, size, i * size, (i + 1) * size) for i in range(n)]
+    text = ("{" + ",".join(parts) + "}").encode()
+    return struct.pack("<Q", len(text)) + text + bytes(n * size)
 
 
 def bad_index(kind, d):
