@@ -286,6 +286,10 @@ case_limits() {
     # allocated for them.
     refuse_fast 25 "many-tensors.safetensors: the header lists more than 262144 tensors" \
         "$b/many-tensors.safetensors"
+    # 1,048,577 tensors over five shards: refused as the last one opens.
+    helper bad index-too-many "$b/index-too-many"
+    refuse 25 "index-too-many/model.safetensors.index.json: its shards hold more than 1048576 tensors, the limit \(counted up to s4.safetensors\)" \
+        "$b/index-too-many"
     verify "$work/ck" "$work/layout-a.json" --poison
 }
 

@@ -27,7 +27,7 @@ importing torch takes seconds per call here, numpy a tenth of one.)
       many-tensors: 262,145 empty U8 tensors, a 15 MB header) or a
       sharded directory
       (index-missing-shard, index-dotdot, index-absolute, index-wrong-shard,
-      index-duplicate).
+      index-duplicate; index-too-many: 1,048,577 tensors in five shards).
   layout CKPT OUT.json --shm NAME --rank R --part all|top|bottom
       An agent layout (receiver/agent/layout_file.h) wanting the checkpoint's
       tensors: all of every tensor, or the top or bottom half of the rows
@@ -282,6 +282,22 @@ def many_u8(n, size):
 
 def bad_index(kind, d):
     os.makedirs(d, exist_ok=True)
+    if kind == "index-too-many":
+        # Four shards at the per-file limit of 262,144 tensors (links to
+        # one file, as in a Hugging Face cache) and one more tensor:
+        # 1,048,577 in all, one over the checkpoint's limit. The index
+        # names each shard once.
+        write_file(os.path.join(d, "full.bin"), many_u8(262144, 0))
+        weight_map = {}
+        for k in range(5):
+            shard = "s%d.safetensors" % k
+            if k < 4:
+                os.symlink("full.bin", os.path.join(d, shard))
+            else:
+                write_file(os.path.join(d, shard), many_u8(1, 0))
+            weight_map["t.%07d" % k] = shard
+        write_index(d, weight_map, 0)
+        return 0
     entries = small()
     write_file(os.path.join(d, "s1.safetensors"), pack(entries[:1]))
     write_file(os.path.join(d, "s2.safetensors"), pack(entries[1:]))
