@@ -37,6 +37,7 @@
 #include "metrics.h"
 #include "receiver_config.h"
 #include "region_import.h"
+#include "region_memory.h"
 #include "status_file.h"
 
 /* Indexes are enum wst_log_format values. */
@@ -225,6 +226,8 @@ static wst_status_t agent_start(struct agent *a)
     }
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
     st = wst_agent_state_open(a);
+    if (st == WST_OK)
+        st = wst_region_memory_check_host(a);
     if (st != WST_OK)
         return st;
     if (a->layout.shm[0] != '\0' && (st = wst_region_import_shm(a)) != WST_OK)

@@ -15,6 +15,7 @@
 #include "gpu_probe.h"
 #include "layout_file.h"
 #include "log.h"
+#include "region_memory.h"
 
 /* The layout parser keeps its own copy of the handle size. */
 _Static_assert(WST_LAYOUT_CUDA_IPC_BYTES == WST_GPU_IPC_HANDLE_BYTES,
@@ -38,6 +39,10 @@ wst_status_t wst_region_import_shm(struct agent *a)
                   (unsigned long long)l->shm_bytes);
         close(fd);
         return WST_ERR_INVALID;
+    }
+    if (wst_region_memory_check_shm(a, fd) != WST_OK) {
+        close(fd);
+        return WST_ERR_NO_MEMORY;
     }
     /* Populate now: faulting 4 KiB pages in during the first refit cost
      * seconds per GB (NOTES.md); like registration, this is start-up

@@ -15,6 +15,8 @@
 #             does not want, or a tensor it wants missing, is refused by the
 #             agent; its memory stays untouched and it still takes version 1
 #             afterwards;
+#   limits    a 72 MB header and one of too many tensors are refused
+#             within 2 s, before anything connects;
 #   dry_run   --dry-run, --help, --print-config, usage errors;
 #   progress  progress lines without a terminal, --progress bar / none,
 #             --log-format json.
@@ -192,7 +194,8 @@ case_refusals() {
     local b="$work/bad"
     mkdir -p "$b"
     for k in tiny header-past-eof truncated offsets-past-eof shape-mismatch \
-        overlap unknown-dtype unsupported-dtype bad-json negative-shape; do
+        overlap unknown-dtype unsupported-dtype bad-json negative-shape \
+        duplicate-name; do
         helper bad "$k" "$b/$k.safetensors"
     done
     for k in index-missing-shard index-dotdot index-absolute \
@@ -218,6 +221,8 @@ case_refusals() {
         "$b/bad-json.safetensors"
     refuse 8 "negative-shape.safetensors: tensor 'b.weight': \"shape\" holds a negative value" \
         "$b/negative-shape.safetensors"
+    refuse 8 "duplicate-name.safetensors: tensor 'a.weight' is listed twice in the header" \
+        "$b/duplicate-name.safetensors"
     refuse 15 "index-missing-shard/s3.safetensors: cannot open: No such file or directory \(named by the index" \
         "$b/index-missing-shard"
     refuse 8 "tensor 'b.weight' names shard \"\.\./s2.safetensors\", which is not a plain file name" \
@@ -254,6 +259,38 @@ case_refusals() {
         --version 1 --progress none
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
+}
+
+# refuse_fast STATUS PATTERN PATH: refuse, within 2 s of wall time.
+refuse_fast() {
+    local t0 ms
+    t0=$(date +%s%N)
+    refuse "$@"
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    say "$(basename "$3") refused in $ms ms"
+    [ "$ms" -lt 2000 ] || fail "$(basename "$3") took $ms ms to refuse"
+}
+
+case_limits() {
+    helper write "$work/ck" --case single --seed 71
+    start_agent a "$work/ck" all
+    local b="$work/bad"
+    mkdir -p "$b"
+    helper bad huge-header "$b/huge-header.safetensors"
+    helper bad many-tensors "$b/many-tensors.safetensors"
+    # 1,048,577 tensors in a 72 MB header: refused by its length field
+    # before the file is mapped (it took 1.66 GB and 10-19 s to refuse).
+    refuse_fast 25 "huge-header.safetensors: header length 73275331 is over the limit of 33554432 bytes" \
+        "$b/huge-header.safetensors"
+    # 262,145 tensors in 15 MB: refused while counting, before anything is
+    # allocated for them.
+    refuse_fast 25 "many-tensors.safetensors: the header lists more than 262144 tensors" \
+        "$b/many-tensors.safetensors"
+    # 1,048,577 tensors over five shards: refused as the last one opens.
+    helper bad index-too-many "$b/index-too-many"
+    refuse 25 "index-too-many/model.safetensors.index.json: its shards hold more than 1048576 tensors, the limit \(counted up to s4.safetensors\)" \
+        "$b/index-too-many"
+    verify "$work/ck" "$work/layout-a.json" --poison
 }
 
 case_dry_run() {

@@ -22,9 +22,12 @@ importing torch takes seconds per call here, numpy a tenth of one.)
   bad KIND PATH
       A malformed checkpoint: a file (tiny, header-past-eof, truncated,
       offsets-past-eof, shape-mismatch, overlap, unknown-dtype,
-      unsupported-dtype, bad-json, negative-shape) or a sharded directory
+      unsupported-dtype, bad-json, negative-shape, duplicate-name;
+      huge-header: 1,048,577 one-byte U8 tensors, a 72 MB header;
+      many-tensors: 262,145 empty U8 tensors, a 15 MB header) or a
+      sharded directory
       (index-missing-shard, index-dotdot, index-absolute, index-wrong-shard,
-      index-duplicate).
+      index-duplicate; index-too-many: 1,048,577 tensors in five shards).
   layout CKPT OUT.json --shm NAME --rank R --part all|top|bottom
       An agent layout (receiver/agent/layout_file.h) wanting the checkpoint's
       tensors: all of every tensor, or the top or bottom half of the rows
@@ -249,6 +252,17 @@ def cmd_bad(args):
     elif kind == "negative-shape":
         header["b.weight"]["shape"] = [-5]
         blob = raw(header, data)
+    elif kind == "duplicate-name":
+        # A dict cannot hold the same key twice: the text is spelled out.
+        text = (b'{"a.weight":{"dtype":"F32","shape":[2,3],'
+                b'"data_offsets":[0,24]},"b.weight":{"dtype":"BF16",'
+                b'"shape":[5],"data_offsets":[24,34]},"a.weight":'
+                b'{"dtype":"U8","shape":[0],"data_offsets":[34,34]}}')
+        blob = struct.pack("<Q", len(text)) + text + data
+    elif kind == "huge-header":
+        blob = many_u8(1048577, 1)
+    elif kind == "many-tensors":
+        blob = many_u8(262145, 0)
     elif kind.startswith("index-"):
         return bad_index(kind, path)
     else:
@@ -257,8 +271,33 @@ def cmd_bad(args):
     return 0
 
 
+def many_u8(n, size):
+    """n U8 tensors of 'size' bytes each (0 or 1), the header built as
+    text: json.dumps of a million-entry dict takes seconds."""
+    parts = ['"t.%07d":{"dtype":"U8","shape":[%d],"data_offsets":[%d,%d]}'
+             % (i, size, i * size, (i + 1) * size) for i in range(n)]
+    text = ("{" + ",".join(parts) + "}").encode()
+    return struct.pack("<Q", len(text)) + text + bytes(n * size)
+
+
 def bad_index(kind, d):
     os.makedirs(d, exist_ok=True)
+    if kind == "index-too-many":
+        # Four shards at the per-file limit of 262,144 tensors (links to
+        # one file, as in a Hugging Face cache) and one more tensor:
+        # 1,048,577 in all, one over the checkpoint's limit. The index
+        # names each shard once.
+        write_file(os.path.join(d, "full.bin"), many_u8(262144, 0))
+        weight_map = {}
+        for k in range(5):
+            shard = "s%d.safetensors" % k
+            if k < 4:
+                os.symlink("full.bin", os.path.join(d, shard))
+            else:
+                write_file(os.path.join(d, shard), many_u8(1, 0))
+            weight_map["t.%07d" % k] = shard
+        write_index(d, weight_map, 0)
+        return 0
     entries = small()
     write_file(os.path.join(d, "s1.safetensors"), pack(entries[:1]))
     write_file(os.path.join(d, "s2.safetensors"), pack(entries[1:]))

@@ -58,6 +58,26 @@ static void assert_control_refused(const Wst__Control *ctl, const char *reason)
     free(buf);
 }
 
+/* With WST_FUZZ_SEED_DIR set, every message a round trip encodes is also
+ * written there, one file each: the codec fuzz harness's seed corpus
+ * (tests/fuzz/make_corpus.sh). */
+static void write_seed(const struct wst_msg *m, const uint8_t *buf, size_t len)
+{
+    static unsigned seq;
+    const char *dir = getenv("WST_FUZZ_SEED_DIR");
+    char path[4096];
+    FILE *f;
+
+    if (dir == NULL || dir[0] == '\0')
+        return;
+    snprintf(path, sizeof(path), "%s/%s-%02u", dir, wst_msg_type_name(m->type),
+             seq++);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
 /* Encodes 'in' and decodes it into 'out' (caller releases). */
 static void roundtrip(const struct wst_msg *in, struct wst_msg *out)
 {
@@ -66,6 +86,7 @@ static void roundtrip(const struct wst_msg *in, struct wst_msg *out)
     char err[ERRLEN] = "";
 
     assert_int_equal(wst_msg_encode(in, &buf, &len), WST_OK);
+    write_seed(in, buf, len);
     assert_int_equal(
         wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, out, err, ERRLEN),
         WST_OK);

@@ -153,6 +153,80 @@ static void test_safetensors_refuses_huge_header(void **state)
     assert_non_null(strstr(err, "over the limit"));
 }
 
+/* One more tensor than the limit, each empty: refused while counting,
+ * with nothing allocated for the tensors (the output stays zeroed). */
+static void test_safetensors_refuses_too_many_tensors(void **state)
+{
+    (void)state;
+    /* Each entry is 60 bytes with its comma. */
+    size_t n = WST_ST_MAX_TENSORS + 1, cap = n * 64 + 64, at = 0, last = 0;
+    char *h = malloc(cap);
+
+    assert_non_null(h);
+    at += (size_t)snprintf(h + at, cap - at, "{\"__metadata__\":{},");
+    for (size_t i = 0; i < n; i++) {
+        last = at; /* where the last entry starts */
+        at += (size_t)snprintf(h + at, cap - at,
+                               "%s"
+                               "\"t%07zu\":{\"dtype\":"
+                               "\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                               i ? "," : "", i);
+    }
+    snprintf(h + at, cap - at, "}");
+    expect_refused(h, 0, WST_ERR_TOO_LARGE,
+                   "the header lists more than 262144 tensors");
+    /* At the limit, with "__metadata__" besides: accepted. */
+    snprintf(h + last, cap - last, "}");
+    struct wst_safetensors f;
+    char err[512] = "";
+    size_t size;
+    unsigned char *b = build(h, 0, &size);
+    assert_int_equal(wst_safetensors_parse("ok", b, size, &f, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(f.n_tensors, WST_ST_MAX_TENSORS);
+    wst_safetensors_close(&f);
+    free(b);
+    free(h);
+}
+
+/* json-c keeps one of two equal keys; the parser refuses both. */
+static void test_safetensors_refuses_duplicate_names(void **state)
+{
+    (void)state;
+    expect_refused("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],"
+                   "\"data_offsets\":[0,2]},\"b\":{\"dtype\":\"U8\","
+                   "\"shape\":[2],\"data_offsets\":[2,4]},\"a\":{\"dtype\":"
+                   "\"U8\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+                   4, WST_ERR_INTEGRITY,
+                   "tensor 'a' is listed twice in the header");
+    /* The same name spelled with an escape is the same name. */
+    expect_refused("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],"
+                   "\"data_offsets\":[0,2]},\"\\u0061\":{\"dtype\":\"U8\","
+                   "\"shape\":[2],\"data_offsets\":[2,4]}}",
+                   4, WST_ERR_INTEGRITY,
+                   "tensor 'a' is listed twice in the header");
+    expect_refused("{\"__metadata__\":{},\"__metadata__\":{}}", 0,
+                   WST_ERR_INTEGRITY, "\"__metadata__\" is listed twice");
+    expect_refused("{\"__metadata__\":{},\"\\u005f_metadata__\":{}}", 0,
+                   WST_ERR_INTEGRITY, "\"__metadata__\" is listed twice");
+}
+
+/* The top level is walked by hand (st_scan.c): its structure errors. */
+static void test_safetensors_refuses_bad_structure(void **state)
+{
+    (void)state;
+    expect_refused("{\"a\" {}}", 0, WST_ERR_INTEGRITY, "expected ':'");
+    expect_refused("{\"a\":{} \"b\":{}}", 0, WST_ERR_INTEGRITY,
+                   "expected ',' or '}'");
+    expect_refused("{1:{}}", 0, WST_ERR_INTEGRITY, "expected a string key");
+    expect_refused("{\"a\":{\"b\":[}}", 0, WST_ERR_INTEGRITY, "not valid JSON");
+    expect_refused("{\"a\":{\"x\":\"}\"", 0, WST_ERR_INTEGRITY,
+                   "it ends early");
+    expect_refused("{\"a\":tru}", 0, WST_ERR_INTEGRITY,
+                   "tensor 'a': entry is not an object");
+    expect_refused("{\"a\":}", 0, WST_ERR_INTEGRITY, "expected a value");
+}
+
 static void test_safetensors_refuses_bad_json(void **state)
 {
     (void)state;
@@ -326,6 +400,9 @@ int main(void)
         cmocka_unit_test(test_safetensors_scalar_and_empty),
         cmocka_unit_test(test_safetensors_refuses_short_files),
         cmocka_unit_test(test_safetensors_refuses_huge_header),
+        cmocka_unit_test(test_safetensors_refuses_too_many_tensors),
+        cmocka_unit_test(test_safetensors_refuses_duplicate_names),
+        cmocka_unit_test(test_safetensors_refuses_bad_structure),
         cmocka_unit_test(test_safetensors_refuses_bad_json),
         cmocka_unit_test(test_safetensors_allows_padding),
         cmocka_unit_test(test_safetensors_escaped_backslash_is_fine),

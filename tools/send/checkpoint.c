@@ -288,7 +288,7 @@ static wst_status_t open_index(struct wst_checkpoint *c, const char *index,
 {
     struct json_object *root = NULL, *map = NULL, *meta = NULL, *names = NULL;
     char *dir = NULL, *slash;
-    size_t n = 0;
+    size_t n = 0, held = 0;
     int dirfd = -1;
     wst_status_t st;
 
@@ -357,7 +357,16 @@ static wst_status_t open_index(struct wst_checkpoint *c, const char *index,
         free(label);
         if (st != WST_OK)
             goto out_close_dir;
-        c->n_files++;
+        held += c->files[c->n_files++].n_tensors;
+        /* Counted as the shards open: many shards at the per-file limit
+         * are refused before they are all parsed. */
+        if (held > WST_CHECKPOINT_MAX_TENSORS) {
+            st = fail(err, errlen, WST_ERR_TOO_LARGE,
+                      "%s: its shards hold more than %zu tensors, the limit "
+                      "(counted up to %s)",
+                      index, WST_CHECKPOINT_MAX_TENSORS, shard);
+            goto out_close_dir;
+        }
     }
     st = collect_tensors(c, err, errlen);
     if (st == WST_OK)

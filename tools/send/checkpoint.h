@@ -30,7 +30,10 @@
 
 #define WST_CHECKPOINT_INDEX_MAX ((uint64_t)100 << 20) /* bytes of index */
 #define WST_CHECKPOINT_MAX_FILES ((size_t)100000)
-#define WST_CHECKPOINT_MAX_TENSORS ((size_t)1 << 22)
+/* In all the shards: a sender's have manifest carries at most this many
+ * (WST_MAX_HAVES in proto/codec.h), so more could never be sent. Counted
+ * as the shards are opened. */
+#define WST_CHECKPOINT_MAX_TENSORS ((size_t)1 << 20)
 
 struct wst_checkpoint {
     char *index; /* owned: the index file read, or NULL for one file */

@@ -23,6 +23,7 @@
 
 #include "dtype.h"
 #include "errbuf.h"
+#include "st_scan.h"
 
 /* Safetensors dtype names. Those with WST_DTYPE_INVALID are valid in the
  * format but have no wstream equivalent: they are refused by name, so the
@@ -120,14 +121,11 @@ static long find_escaped_nul(const char *s, size_t len)
     return -1;
 }
 
-/* The header's JSON object. Trailing whitespace is allowed: writers pad
- * the header with spaces to align the data. */
-static wst_status_t parse_json(const struct st_parse *p, const char *text,
-                               size_t len, struct json_object **root_p)
+/* The raw checks json-c cannot make for us: the header starts with an
+ * object and spells no NUL. */
+static wst_status_t check_text(const struct st_parse *p, const char *text,
+                               size_t len)
 {
-    struct json_tokener *tok;
-    struct json_object *root;
-    wst_status_t status = WST_OK;
     long nul;
 
     if (len == 0 || text[0] != '{')
@@ -142,46 +140,80 @@ static wst_status_t parse_json(const struct st_parse *p, const char *text,
         return fail(p, WST_ERR_INTEGRITY,
                     "the header spells a NUL character (\\u0000) at byte %ld",
                     nul);
-    tok = json_tokener_new();
-    if (tok == NULL)
-        return fail(p, WST_ERR_NO_MEMORY, "out of memory");
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
-                                    JSON_TOKENER_ALLOW_TRAILING_CHARS |
-                                    JSON_TOKENER_VALIDATE_UTF8);
-    root = json_tokener_parse_ex(tok, text, (int)len);
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    if (e != json_tokener_success) {
-        status =
-            fail(p, WST_ERR_INTEGRITY,
-                 "the header is not valid JSON (byte %zu of %zu): %s", end, len,
-                 e == json_tokener_continue ? "it ends early"
-                                            : json_tokener_error_desc(e));
-        goto out_free_tok;
-    }
-    while (end < len && (text[end] == ' ' || text[end] == '\n' ||
-                         text[end] == '\r' || text[end] == '\t'))
-        end++;
-    if (end != len) {
-        status = fail(p, WST_ERR_INTEGRITY,
-                      "the header has data after its JSON object (byte %zu of "
-                      "%zu)",
-                      end, len);
-        goto out_put_root;
-    }
-    if (!json_object_is_type(root, json_type_object)) {
-        status = fail(p, WST_ERR_INTEGRITY, "the header is not a JSON object");
-        goto out_put_root;
-    }
-    *root_p = root;
-    json_tokener_free(tok);
     return WST_OK;
+}
 
-out_put_root:
-    json_object_put(root);
-out_free_tok:
-    json_tokener_free(tok);
-    return status;
+static wst_status_t scan_failed(const struct st_parse *p,
+                                const struct wst_st_scan *c, const char *why)
+{
+    return fail(p, WST_ERR_INTEGRITY,
+                "the header is not valid JSON (byte %zu of %zu): %s", c->at,
+                c->len, why);
+}
+
+/* The raw spelling of the one key that is not a tensor. (Spelled with
+ * escapes, it counts as a tensor here and is refused as one later.) */
+static int is_metadata_key(const char *text, const struct wst_st_entry *e)
+{
+    static const char key[] = "\"__metadata__\"";
+
+    return e->key_len == sizeof(key) - 1 &&
+           memcmp(text + e->key_at, key, sizeof(key) - 1) == 0;
+}
+
+/* Walks the top level once, allocating nothing: the number of tensors,
+ * refused past WST_ST_MAX_TENSORS as soon as it gets there. */
+static wst_status_t count_tensors(const struct st_parse *p, const char *text,
+                                  size_t len, size_t *n_p)
+{
+    struct wst_st_scan c;
+    struct wst_st_entry e;
+    const char *why;
+    size_t n = 0;
+    int r;
+
+    wst_st_scan_init(&c, text, len);
+    while ((r = wst_st_scan_next(&c, &e, &why)) == 1) {
+        if (is_metadata_key(text, &e))
+            continue;
+        if (++n > WST_ST_MAX_TENSORS)
+            return fail(p, WST_ERR_TOO_LARGE,
+                        "the header lists more than %zu tensors (the limit; "
+                        "stopped counting at byte %zu of %zu)",
+                        (size_t)WST_ST_MAX_TENSORS, c.at, len);
+    }
+    if (r < 0)
+        return scan_failed(p, &c, why);
+    *n_p = n;
+    return WST_OK;
+}
+
+/* One key or value of the header, 'len' bytes at 'at', parsed by json-c
+ * on its own (strict, UTF-8 checked); the caller puts the object. */
+static wst_status_t parse_part(const struct st_parse *p,
+                               struct json_tokener *tok, const char *text,
+                               size_t at, size_t len, size_t header_len,
+                               struct json_object **out)
+{
+    struct json_object *o;
+    enum json_tokener_error e;
+    size_t end;
+
+    json_tokener_reset(tok);
+    o = json_tokener_parse_ex(tok, text + at, (int)len);
+    e = json_tokener_get_error(tok);
+    end = json_tokener_get_parse_end(tok);
+    if (e != json_tokener_success || end != len) {
+        json_object_put(o);
+        return fail(p, WST_ERR_INTEGRITY,
+                    "the header is not valid JSON (byte %zu of %zu): %s",
+                    at + end, header_len,
+                    e == json_tokener_success    ? "unexpected characters"
+                    : e == json_tokener_continue ? "it ends early"
+                                                 : json_tokener_error_desc(e));
+    }
+    *out = o;
+    return WST_OK;
 }
 
 /* "__metadata__": an object of strings, nothing else. */
@@ -405,42 +437,142 @@ static wst_status_t check_overlaps(const struct st_parse *p,
     return WST_OK;
 }
 
-static wst_status_t parse_entries(const struct st_parse *p,
-                                  struct json_object *root,
-                                  struct wst_safetensors *f)
+static int compare_name(const void *a, const void *b)
+{
+    const struct wst_st_tensor *x = a, *y = b;
+
+    return strcmp(x->name, y->name);
+}
+
+/* json-c keeps one of two equal keys silently; here neither is kept. */
+static wst_status_t check_duplicates(const struct st_parse *p,
+                                     struct wst_safetensors *f)
+{
+    qsort(f->tensors, f->n_tensors, sizeof(*f->tensors), compare_name);
+    for (size_t i = 1; i < f->n_tensors; i++)
+        if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
+            return fail(p, WST_ERR_INTEGRITY,
+                        "tensor '%s' is listed twice in the header",
+                        f->tensors[i].name);
+    return WST_OK;
+}
+
+/* One entry of the top-level object: "__metadata__" or a tensor. */
+static wst_status_t parse_entry(const struct st_parse *p,
+                                struct json_tokener *tok, const char *text,
+                                const struct wst_st_entry *e, size_t cap,
+                                int *seen_meta, struct wst_safetensors *f)
 {
     uint64_t data_len = f->size - 8 - f->header_len;
-    size_t n = (size_t)json_object_object_length(root);
+    struct json_object *key = NULL, *val = NULL;
+    const char *name;
     wst_status_t st;
 
-    if (n > WST_ST_MAX_TENSORS)
-        return fail(p, WST_ERR_TOO_LARGE,
-                    "the header lists %zu entries; the limit is %zu", n,
-                    WST_ST_MAX_TENSORS);
-    f->tensors = calloc(n ? n : 1, sizeof(*f->tensors));
-    if (f->tensors == NULL)
-        return fail(p, WST_ERR_NO_MEMORY, "out of memory");
-    json_object_object_foreach(root, key, val)
-    {
-        if (strcmp(key, "__metadata__") == 0) {
-            st = check_metadata(p, val);
-        } else {
-            struct wst_st_tensor *t = &f->tensors[f->n_tensors];
-            st = parse_tensor(p, key, val, data_len, t);
-            if (st == WST_OK) {
-                f->n_tensors++;
-                f->tensor_bytes += t->end - t->begin;
-            }
-        }
-        if (st != WST_OK)
-            return st;
+    st = parse_part(p, tok, text, e->key_at, e->key_len, f->header_len, &key);
+    if (st != WST_OK)
+        return st;
+    name = json_object_get_string(key);
+    if (text[e->val_at] != '{') {
+        /* A scalar, string or array where an object belongs. */
+        st = strcmp(name, "__metadata__") == 0
+                 ? fail(p, WST_ERR_INTEGRITY,
+                        "\"__metadata__\" is not an object of strings")
+                 : fail(p, WST_ERR_INTEGRITY,
+                        "tensor '%.*s': entry is not an object", WST_NAME_MAX,
+                        name);
+        goto out_put_key;
     }
+    st = parse_part(p, tok, text, e->val_at, e->val_len, f->header_len, &val);
+    if (st != WST_OK)
+        goto out_put_key;
+    if (strcmp(name, "__metadata__") == 0) {
+        st = *seen_meta ? fail(p, WST_ERR_INTEGRITY,
+                               "\"__metadata__\" is listed twice")
+                        : check_metadata(p, val);
+        *seen_meta = 1;
+    } else if (f->n_tensors >= cap) {
+        /* The count took every key but a plain "__metadata__": not
+         * reached. */
+        st = fail(p, WST_ERR_INTEGRITY, "more tensors than counted");
+    } else {
+        struct wst_st_tensor *t = &f->tensors[f->n_tensors];
+        st = parse_tensor(p, name, val, data_len, t);
+        if (st == WST_OK) {
+            f->n_tensors++;
+            f->tensor_bytes += t->end - t->begin;
+        }
+    }
+    json_object_put(val);
+out_put_key:
+    json_object_put(key);
+    return st;
+}
+
+/* Counts the tensors (refusing too many before allocating anything for
+ * them), then parses each entry on its own. */
+static wst_status_t parse_entries(const struct st_parse *p, const char *text,
+                                  struct wst_safetensors *f)
+{
+    size_t len = (size_t)f->header_len, n = 0;
+    struct wst_st_scan c;
+    struct wst_st_entry e;
+    struct json_tokener *tok;
+    const char *why;
+    int seen_meta = 0, r = 0;
+    wst_status_t st;
+
+    st = check_text(p, text, len);
+    if (st == WST_OK)
+        st = count_tensors(p, text, len, &n);
+    if (st != WST_OK)
+        return st;
+    f->tensors = calloc(n ? n : 1, sizeof(*f->tensors));
+    tok = json_tokener_new();
+    if (f->tensors == NULL || tok == NULL) {
+        st = fail(p, WST_ERR_NO_MEMORY, "out of memory");
+        goto out_free_tok;
+    }
+    json_tokener_set_flags(tok,
+                           JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    wst_st_scan_init(&c, text, len);
+    while (st == WST_OK && (r = wst_st_scan_next(&c, &e, &why)) == 1)
+        st = parse_entry(p, tok, text, &e, n, &seen_meta, f);
+    if (st != WST_OK)
+        goto out_free_tok;
+    if (r < 0) { /* the count's walk saw the same text: not reached */
+        st = scan_failed(p, &c, why);
+        goto out_free_tok;
+    }
+    st = check_duplicates(p, f);
+    if (st != WST_OK)
+        goto out_free_tok;
     qsort(f->tensors, f->n_tensors, sizeof(*f->tensors), compare_begin);
     st = check_overlaps(p, f);
     if (st != WST_OK)
-        return st;
+        goto out_free_tok;
     for (size_t i = 0; i < f->n_tensors; i++)
         f->tensors[i].data = f->bytes + 8 + f->header_len + f->tensors[i].begin;
+
+out_free_tok:
+    if (tok != NULL)
+        json_tokener_free(tok);
+    return st;
+}
+
+/* The header length field, before anything of the header is read. */
+static wst_status_t check_header_len(const struct st_parse *p,
+                                     uint64_t header_len, uint64_t size)
+{
+    if (header_len > size - 8)
+        return fail(p, WST_ERR_INTEGRITY,
+                    "header length %llu runs past the end of the file (%llu "
+                    "bytes): truncated or not a safetensors file",
+                    (unsigned long long)header_len, (unsigned long long)size);
+    if (header_len > WST_ST_HEADER_MAX)
+        return fail(p, WST_ERR_TOO_LARGE,
+                    "header length %llu is over the limit of %llu bytes",
+                    (unsigned long long)header_len,
+                    (unsigned long long)WST_ST_HEADER_MAX);
     return WST_OK;
 }
 
@@ -450,7 +582,6 @@ wst_status_t wst_safetensors_parse(const char *path, const void *bytes,
 {
     struct st_parse p = {path != NULL ? path : "(safetensors)", err, errlen};
     struct wst_safetensors f = {0};
-    struct json_object *root = NULL;
     wst_status_t st;
 
     if (out == NULL || (bytes == NULL && size > 0))
@@ -464,24 +595,13 @@ wst_status_t wst_safetensors_parse(const char *path, const void *bytes,
     f.bytes = bytes;
     f.size = size;
     f.header_len = read_le64(f.bytes);
-    if (f.header_len > size - 8)
-        return fail(&p, WST_ERR_INTEGRITY,
-                    "header length %llu runs past the end of the file (%llu "
-                    "bytes): truncated or not a safetensors file",
-                    (unsigned long long)f.header_len, (unsigned long long)size);
-    if (f.header_len > WST_ST_HEADER_MAX)
-        return fail(&p, WST_ERR_TOO_LARGE,
-                    "header length %llu is over the limit of %llu bytes",
-                    (unsigned long long)f.header_len,
-                    (unsigned long long)WST_ST_HEADER_MAX);
+    st = check_header_len(&p, f.header_len, size);
+    if (st != WST_OK)
+        return st;
     f.path = strdup(p.path);
     if (f.path == NULL)
         return fail(&p, WST_ERR_NO_MEMORY, "out of memory");
-    st = parse_json(&p, (const char *)f.bytes + 8, (size_t)f.header_len, &root);
-    if (st != WST_OK)
-        goto err_free;
-    st = parse_entries(&p, root, &f);
-    json_object_put(root);
+    st = parse_entries(&p, (const char *)f.bytes + 8, &f);
     if (st != WST_OK)
         goto err_free;
     *out = f;
@@ -498,6 +618,7 @@ wst_status_t wst_safetensors_open(int dirfd, const char *path,
                                   size_t errlen)
 {
     struct st_parse p = {label != NULL ? label : path, err, errlen};
+    unsigned char len8[8];
     struct stat sb;
     void *map;
     wst_status_t st;
@@ -519,6 +640,16 @@ wst_status_t wst_safetensors_open(int dirfd, const char *path,
                                    errlen);
         goto out_close_fd;
     }
+    /* The length field first: a header over the limit is refused before
+     * the file is mapped. */
+    if (pread(fd, len8, sizeof(len8), 0) != (ssize_t)sizeof(len8)) {
+        st = fail(&p, WST_ERR_IO, "cannot read the header length: %s",
+                  strerror(errno));
+        goto out_close_fd;
+    }
+    st = check_header_len(&p, read_le64(len8), (uint64_t)sb.st_size);
+    if (st != WST_OK)
+        goto out_close_fd;
     /* Read-only and private: the tool never writes the checkpoint. The
      * file must not change while it is sent (a writer truncating it would
      * fault this process; one rewriting it would send mixed bytes, which

@@ -15,14 +15,16 @@
  * every other key is a tensor whose dtype has a wstream equivalent, whose shape
  * is at most WST_MAX_DIMS integers >= 0 with product x element size == end -
  * begin (overflow-checked), and whose [begin, end) lies in the data region
- * without overlapping another tensor's. Bytes no tensor covers are allowed.
+ * without overlapping another tensor's. No name may appear twice (nor
+ * "__metadata__"). Bytes no tensor covers are allowed.
  *
  * Errors are written to 'err' naming the file (and the tensor), and the
  * status says what kind of problem it is:
  *   WST_ERR_IO           the file cannot be opened, read or mapped;
  *   WST_ERR_INTEGRITY    the file is malformed (truncated, bad JSON,
  *                        offsets outside the data region, shape and byte
- *                        count disagree, overlapping tensors, ...);
+ *                        count disagree, overlapping tensors, a name
+ *                        listed twice, ...);
  *   WST_ERR_TOO_LARGE    the header is larger than WST_ST_HEADER_MAX, or
  *                        the file holds more than WST_ST_MAX_TENSORS;
  *   WST_ERR_UNSUPPORTED  valid safetensors that wstream cannot carry: a
@@ -40,8 +42,16 @@
 #include "manifest.h"
 #include <wstream/status.h>
 
-#define WST_ST_HEADER_MAX ((uint64_t)100 << 20) /* bytes of JSON header */
-#define WST_ST_MAX_TENSORS ((size_t)1 << 20)    /* per file */
+/* Limits, per file. The largest public checkpoints list about 92,000
+ * tensors in all (DeepSeek-V3, 671B parameters, over 163 shards), at about
+ * 120 header bytes a tensor; the limits take a whole model of that size in
+ * one file with room to spare (x2.8 the tensors, 128 bytes a tensor), and
+ * bound what a hostile header costs: the length field is checked before
+ * the file is mapped, the tensors are counted before anything is allocated
+ * for them, and each entry is then parsed on its own (st_scan.h), so an
+ * accepted header costs its mapping and a few hundred bytes a tensor. */
+#define WST_ST_MAX_TENSORS ((size_t)1 << 18)   /* 262,144 */
+#define WST_ST_HEADER_MAX ((uint64_t)32 << 20) /* bytes of JSON header */
 
 struct wst_st_tensor {
     char *name;             /* owned; 1..WST_NAME_MAX-1 bytes, no NUL */

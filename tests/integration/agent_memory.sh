@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# agent_memory.sh - wstream-agent refuses, at start, a layout asking for
+# more memory than the host has (receiver/agent/region_memory.h).
+#
+# usage: agent_memory.sh AGENT
+#
+# Regions the agent allocates itself are weighed against MemAvailable, an
+# shm object's unbacked bytes against its file system's free space; each
+# refusal must name the region (or the object) and the numbers, and come
+# before anything is mapped or allocated. A layout that fits still starts.
+set -euo pipefail
+
+if [ "$#" -ne 1 ]; then
+    echo "usage: $0 AGENT" >&2
+    exit 2
+fi
+agent=$1
+work=$(mktemp -d "${TMPDIR:-/tmp}/wst-mem.XXXXXX")
+shm="wst-mem-$$"
+pid=
+
+cleanup() {
+    [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+    rm -f "/dev/shm/$shm"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+say() { echo "agent_memory: $*"; }
+fail() {
+    echo "agent_memory: FAIL: $*" >&2
+    [ -f "$work/log" ] && sed 's/^/    | /' "$work/log" >&2
+    exit 1
+}
+
+# A pebibyte: more than any host this runs on has, in memory or in
+# /dev/shm (and, had the agent tried, more than its address space).
+big=$((1 << 50))
+avail=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024))
+[ "$big" -gt "$avail" ] || fail "this host has $avail bytes available"
+
+# refused LAYOUT PATTERN: the agent exits with WST_ERR_NO_MEMORY (1) at
+# start, within 10 s, logging PATTERN.
+refused() {
+    local rc=0
+    timeout 10 "$agent" --layout "$1" --listen 127.0.0.1:0 \
+        --port-file "$work/port" >"$work/log" 2>&1 || rc=$?
+    [ "$rc" -eq 1 ] || fail "$(basename "$1"): the agent exited $rc, expected 1"
+    grep -Eq -- "$2" "$work/log" || fail "$(basename "$1"): no log line matches '$2'"
+    [ -e "$work/port" ] && fail "$(basename "$1"): the agent wrote a port"
+    say "$(basename "$1") refused: $(grep -E -- "$2" "$work/log" | head -1)"
+}
+
+cat >"$work/host.json" <<JSON
+{"format": 1, "rank": 0,
+ "regions": [{"name": "small", "bytes": 4096},
+             {"name": "huge", "bytes": $big}],
+ "wants": []}
+JSON
+refused "$work/host.json" \
+    "layout .*host.json: region 'huge' \($big bytes\) brings the memory the agent allocates to $((big + 4096)) bytes over 2 regions; this host has [0-9]+ bytes available \(MemAvailable in /proc/meminfo\)"
+
+# A sparse object: its size is the layout's, none of it backed yet.
+truncate -s "$big" "/dev/shm/$shm"
+cat >"$work/shm.json" <<JSON
+{"format": 1, "rank": 0, "shm": "/$shm", "shm_bytes": $big,
+ "regions": [{"name": "all", "offset": 0, "bytes": $big}],
+ "wants": []}
+JSON
+refused "$work/shm.json" \
+    "layout .*shm.json: shared memory /$shm: shm_bytes $big \(1 region\) need $big bytes more than the object holds in pages, and its file system has [0-9]+ bytes free"
+
+# What fits starts: 1 MiB of the agent's own, and a 1 MiB object.
+truncate -s 1M "/dev/shm/$shm"
+sed -e "s/$big/1048576/g" "$work/shm.json" >"$work/shm-small.json"
+sed -e "s/$big/1048576/g" "$work/host.json" >"$work/host-small.json"
+for l in host-small shm-small; do
+    rm -f "$work/port"
+    "$agent" --layout "$work/$l.json" --listen 127.0.0.1:0 \
+        --port-file "$work/port" >"$work/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 200); do
+        [ -s "$work/port" ] && break
+        kill -0 "$pid" 2>/dev/null || fail "$l: the agent exited"
+        sleep 0.05
+    done
+    [ -s "$work/port" ] || fail "$l: the agent wrote no port"
+    kill "$pid"
+    wait "$pid" || true
+    pid=
+    say "$l.json started"
+done
+say PASS
