@@ -237,6 +237,8 @@ static wst_status_t agent_start(struct agent *a)
         return st;
     if (a->set.engine_socket[0] != '\0') {
         st = wst_engine_socket_create(a->set.engine_socket, a->set.timeout,
+                                      a->persisted.usable ? NULL
+                                                          : a->persisted.reason,
                                       &a->log, &a->engine);
         if (st != WST_OK)
             return st;

@@ -39,6 +39,9 @@ struct wst_engine_socket {
     int conn;             /* the engine's connection, -1: none */
     char rbuf[WST_ENGINE_LINE_MAX];
     size_t rlen;
+    /* UNUSABLE while the receiver is: a newly connected engine hears it
+     * at once ("" when usable). Guarded by lock. */
+    char standing[WST_ENGINE_LINE_MAX];
 };
 
 /* A parsed reply: fields[0] is the keyword; 'rest' the reason (or NULL). */
@@ -370,13 +373,14 @@ void wst_engine_socket_committed(struct wst_engine_socket *sock,
 
     snprintf(line, sizeof(line), "COMMITTED %llu\n",
              (unsigned long long)version);
+    wst_engine_socket_standing(sock, WST_OK, NULL);
     notify(sock, line);
 }
 
-void wst_engine_socket_unusable(struct wst_engine_socket *sock,
-                                wst_status_t status, const char *reason)
+/* "UNUSABLE <status-name> <reason...>\n" in line[WST_ENGINE_LINE_MAX]. */
+static void format_unusable(char *line, wst_status_t status, const char *reason)
 {
-    char line[WST_ENGINE_LINE_MAX], text[WST_ENGINE_LINE_MAX];
+    char text[WST_ENGINE_LINE_MAX];
     const char *name = wst_status_name(status);
     size_t j = 0;
 
@@ -388,15 +392,35 @@ void wst_engine_socket_unusable(struct wst_engine_socket *sock,
             text[j++] = ch;
     }
     /* Cut to fit the line with its '\n'; no trailing space. */
-    int head = snprintf(line, sizeof(line), "UNUSABLE %s ",
+    int head = snprintf(line, WST_ENGINE_LINE_MAX, "UNUSABLE %s ",
                         name != NULL ? name : "WST_ERR_UNKNOWN");
-    if (j > sizeof(line) - (size_t)head - 2)
-        j = sizeof(line) - (size_t)head - 2;
+    if (j > WST_ENGINE_LINE_MAX - (size_t)head - 2)
+        j = WST_ENGINE_LINE_MAX - (size_t)head - 2;
     while (j > 0 && text[j - 1] == ' ')
         j--;
     text[j] = '\0';
-    snprintf(line + head, sizeof(line) - (size_t)head, "%s\n",
+    snprintf(line + head, WST_ENGINE_LINE_MAX - (size_t)head, "%s\n",
              j > 0 ? text : "unknown");
+}
+
+void wst_engine_socket_standing(struct wst_engine_socket *sock,
+                                wst_status_t status, const char *reason)
+{
+    pthread_mutex_lock(&sock->lock);
+    if (status == WST_OK)
+        sock->standing[0] = '\0';
+    else
+        format_unusable(sock->standing, status, reason);
+    pthread_mutex_unlock(&sock->lock);
+}
+
+void wst_engine_socket_unusable(struct wst_engine_socket *sock,
+                                wst_status_t status, const char *reason)
+{
+    char line[WST_ENGINE_LINE_MAX];
+
+    format_unusable(line, status, reason);
+    wst_engine_socket_standing(sock, status, reason);
     notify(sock, line);
 }
 
@@ -421,8 +445,13 @@ static void take_conn(struct wst_engine_socket *s, int fd)
     }
     s->conn = fd;
     s->rlen = 0;
+    /* An engine that (re)connects to an unusable agent -- one restarted
+     * from its state file, or one whose engine restarted -- hears so at
+     * once, not at the next refit. */
+    int told = s->standing[0] != '\0' && send_line(s, s->standing) == WST_OK;
     pthread_mutex_unlock(&s->lock);
-    WST_INFO(s->log, "engine connected on %s", s->path);
+    WST_INFO(s->log, "engine connected on %s%s", s->path,
+             told ? " (told it the agent is unusable)" : "");
 }
 
 static void *accept_loop(void *arg)
@@ -487,6 +516,7 @@ static wst_status_t listen_on(struct wst_engine_socket *s)
 }
 
 wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
+                                      const char *unusable_reason,
                                       const struct wst_logger *log,
                                       struct wst_engine_socket **sock_p)
 {
@@ -510,6 +540,9 @@ wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
     s->conn = -1;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
+    /* Before the first engine can connect. */
+    if (unusable_reason != NULL && unusable_reason[0] != '\0')
+        format_unusable(s->standing, WST_ERR_UNUSABLE, unusable_reason);
     status = listen_on(s);
     if (status != WST_OK)
         goto err_destroy;

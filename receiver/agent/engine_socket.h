@@ -32,9 +32,11 @@ struct wst_engine_socket;
 
 /* Unlinks a stale file at 'path', listens there (mode 0600) and starts the
  * accept thread. 'path' is copied; 'log' is borrowed until destroy. Replies
- * are awaited for at most timeout_s. On success *sock_p is owned by the
- * caller. */
+ * are awaited for at most timeout_s. unusable_reason (NULL or "": usable)
+ * is the standing state engines hear when they connect (below). On success
+ * *sock_p is owned by the caller. */
 wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
+                                      const char *unusable_reason,
                                       const struct wst_logger *log,
                                       struct wst_engine_socket **sock_p);
 
@@ -55,6 +57,14 @@ wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
 wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
                                      uint32_t layer, uint64_t version,
                                      char *reason, size_t reason_len);
+
+/* The agent's standing state for engines that connect later: WST_OK
+ * (usable: nothing is said), or an error status and reason, sent at once
+ * to every engine that connects as "UNUSABLE <status> <reason...>".
+ * UNUSABLE below sets it and COMMITTED clears it; the agent sets it at
+ * start from its persisted state. 'reason' is copied. */
+void wst_engine_socket_standing(struct wst_engine_socket *sock,
+                                wst_status_t status, const char *reason);
 
 /* COMMITTED and UNUSABLE: no reply; a missing engine is logged. 'reason' is
  * borrowed during the call; control characters are sent as spaces. */

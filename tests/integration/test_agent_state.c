@@ -386,6 +386,13 @@ static void test_restart_stays_unusable(void **state)
     const char *commit = strstr(second, "COMMITTED");
     assert_non_null(begin3);
     assert_true(commit == NULL || commit > begin3);
+    /* It heard at once that the agent is unusable, and why. */
+    const char *told = strstr(second, "UNUSABLE WST_ERR_UNUSABLE ");
+    if (told == NULL || told > begin3 ||
+        strstr(told, "scripted failure of layer") == NULL)
+        fail_msg("the engine that connected to the restarted agent was not "
+                 "told it is unusable before BEGIN 3:\n%s",
+                 second);
     free(log);
 }
 
