@@ -72,6 +72,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_HOOKS = 1u << 6,
     WST_RECEIVER_PARAM_HEARTBEAT = 1u << 7,
     WST_RECEIVER_PARAM_STAGING_SLOTS = 1u << 8,
+    WST_RECEIVER_PARAM_AUTH = 1u << 9,
 };
 
 struct wst_receiver_params {
@@ -99,6 +100,15 @@ struct wst_receiver_params {
      * memory is staging_slots times the largest layer's local experts,
      * whatever the depth. */
     uint32_t staging_slots;
+    /* The deployment's secret: a file of 32 to 4096 bytes that neither
+     * group nor others may read (create fails naming the file and its mode
+     * otherwise). A sender must prove it holds the same secret before it
+     * reaches this receiver's UCX worker, and every control message then
+     * carries a MAC. NULL or "" (default): insecure -- only senders
+     * without a secret are accepted and the log says so (wstream-agent
+     * refuses to start that way unless --insecure). The library reads no
+     * environment. Borrowed during create. */
+    const char *auth_secret_file;
 };
 
 /* One block of live memory. */

@@ -74,6 +74,11 @@ struct wst_cluster_params {
     uint32_t kill_sender;
     uint32_t kill_layer;
     uint64_t kill_version;
+    /* The deployment's secret, given to every agent and sender. NULL: a
+     * fresh random one in workdir/secret (mode 0600) -- unless insecure,
+     * which runs the agents --insecure and the senders without one. */
+    const char *secret_file;
+    int insecure;
 };
 
 struct wst_sender_result {
@@ -127,7 +132,8 @@ struct wst_cluster {
     struct wst_cluster_params p;
     struct wst_cluster_agent *agents;
     struct wst_cluster_sender *senders;
-    uint64_t live_bytes; /* wanted bytes over all agents */
+    uint64_t live_bytes;    /* wanted bytes over all agents */
+    char secret_file[1200]; /* "" when insecure */
 };
 
 /* Creates the shm objects (with n_devices: starts the engines and waits
