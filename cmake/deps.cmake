@@ -1,6 +1,7 @@
 # deps.cmake - third-party dependencies, all from Debian packages by name:
 # libucx-dev, libprotobuf-c-dev + protobuf-c-compiler, libxxhash-dev,
-# libjson-c-dev, libcmocka-dev (tests), libmicrohttpd-dev, pkg-config.
+# libjson-c-dev, libcmocka-dev (tests), libmicrohttpd-dev, libssl-dev,
+# pkg-config.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
@@ -10,6 +11,8 @@ pkg_check_modules(JSONC REQUIRED IMPORTED_TARGET json-c)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 # The agent's /metrics, /healthz and /readyz.
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
+# HMAC-SHA256 of the control channel's handshake and frames (common/auth.c).
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 find_program(PROTOC_C NAMES protoc-c REQUIRED)
 
 # UCX's pkg-config file names libucp but not libucs, which we call directly.

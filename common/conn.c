@@ -1,9 +1,8 @@
-/* conn.c - connections: a control endpoint, an optional data endpoint.
+/* conn.c - connections: an authenticated control channel (our socket,
+ * channel.c), an optional UCX data endpoint to the peer's worker address.
  *
- * Connections are found from an incoming active message through its reply
- * endpoint (senders set UCP_AM_SEND_FLAG_REPLY), by a linear scan: a
- * worker has tens of connections, not thousands. Closing them is
- * conn_close.c's; accepting them is listener.c's.
+ * Closing them is conn_close.c's; accepting them is listener.c's and
+ * channel.c's.
  */
 #include <netdb.h>
 #include <stdio.h>
@@ -15,14 +14,6 @@
 #include "lanes.h"
 #include "ucx_status.h"
 #include "worker_internal.h"
-
-struct wst_conn *wst_conn_find(wst_worker_t *w, ucp_ep_h ep)
-{
-    for (struct wst_conn *c = w->conns; c != NULL; c = c->next)
-        if (c->ep == ep || c->data_ep == ep)
-            return c;
-    return NULL;
-}
 
 void wst_conn_fail(struct wst_conn *c, wst_status_t status, const char *why)
 {
@@ -73,6 +64,7 @@ struct wst_conn *wst_conn_new(wst_worker_t *w, const char *name)
     if (c == NULL)
         return NULL;
     c->worker = w;
+    c->fd = -1;
     c->last_rx = c->last_tx = wst_now_ns();
     snprintf(c->name, sizeof(c->name), "%s", name);
     c->next = w->conns;
@@ -82,10 +74,18 @@ struct wst_conn *wst_conn_new(wst_worker_t *w, const char *name)
 
 void wst_conn_unlink(struct wst_conn *c)
 {
-    for (struct wst_conn **pp = &c->worker->conns; *pp != NULL;
-         pp = &(*pp)->next) {
+    wst_worker_t *w = c->worker;
+
+    for (struct wst_conn **pp = &w->conns; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
+            return;
+        }
+    }
+    for (struct wst_conn **pp = &w->unauth; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            w->n_unauth--;
             return;
         }
     }
@@ -105,32 +105,14 @@ wst_status_t wst_conn_connect(wst_worker_t *w, const char *host, uint16_t port,
     struct wst_conn *c = wst_conn_new(w, name);
     if (c == NULL)
         return WST_ERR_NO_MEMORY;
-    ucp_ep_params_t ep = {
-        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-        .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sslen},
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = wst_conn_ep_error, .arg = c},
-    };
-    ucs_status_t st = ucp_ep_create(w->worker, &ep, &c->ep);
-    if (st != UCS_OK) {
-        WST_ERROR(w->log, "connect to %s: %s", name, ucs_status_string(st));
-        wst_conn_unlink(c);
-        free(c);
-        return wst_status_from_ucs(st);
+    status = wst_channel_connect(c, &ss, sslen);
+    if (status != WST_OK) {
+        /* Closed like any other, never reported: the caller sees status. */
+        wst_conn_close(c);
+        return status;
     }
     *conn_p = c;
     return WST_OK;
-}
-
-static void send_done(void *request, ucs_status_t status, void *user_data)
-{
-    (void)status; /* a failed control send surfaces through wst_conn_ep_error */
-    free(user_data);
-    if (request != NULL)
-        ucp_request_free(request);
 }
 
 wst_status_t wst_conn_send(wst_conn_t *c, void *buf, size_t len)
@@ -139,26 +121,7 @@ wst_status_t wst_conn_send(wst_conn_t *c, void *buf, size_t len)
         free(buf);
         return WST_ERR_PEER_FAILED;
     }
-    ucp_request_param_t sp = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = send_done,
-        .user_data = buf,
-        .flags = UCP_AM_SEND_FLAG_REPLY,
-    };
-    ucs_status_ptr_t req =
-        ucp_am_send_nbx(c->ep, WST_AM_CONTROL, NULL, 0, buf, len, &sp);
-    if (req == NULL) {
-        free(buf);
-        return WST_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        free(buf);
-        WST_WARN(c->worker->log, "send to %s: %s", c->name,
-                 ucs_status_string(UCS_PTR_STATUS(req)));
-        return wst_status_from_ucs(UCS_PTR_STATUS(req));
-    }
-    return WST_OK;
+    return wst_channel_send(c, buf, len);
 }
 
 /* Whether puts on c's new data endpoint run in hardware (lanes.h), from

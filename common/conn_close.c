@@ -1,5 +1,5 @@
-/* conn_close.c - closing connections: deferred endpoint close, lingering,
- * and the graveyard of data endpoints.
+/* conn_close.c - closing connections: deferred endpoint and socket close,
+ * lingering, and the graveyard of data endpoints.
  *
  *  - a closed connection is unlinked at once, but its endpoints are closed
  *    only after ucp_worker_progress returns (closing an endpoint from
@@ -51,9 +51,10 @@ static void ep_close_force(struct wst_conn *c, ucp_ep_h ep)
 
 void wst_conn_close(wst_conn_t *c)
 {
-    /* Usually runs inside a UCX callback: only unlink and mark it here
-     * (failed silences its error handlers); wst_conn_close_pending does the
-     * rest once ucp_worker_progress has returned. */
+    /* Usually runs inside a UCX callback or a socket event: only unlink
+     * and mark it here (failed silences its error handlers);
+     * wst_conn_close_pending does the rest once ucp_worker_progress and
+     * the socket events have returned. */
     wst_worker_t *w = c->worker;
 
     wst_conn_unlink(c);
@@ -87,8 +88,7 @@ void wst_conn_close_pending(wst_worker_t *w)
             ep_close_force(c, c->data_ep);
         else if (c->data_ep != NULL)
             bury(w, c->data_ep);
-        if (c->ep != NULL)
-            ep_close_force(c, c->ep);
+        wst_channel_release(c);
         conn_release_ref(c);
     }
 }

@@ -30,8 +30,11 @@ struct wst_parked_data {
     unsigned char bytes[]; /* the eager payload when desc is NULL */
 };
 
-void wst_am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
-                      ucp_am_recv_data_nbx_callback_t done, void *arg)
+/* Receives the LENGTH bytes of the rendezvous message DESC into DEST;
+ * done(request, status, length, arg) runs when they are in or failed, at
+ * once when that is known at once. */
+static void am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
+                         ucp_am_recv_data_nbx_callback_t done, void *arg)
 {
     ucp_request_param_t rp = {
         .op_attr_mask =
@@ -88,7 +91,7 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
     pd->hdr = *hdr;
     pd->len = length;
     pd->dest = dest;
-    wst_am_recv_data(w, desc, dest, length, data_recv_done, pd);
+    am_recv_data(w, desc, dest, length, data_recv_done, pd);
 }
 
 /* Parks a message data_dest had no room for. Returns the callback's

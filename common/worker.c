@@ -6,13 +6,18 @@
  *  - the thread's loop: run posted functions, progress UCX until idle, run
  *    the tick when due, arm the worker, and sleep in epoll when arm says
  *    nothing is pending.
+ *  - epoll also watches our sockets (channel.c): the listener and each
+ *    control connection; their events are handed to wst_channel_event;
  * The other pieces of the module: conn.c and conn_close.c (connections),
- * listener.c, control_am.c and data_am.c (the two active messages),
+ * listener.c and channel.c (control channels), data_am.c (data messages),
  * heartbeat.c, memory.c; worker_internal.h holds the state they share.
  */
 #include "worker.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +84,69 @@ static void decide_rma(wst_worker_t *w)
               w->rma_why);
 }
 
+/* The interface that has IPv4 address 'ip' into name[len]; 0 if none. */
+static int iface_of(const char *ip, char *name, size_t len)
+{
+    struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+    struct ifaddrs *ifs = NULL;
+    struct in_addr want;
+    int found = 0;
+
+    if (getaddrinfo(ip, NULL, &hints, &res) != 0 || res == NULL)
+        return 0;
+    want = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+    freeaddrinfo(res);
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        struct sockaddr_in *sin = (struct sockaddr_in *)i->ifa_addr;
+        if (sin->sin_addr.s_addr == want.s_addr) {
+            snprintf(name, len, "%s", i->ifa_name);
+            found = 1;
+        }
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* UCX's network transports on the interface of w->confine_ip only, so
+ * that its tcp transport does not listen on every interface. An operator's
+ * own UCX_NET_DEVICES wins. */
+static void confine_ucx(wst_worker_t *w, ucp_config_t *config)
+{
+    char ifname[64];
+
+    if (w->confine_ip[0] == '\0' || strcmp(w->confine_ip, "0.0.0.0") == 0)
+        return;
+    if (getenv("UCX_NET_DEVICES") != NULL) {
+        WST_INFO(w->log,
+                 "UCX_NET_DEVICES=%s set: UCX's interfaces not "
+                 "confined to %s",
+                 getenv("UCX_NET_DEVICES"), w->confine_ip);
+        return;
+    }
+    if (!iface_of(w->confine_ip, ifname, sizeof(ifname))) {
+        WST_WARN(w->log,
+                 "no interface has address %s: UCX's transports may listen "
+                 "on every interface",
+                 w->confine_ip);
+        return;
+    }
+    ucs_status_t st = ucp_config_modify(config, "NET_DEVICES", ifname);
+    if (st != UCS_OK) {
+        WST_WARN(w->log, "cannot confine UCX to interface %s: %s", ifname,
+                 ucs_status_string(st));
+        return;
+    }
+    /* Said at start: an RDMA port is then left out unless named. */
+    WST_INFO(w->log,
+             "UCX's network transports confined to interface %s (%s); set "
+             "UCX_NET_DEVICES to choose others (an RDMA port)",
+             ifname, w->confine_ip);
+}
+
 static wst_status_t ucx_init(wst_worker_t *w)
 {
     ucp_config_t *config = NULL;
@@ -88,6 +156,7 @@ static wst_status_t ucx_init(wst_worker_t *w)
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         goto err;
+    confine_ucx(w, config);
     ucp_params_t cp = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |
@@ -116,12 +185,12 @@ static wst_status_t ucx_init(wst_worker_t *w)
     st = ucp_worker_get_address(w->worker, &w->address, &w->address_len);
     if (st != UCS_OK)
         goto err_destroy_worker;
-    if (set_am_handler(w, WST_AM_CONTROL, wst_control_am_recv) != WST_OK ||
-        set_am_handler(w, WST_AM_DATA, wst_data_am_recv) != WST_OK) {
+    if (set_am_handler(w, WST_AM_DATA, wst_data_am_recv) != WST_OK) {
         st = UCS_ERR_NO_RESOURCE;
         goto err_release_address;
     }
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = w->ucp_fd};
+    /* ptr NULL: a wake-up only (channel.c's sockets carry their own). */
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->ucp_fd, &ev) != 0) {
         st = UCS_ERR_IO_ERROR;
         goto err_release_address;
@@ -160,8 +229,12 @@ static void ucx_fini(wst_worker_t *w)
     wst_data_am_drop_parked(w);
     while (w->conns != NULL)
         wst_conn_close(w->conns);
-    if (w->listener != NULL)
-        ucp_listener_destroy(w->listener);
+    while (w->unauth != NULL)
+        wst_conn_close(w->unauth);
+    if (w->listen_fd >= 0) {
+        close(w->listen_fd);
+        w->listen_fd = -1;
+    }
     wst_conn_close_pending(w);
     wst_conn_close_graveyard(w);
     uint64_t deadline = wst_now_ns() + 2000000000ull;
@@ -173,6 +246,7 @@ static void ucx_fini(wst_worker_t *w)
     ucp_worker_destroy(w->worker);
     ucp_cleanup(w->context);
     free(w->transports);
+    wst_auth_secret_release(&w->secret);
 }
 
 static struct wst_post *take_posts(wst_worker_t *w)
@@ -229,20 +303,27 @@ static void progress_loop(wst_worker_t *w)
         }
         uint64_t now = wst_now_ns();
         if (now >= next_tick) {
+            wst_channel_tick(w, now);
             wst_heartbeat_tick(w, now);
             if (w->ops.tick != NULL)
                 w->ops.tick(w->ops.arg);
             next_tick = now + tick_ns;
         }
-        if (busy || w->stop)
-            continue;
-        if (ucp_worker_arm(w->worker) == UCS_ERR_BUSY)
-            continue;
-        struct epoll_event evs[2];
-        int timeout =
-            w->busy > 0 ? 1 : (int)((next_tick - now) / 1000000ull) + 1;
-        if (epoll_wait(w->epfd, evs, 2, timeout) < 0 && errno != EINTR)
+        /* Sockets are looked at every round; the thread sleeps only
+         * when nothing is pending. */
+        int timeout = 0;
+        if (!busy && !w->stop && ucp_worker_arm(w->worker) != UCS_ERR_BUSY)
+            timeout =
+                w->busy > 0 ? 1 : (int)((next_tick - now) / 1000000ull) + 1;
+        struct epoll_event evs[32];
+        int n = epoll_wait(w->epfd, evs, 32, timeout);
+        if (n < 0 && errno != EINTR)
             WST_WARN(w->log, "epoll_wait: %s", strerror(errno));
+        /* Connections closed meanwhile are freed only by
+         * wst_conn_close_pending, after this batch. */
+        for (int i = 0; i < n; i++)
+            if (evs[i].data.ptr != NULL)
+                wst_channel_event(w, evs[i].data.ptr, evs[i].events);
     }
 }
 
@@ -274,6 +355,14 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
         return WST_ERR_NO_MEMORY;
     w->log = params->log;
     w->ops = params->ops;
+    w->listen_fd = -1;
+    if (wst_auth_secret_copy(&w->secret, params->secret) != WST_OK) {
+        free(w);
+        return WST_ERR_NO_MEMORY;
+    }
+    if (params->confine_ip != NULL)
+        snprintf(w->confine_ip, sizeof(w->confine_ip), "%s",
+                 params->confine_ip);
     w->tick_ms = params->tick_ms ? params->tick_ms : 100;
     w->rma_rule = params->rma;
     w->max_control_msg =
@@ -291,7 +380,7 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w->epfd < 0)
         goto err_close_evfd;
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = w->evfd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev) != 0)
         goto err_close_epfd;
     if (pthread_create(&w->thread, NULL, progress_main, w) != 0)
@@ -315,6 +404,7 @@ err_close_evfd:
 err_free:
     pthread_cond_destroy(&w->started);
     pthread_mutex_destroy(&w->lock);
+    wst_auth_secret_release(&w->secret);
     free(w);
     return status;
 }

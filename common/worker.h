@@ -13,11 +13,14 @@
  *                                                   ├ AM handlers → ops
  *                                                   └ tick → ops.tick
  *
- * Connections: a wst_conn is one control endpoint (client-server sockaddr,
- * peer-failure detection on) plus, on the connecting side, an optional data
- * endpoint created from the peer's worker address. Control messages are
- * active messages WST_AM_CONTROL carrying one encoded proto message; data
- * for the AM mover are WST_AM_DATA with a struct wst_data_hdr header.
+ * Connections: a wst_conn is one control channel -- a TCP socket of ours,
+ * authenticated by a handshake over the deployment's secret (handshake.h),
+ * carrying one encoded proto message per MAC'd frame (frame.h) -- plus, on
+ * the connecting side, an optional UCX data endpoint created from the
+ * peer's worker address (which only travels over the authenticated
+ * channel). Data for the AM mover are active messages WST_AM_DATA with a
+ * struct wst_data_hdr header. No UCX listener: a peer reaches our UCX
+ * worker only after it authenticated.
  *
  * Every function marked "progress thread" must only be called there (from
  * an ops callback or a posted function).
@@ -30,14 +33,14 @@
 #include <ucp/api/ucp.h>
 #include <wstream/status.h>
 
+#include "auth.h"
 #include "log.h"
 
 typedef struct wst_worker wst_worker_t;
 typedef struct wst_conn wst_conn_t;
 
 enum {
-    WST_AM_CONTROL = 1,
-    WST_AM_DATA = 2,
+    WST_AM_DATA = 2, /* 1 was the control message, now a socket frame */
 };
 
 /* Header of a data active message. Peers are assumed to share byte order
@@ -57,7 +60,7 @@ struct wst_data_hdr {
  * NULL. Connections passed in stay valid until wst_conn_close. */
 struct wst_worker_ops {
     void *arg;
-    /* A peer connected to our listener. */
+    /* A peer connected to our listener and authenticated. */
     void (*accepted)(void *arg, wst_conn_t *conn);
     /* One control message; buf is valid only during the call. */
     void (*message)(void *arg, wst_conn_t *conn, const void *buf, size_t len);
@@ -116,6 +119,13 @@ struct wst_worker_params {
     size_t max_control_msg; /* bytes; larger control messages are refused */
     struct wst_heartbeat_params heartbeat;
     enum wst_worker_rma rma;
+    /* The deployment's secret (copied); NULL or empty: insecure (peers
+     * without a secret only, and the listener says so in the log). */
+    const struct wst_auth_secret *secret;
+    /* An IPv4 address or host (copied): UCX's network transports use only
+     * the interface that has it (UCX_NET_DEVICES), unless the environment
+     * sets UCX_NET_DEVICES. NULL, "" or "0.0.0.0": every interface. */
+    const char *confine_ip;
 };
 
 typedef void (*wst_worker_fn)(void *arg);
@@ -142,7 +152,8 @@ wst_status_t wst_worker_post(wst_worker_t *worker, wst_worker_fn fn, void *arg);
 wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn, void *arg);
 
 /* Progress thread: listen on host:port (port 0 picks one); the bound port
- * goes to *port_p. */
+ * goes to *port_p. Peers are handed to ops.accepted once their handshake
+ * is done; others are dropped with a log line naming them. */
 wst_status_t wst_worker_listen(wst_worker_t *worker, const char *host,
                                uint16_t port, uint16_t *port_p);
 
@@ -178,8 +189,10 @@ int wst_worker_supports_cuda(const wst_worker_t *worker);
  * on the worker's fd and would otherwise wait for the next tick. */
 void wst_worker_busy(wst_worker_t *worker, int delta);
 
-/* Progress thread: connect a control endpoint to host:port. The connection
- * is owned by the worker until wst_conn_close. */
+/* Progress thread: connect a control channel to host:port. The connection
+ * is owned by the worker until wst_conn_close. Messages sent before its
+ * handshake is done are queued; a failed handshake (another secret, an
+ * insecure peer) reaches ops.conn_failed with the reason. */
 wst_status_t wst_conn_connect(wst_worker_t *worker, const char *host,
                               uint16_t port, wst_conn_t **conn_p);
 

@@ -1,6 +1,6 @@
 /* worker_internal.h - the worker's and connections' state, shared by the
  * files that make up the worker module (worker.c, conn.c, conn_close.c,
- * listener.c, control_am.c, data_am.c, heartbeat.c, memory.c). Private to
+ * listener.c, channel.c, data_am.c, heartbeat.c, memory.c). Private to
  * common/: callers use worker.h.
  *
  * Everything here runs on the progress thread unless its comment says
@@ -12,16 +12,23 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+#include "auth.h"
+#include "handshake.h"
 #include "transports.h"
 #include "worker.h"
 
+/* Unauthenticated connections accepted at once; more are refused. */
+#define WST_CHANNEL_UNAUTH_MAX 16
+/* Seconds a connection has to complete its handshake. */
+#define WST_CHANNEL_HS_TIMEOUT_S 5.0
+
 struct wst_post;
 struct wst_parked_data;
+struct wst_out;
 
 struct wst_conn {
     struct wst_conn *next;
     wst_worker_t *worker;
-    ucp_ep_h ep;      /* control */
     ucp_ep_h data_ep; /* NULL until opened */
     void *user;
     int failed;
@@ -33,6 +40,25 @@ struct wst_conn {
     int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
     char rma_why[256]; /* why puts on data_ep do or do not run in hardware */
+
+    /* The control channel (channel.c): our socket, its handshake, frames */
+    int fd;          /* -1 once closed */
+    uint32_t events; /* epoll events registered */
+    int server_side; /* accepted by our listener */
+    int unlisted;    /* accepted, not authenticated: in w->unauth */
+    int connecting;  /* connect() in progress */
+    int authed;      /* handshake done: frames flow */
+    int io_dead;     /* failed: no more reads or writes */
+    uint64_t hs_deadline;
+    size_t hs_got; /* handshake bytes received */
+    struct wst_hs hs;
+    uint8_t hs_out[2 * WST_HS_OUT_MAX];
+    size_t hs_out_len, hs_out_off;
+    uint8_t *rx; /* received bytes not yet delivered */
+    size_t rx_len, rx_cap;
+    struct wst_out *out_head, *out_tail; /* frames to send, in order */
+    size_t out_off;                      /* bytes of out_head sent */
+    uint64_t tx_seq, rx_seq;             /* frame numbers, per direction */
 };
 
 struct wst_worker {
@@ -44,9 +70,14 @@ struct wst_worker {
     uint64_t hb_timeout_ns;
     wst_heartbeat_encode_fn hb_encode;
 
+    struct wst_auth_secret secret; /* empty: insecure */
+    char confine_ip[64];           /* UCX's interfaces: that one's only */
+
     ucp_context_h context;
     ucp_worker_h worker;
-    ucp_listener_h listener;
+    int listen_fd;           /* our listening socket, -1: none */
+    struct wst_conn *unauth; /* accepted, authenticating */
+    int n_unauth;
     ucp_address_t *address;
     size_t address_len;
     int supports_cuda;
@@ -77,8 +108,6 @@ struct wst_worker {
 };
 
 /* conn.c */
-/* The connection 'ep' (control or data endpoint) belongs to, or NULL. */
-struct wst_conn *wst_conn_find(wst_worker_t *w, ucp_ep_h ep);
 /* Marks c failed and tells the owner, once. */
 void wst_conn_fail(struct wst_conn *c, wst_status_t status, const char *why);
 /* The error handler of every endpoint with peer-failure mode; arg is c. */
@@ -86,7 +115,7 @@ void wst_conn_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 /* A new connection named 'name', linked into w->conns; NULL without
  * memory. */
 struct wst_conn *wst_conn_new(wst_worker_t *w, const char *name);
-/* Takes c out of its worker's list (not freed). */
+/* Takes c out of its worker's list, or out of w->unauth (not freed). */
 void wst_conn_unlink(struct wst_conn *c);
 /* host:port (IPv4) into *ss; logs and returns WST_ERR_UNREACHABLE when it
  * does not resolve. */
@@ -101,11 +130,24 @@ void wst_conn_close_pending(wst_worker_t *w);
 /* At shutdown: force-closes the parked data endpoints. */
 void wst_conn_close_graveyard(wst_worker_t *w);
 
-/* control_am.c: the WST_AM_CONTROL handler (arg is the worker). */
-ucs_status_t wst_control_am_recv(void *arg, const void *header,
-                                 size_t header_length, void *data,
-                                 size_t length,
-                                 const ucp_am_recv_param_t *param);
+/* channel.c: control connections over our sockets */
+/* Listens on ss (port 0: any); the bound port goes to *port_p. */
+wst_status_t wst_channel_listen(wst_worker_t *w,
+                                const struct sockaddr_storage *ss,
+                                socklen_t len, uint16_t *port_p);
+/* Connects c's socket to ss and starts its handshake. */
+wst_status_t wst_channel_connect(struct wst_conn *c,
+                                 const struct sockaddr_storage *ss,
+                                 socklen_t len);
+/* Queues one control message (takes the malloc'd buf); sent once the
+ * handshake is done. */
+wst_status_t wst_channel_send(struct wst_conn *c, void *buf, size_t len);
+/* An epoll event on the listener (ptr == &w->listen_fd) or a connection. */
+void wst_channel_event(wst_worker_t *w, void *ptr, uint32_t events);
+/* Drops or fails connections whose handshake is overdue. */
+void wst_channel_tick(wst_worker_t *w, uint64_t now);
+/* Closes c's socket and frees its buffers (when c is closed). */
+void wst_channel_release(struct wst_conn *c);
 
 /* data_am.c: the WST_AM_DATA handler (arg is the worker). */
 ucs_status_t wst_data_am_recv(void *arg, const void *header,
@@ -113,12 +155,6 @@ ucs_status_t wst_data_am_recv(void *arg, const void *header,
                               const ucp_am_recv_param_t *param);
 /* At shutdown: releases every parked data message. */
 void wst_data_am_drop_parked(wst_worker_t *w);
-/* Receives the LENGTH bytes of the rendezvous message DESC into DEST;
- * done(request, status, length, arg) runs when they are in or failed, at
- * once when that is known at once. Progress thread; also used by
- * control_am.c. */
-void wst_am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
-                      ucp_am_recv_data_nbx_callback_t done, void *arg);
 
 /* heartbeat.c: closes lingering connections that are due, sends the
  * heartbeats that are due and fails connections gone silent. */

@@ -101,6 +101,16 @@ static wst_status_t apply_params(struct wst_receiver *r,
         r->log.sink = p->log_fn;
         r->log.sink_arg = p->log_arg;
     }
+    if ((f & WST_RECEIVER_PARAM_AUTH) && p->auth_secret_file != NULL &&
+        p->auth_secret_file[0] != '\0') {
+        char err[512];
+        st = wst_auth_secret_load(p->auth_secret_file, &r->secret, err,
+                                  sizeof(err));
+        if (st != WST_OK) {
+            WST_ERROR(&r->log, "%s", err);
+            return st;
+        }
+    }
     return WST_OK;
 }
 
@@ -158,6 +168,8 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
                 .tick = wst_recv_on_tick},
         .max_control_msg = WST_MSG_MAX_DEFAULT,
         .heartbeat = r->heartbeat,
+        .secret = &r->secret,
+        .confine_ip = r->listen_host,
     };
     wp.rma = r->allow_put ? WST_WORKER_RMA_HARDWARE : WST_WORKER_RMA_NEVER;
     st = wst_worker_create(&wp, &r->worker);
@@ -178,6 +190,7 @@ err_destroy_repacker:
 err_destroy_engine:
     wst_jobq_destroy(r->engine);
 err_free:
+    wst_auth_secret_release(&r->secret);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);
     free(r);
@@ -407,6 +420,7 @@ void wst_receiver_destroy(wst_receiver_t *r)
     free(r->regions);
     free(r->region_descs);
     free(r->wants);
+    wst_auth_secret_release(&r->secret);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);
     free(r);

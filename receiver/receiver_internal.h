@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "codec.h"
 #include "experts.h"
 #include "jobq.h"
@@ -79,6 +80,7 @@ struct wst_receiver {
     uint32_t group_member;
     char listen_host[256];
     uint16_t listen_port;
+    struct wst_auth_secret secret; /* empty: insecure */
     double timeout_s;
     int allow_put;
     int verify;

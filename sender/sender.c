@@ -134,6 +134,16 @@ static wst_status_t apply_params(struct wst_sender *s,
     if (f & WST_SENDER_PARAM_SHM_DATA)
         set.shm_data = p->shm_data != 0;
     s->data_peer_errors = !(set.shm_data && shm_possible());
+    if ((f & WST_SENDER_PARAM_AUTH) && p->auth_secret_file != NULL &&
+        p->auth_secret_file[0] != '\0') {
+        char err[512];
+        wst_status_t st = wst_auth_secret_load(p->auth_secret_file, &s->secret,
+                                               err, sizeof(err));
+        if (st != WST_OK) {
+            WST_ERROR(&s->log, "%s", err);
+            return st;
+        }
+    }
     return WST_OK;
 }
 
@@ -172,6 +182,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
                 .message = wst_link_on_message,
                 .conn_failed = wst_link_on_conn_failed},
         .heartbeat = s->heartbeat,
+        .secret = &s->secret,
     };
     st = wst_worker_create(&wp, &s->worker);
     if (st != WST_OK)
@@ -197,6 +208,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
 err_free_links:
     free(s->links);
 err_free:
+    wst_auth_secret_release(&s->secret);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -401,6 +413,7 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_send_device_destroy(s->dev);
     free(s->shards);
     free(s->links);
+    wst_auth_secret_release(&s->secret);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

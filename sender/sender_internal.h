@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <wstream/sender.h>
 
+#include "auth.h"
 #include "codec.h"
 #include "device.h"
 #include "select.h"
@@ -114,6 +115,7 @@ struct wst_sender {
     void *progress_arg;
     enum wst_path_pref path_pref;
     uint32_t bounce_slots;
+    struct wst_auth_secret secret; /* empty: none (insecure receivers only) */
 
     wst_worker_t *worker;
     struct wst_send_device *dev; /* with the first device shard */

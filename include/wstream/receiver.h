@@ -74,6 +74,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_STAGING_SLOTS = 1u << 8,
     WST_RECEIVER_PARAM_INITIAL_STATE = 1u << 9,
     WST_RECEIVER_PARAM_GROUP = 1u << 10,
+    WST_RECEIVER_PARAM_AUTH = 1u << 11,
 };
 
 struct wst_receiver_params {
@@ -124,6 +125,15 @@ struct wst_receiver_params {
      * (at most 511 bytes kept); NULL or "": usable. */
     uint64_t initial_committed_version;
     const char *initial_unusable_reason;
+    /* The deployment's secret: a file of 32 to 4096 bytes that neither
+     * group nor others may read (create fails naming the file and its mode
+     * otherwise). A sender must prove it holds the same secret before it
+     * reaches this receiver's UCX worker, and every control message then
+     * carries a MAC. NULL or "" (default): insecure -- only senders
+     * without a secret are accepted and the log says so (wstream-agent
+     * refuses to start that way unless --insecure). The library reads no
+     * environment. Borrowed during create. */
+    const char *auth_secret_file;
 };
 
 /* One block of live memory. */

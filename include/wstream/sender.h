@@ -49,6 +49,7 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_PROGRESS = 1u << 9,
     WST_SENDER_PARAM_DEVICE_PATH = 1u << 10,
     WST_SENDER_PARAM_BOUNCE = 1u << 11,
+    WST_SENDER_PARAM_AUTH = 1u << 12,
 };
 
 /* Progress: 'layer' of 'version' starts streaming to receiver 'receiver'
@@ -101,6 +102,14 @@ struct wst_sender_params {
      * allocated and registered once, in slots of one message (8 MiB);
      * default 64 MiB, at least two slots. */
     uint64_t bounce_bytes;
+    /* The deployment's secret: a file of 32 to 4096 bytes that neither
+     * group nor others may read (create fails naming the file and its mode
+     * otherwise). Every control connection is authenticated with it both
+     * ways and every control message carries a MAC. NULL or "" (default):
+     * none -- such a sender connects only to receivers that run insecure.
+     * The library reads no environment; programs take the default from
+     * WST_AUTH_SECRET_FILE. Borrowed during create. */
+    const char *auth_secret_file;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a

@@ -36,6 +36,8 @@ struct agent_settings {
     int log_format;
     char *metrics_listen;
     char *metrics_port_file;
+    char *auth_secret_file;
+    int insecure;
 };
 
 /* The daemon's state: one in main(), agent_stop releases what it holds. */

@@ -29,6 +29,7 @@
 
 #include "agent.h"
 #include "agent_state.h"
+#include "auth.h"
 #include "clock.h"
 #include "config.h"
 #include "engine_socket.h"
@@ -97,6 +98,13 @@ static const struct wst_config_entry agent_config[] = {
     {"metrics-port-file", WST_CONFIG_STRING, "",
      "write the bound metrics port here once serving",
      offsetof(struct agent_settings, metrics_port_file), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("auth-secret-file", NULL,
+                          offsetof(struct agent_settings, auth_secret_file),
+                          &wst_auth_config[WST_AUTH_CONFIG_SECRET_FILE]),
+    {"insecure", WST_CONFIG_BOOL, "no",
+     "run without an auth secret: any process that reaches --listen is "
+     "trusted (said in the log, metrics and /readyz)",
+     offsetof(struct agent_settings, insecure), NULL, NULL},
     WST_CONFIG_END,
 };
 
@@ -195,8 +203,8 @@ static wst_status_t start_metrics(struct agent *a)
                   a->set.metrics_listen);
         return WST_ERR_CONFIG;
     }
-    st =
-        wst_metrics_start(&a->log, a->receiver, host, port, &port, &a->metrics);
+    st = wst_metrics_start(&a->log, a->receiver, a->set.insecure, host, port,
+                           &port, &a->metrics);
     if (st != WST_OK)
         return st;
     return wst_status_file_write_port(a, a->set.metrics_port_file, port,
@@ -214,6 +222,25 @@ static wst_status_t agent_start(struct agent *a)
                   a->set.listen);
         return WST_ERR_CONFIG;
     }
+    if (a->set.auth_secret_file[0] == '\0' && !a->set.insecure) {
+        WST_ERROR(&a->log,
+                  "no auth secret: give --auth-secret-file PATH (or "
+                  "WST_AUTH_SECRET_FILE), or --insecure to trust any process "
+                  "that reaches %s",
+                  a->set.listen);
+        return WST_ERR_CONFIG;
+    }
+    if (a->set.auth_secret_file[0] != '\0' && a->set.insecure) {
+        WST_ERROR(&a->log, "--insecure and --auth-secret-file %s: choose one",
+                  a->set.auth_secret_file);
+        return WST_ERR_CONFIG;
+    }
+    if (a->set.insecure)
+        WST_WARN(&a->log,
+                 "running --insecure: control connections are not "
+                 "authenticated; any process that reaches %s can write the "
+                 "engine's weights",
+                 a->set.listen);
     if (a->set.staging_slots < 1 || a->set.staging_slots > 64) {
         WST_ERROR(&a->log, "--staging-slots: %llu is not in 1..64",
                   (unsigned long long)a->set.staging_slots);
@@ -249,7 +276,8 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
                       WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
                       WST_RECEIVER_PARAM_STAGING_SLOTS |
-                      WST_RECEIVER_PARAM_GROUP,
+                      WST_RECEIVER_PARAM_GROUP |
+                      WST_RECEIVER_PARAM_AUTH,
         .rank = a->layout.rank,
         .group = a->layout.group,
         .group_size = a->layout.group_size,
@@ -262,6 +290,7 @@ static wst_status_t agent_start(struct agent *a)
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,
+        .auth_secret_file = a->set.auth_secret_file,
         .log_level = a->set.log_level,
         .log_name = a->log.name,
         .log_fn = wst_log_stream_sink,
@@ -330,8 +359,6 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    /* A restarted agent must rebind its port at once (UCX_NOTES.md). */
-    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
 
     snprintf(a.name, sizeof(a.name), "agent");
     wst_logger_init(&a.log, a.name, (enum wst_log_level)a.set.log_level);

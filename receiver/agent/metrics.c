@@ -31,6 +31,7 @@ struct histogram {
 struct wst_metrics {
     const struct wst_logger *log;
     wst_receiver_t *receiver;
+    int insecure; /* no auth secret: any peer that reaches the port */
     struct MHD_Daemon *daemon;
     pthread_mutex_t lock;
     uint64_t refits_committed, refits_failed;
@@ -121,6 +122,10 @@ static void scrape(struct wst_metrics *m, struct text *t)
     print_metric(t, "wstream_usable", "gauge",
                  "1 while the receiver may serve; 0 after a failed refit.",
                  st.usable ? 1 : 0);
+    print_metric(t, "wstream_insecure", "gauge",
+                 "1 when the agent runs --insecure: control connections are "
+                 "not authenticated.",
+                 m->insecure ? 1 : 0);
     print_metric(t, "wstream_refit_in_progress", "gauge",
                  "1 while a refit is under way.", st.refit_in_progress ? 1 : 0);
     text_add(t,
@@ -201,14 +206,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     if (strcmp(url, "/readyz") == 0) {
         struct wst_receiver_state st;
         char msg[600];
+        const char *mode =
+            m->insecure ? " (insecure: peers are not authenticated)" : "";
         wst_receiver_get_state(m->receiver, &st);
         if (st.usable && st.committed_version > 0) {
-            snprintf(msg, sizeof(msg), "ready: serving version %llu\n",
-                     (unsigned long long)st.committed_version);
+            snprintf(msg, sizeof(msg), "ready: serving version %llu%s\n",
+                     (unsigned long long)st.committed_version, mode);
             return reply_text(c, MHD_HTTP_OK, msg);
         }
-        snprintf(msg, sizeof(msg), "not ready: %s\n",
-                 !st.usable ? st.reason : "no committed version yet");
+        snprintf(msg, sizeof(msg), "not ready: %s%s\n",
+                 !st.usable ? st.reason : "no committed version yet", mode);
         return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
     }
     if (strcmp(url, "/metrics") == 0) {
@@ -227,9 +234,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 }
 
 wst_status_t wst_metrics_start(const struct wst_logger *log,
-                               wst_receiver_t *receiver, const char *host,
-                               uint16_t port, uint16_t *port_p,
-                               struct wst_metrics **m_p)
+                               wst_receiver_t *receiver, int insecure,
+                               const char *host, uint16_t port,
+                               uint16_t *port_p, struct wst_metrics **m_p)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     struct wst_metrics *m;
@@ -244,6 +251,7 @@ wst_status_t wst_metrics_start(const struct wst_logger *log,
         return WST_ERR_NO_MEMORY;
     m->log = log;
     m->receiver = receiver;
+    m->insecure = insecure;
     pthread_mutex_init(&m->lock, NULL);
     m->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, port, NULL,
                                  NULL, handle, m, MHD_OPTION_SOCK_ADDR,

@@ -24,12 +24,14 @@
 struct wst_metrics;
 
 /* Serves on host:port (port 0: any; the bound port goes to *port_p).
- * 'receiver' and 'log' are borrowed for the server's lifetime. On
- * success *m_p is owned by the caller (wst_metrics_destroy). */
+ * 'receiver' and 'log' are borrowed for the server's lifetime. Nonzero
+ * 'insecure' (no auth secret) shows as wstream_insecure 1 and in the
+ * /readyz body. On success *m_p is owned by the caller
+ * (wst_metrics_destroy). */
 wst_status_t wst_metrics_start(const struct wst_logger *log,
-                               wst_receiver_t *receiver, const char *host,
-                               uint16_t port, uint16_t *port_p,
-                               struct wst_metrics **m_p);
+                               wst_receiver_t *receiver, int insecure,
+                               const char *host, uint16_t port,
+                               uint16_t *port_p, struct wst_metrics **m_p);
 
 /* A refit committed: its bytes and the layer timeline of the receiver. */
 void wst_metrics_refit_committed(struct wst_metrics *m);

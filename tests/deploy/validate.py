@@ -385,6 +385,11 @@ def agent_flags():
     for m in re.finditer(r'WST_CONFIG_LIKE_ENTRY\(\s*"([a-z][a-z-]*)",.*?'
                          r'&wst_recv_config\[(\w+)\]\)', table, re.S):
         flags[m.group(1)] = like[m.group(2)]
+    # --auth-secret-file: common/auth.c's one entry, a path
+    for m in re.finditer(r'WST_CONFIG_LIKE_ENTRY\(\s*"([a-z][a-z-]*)",'
+                         r'(?:(?!WST_CONFIG_LIKE_ENTRY).)*?'
+                         r'&wst_auth_config\[\w+\]\)', table, re.S):
+        flags[m.group(1)] = ("STRING", None)
     if ("layout" not in flags or "metrics-listen" not in flags
             or flags.get("mover", (None, None))[1] is None):
         raise RuntimeError("cannot read the agent's flags from receiver/agent/agent_main.c")
@@ -635,6 +640,24 @@ class Cross:
             if isinstance(cm, dict):
                 self.check_configmap_ref(m, f"{w}: volume {name}", cm)
 
+    def check_secret_file(self, m, w, pod, c, path):
+        """The deployment's secret: a file of a mounted Secret volume that
+        group and others cannot read (the programs refuse it otherwise)."""
+        mount, rel = mount_for(c, path)
+        vol = pod.volumes.get(mount.get("name")) if mount else None
+        sec = (vol or {}).get("secret")
+        if not isinstance(sec, dict):
+            self.bad(m, f"{w}: auth secret {path} is not in a mounted Secret volume")
+            return
+        mode = sec.get("defaultMode", 0o644)
+        for item in sec.get("items") or []:
+            if item.get("path") == rel and "mode" in item:
+                mode = item["mode"]
+        if not isinstance(mode, int) or mode & 0o077:
+            self.bad(m, f"{w}: auth secret volume {mount.get('name')!r}: "
+                     f"defaultMode {mode!r} lets group or others read it "
+                     "(256, i.e. 0400)")
+
     def check_probe_port(self, m, cn, c, probe, p):
         action = p.get("httpGet") or p.get("tcpSocket")
         if not isinstance(action, dict):
@@ -791,9 +814,14 @@ class Cross:
             self.bad(m, f"{w}: the native sidecar needs restartPolicy: Always")
         flags = self.agent_args(m, w, agent)
         for need in ("layout", "listen", "engine-socket", "metrics-listen",
-                     "status-file", "log-format"):
+                     "status-file", "log-format", "auth-secret-file"):
             if need not in flags:
                 self.bad(m, f"{w}: --{need} is not set")
+        if flags.get("insecure", "no") not in ("no", "n", "false", "0", "off"):
+            self.bad(m, f"{w}: --insecure: any process that reaches the pod "
+                     "could write the engine's weights")
+        if "auth-secret-file" in flags:
+            self.check_secret_file(m, w, pod, agent, flags["auth-secret-file"])
         if flags.get("log-format", "json") != "json":
             self.bad(m, f"{w}: --log-format json, for log collectors")
         ports = {p.get("name"): p.get("containerPort") for p in ports_of(agent)}
@@ -1022,6 +1050,12 @@ class Cross:
         caps = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
         if "IPC_LOCK" not in caps:
             self.bad(m, f"{w}: securityContext.capabilities.add needs IPC_LOCK")
+        secret = env_value(c, "WST_AUTH_SECRET_FILE")
+        if not secret:
+            self.bad(m, f"{w}: WST_AUTH_SECRET_FILE is not set: the agents "
+                     "refuse a sender without their secret")
+        else:
+            self.check_secret_file(m, w, pod, c, secret)
         lim = (c.get("resources") or {}).get("limits") or {}
         if not any(k.startswith("rdma/") for k in lim):
             self.bad(m, f"{w}: no rdma/... resource")
@@ -1415,8 +1449,13 @@ def start_agent(agent_bin, layout):
         with open(path, "w") as f:
             json.dump(layout, f)
         port_file = os.path.join(tmp, "metrics.port")
+        secret = os.path.join(tmp, "secret")
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
         log = open(os.path.join(tmp, "agent.log"), "w+")
         proc = subprocess.Popen([agent_bin, "--layout", path, "--listen", "127.0.0.1:0",
+                                 "--auth-secret-file", secret,
                                  "--metrics-listen", "127.0.0.1:0",
                                  "--metrics-port-file", port_file, "--log-format", "json"],
                                 stdout=log, stderr=subprocess.STDOUT, env=agent_env())
@@ -1510,6 +1549,22 @@ def _del(d, key):
     del d[key]
 
 
+def _drop_arg(c, flag):
+    i = c["args"].index(flag)
+    del c["args"][i:i + 2]
+
+
+def _drop_env(c, name):
+    c["env"] = [e for e in c["env"] if e["name"] != name]
+
+
+def volume(ms, kind, name, vol):
+    for v in pod_spec(ms, kind, name)["volumes"]:
+        if v["name"] == vol:
+            return v
+    raise KeyError(vol)
+
+
 MUTATIONS = [
     ("unknown field in a container", "unknown field",
      lambda ms: container(ms, "StatefulSet", "engine", "engine").update(
@@ -1583,6 +1638,14 @@ MUTATIONS = [
      lambda ms: set_arg(agent_c(ms), "--log-format", "logfmt")),
     ("a bad log level (choices from common/log.c)", "is not one of",
      lambda ms: set_arg(agent_c(ms), "--log-level", "verbose")),
+    ("agent without the deployment's secret", "--auth-secret-file is not set",
+     lambda ms: _drop_arg(agent_c(ms), "--auth-secret-file")),
+    ("agent's secret readable by others", "lets group or others read it",
+     lambda ms: volume(ms, "StatefulSet", "engine", "auth")["secret"].update(
+         defaultMode=0o644)),
+    ("trainer without the secret", "WST_AUTH_SECRET_FILE is not set",
+     lambda ms: _drop_env(container(ms, "Job", "wstream-trainer", "trainer"),
+                          "WST_AUTH_SECRET_FILE")),
     ("--listen port not the data port", "--listen port 7071",
      lambda ms: set_arg(agent_c(ms), "--listen", "0.0.0.0:7071")),
     ("--metrics-listen on a host name", "expected IPv4:port",
@@ -1608,7 +1671,7 @@ MUTATIONS = [
      lambda ms: set_env(container(ms, "StatefulSet", "engine", "engine"),
                         "WSTREAM_ENGINE_SOCKET", "/run/wstream/agent.sock")),
     ("/dev/shm smaller than the live memory", "sizeLimit",
-     lambda ms: pod_spec(ms, "StatefulSet", "engine")["volumes"][2]["emptyDir"].update(
+     lambda ms: volume(ms, "StatefulSet", "engine", "dshm")["emptyDir"].update(
          sizeLimit="8Mi")),
     ("agent memory limit below shm + staging", "memory limit",
      lambda ms: agent_c(ms)["resources"]["limits"].update(memory="128Mi")),

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "cluster.h"
 #include "shm.h"
@@ -56,11 +57,15 @@ static int spawn_agent(struct it_agent *a, const char *agent_bin)
             close(fd);
         }
         /* --engine-socket "" keeps the default: no engine. */
+        /* No secret: --insecure (the flag after it repeats one above). */
+        int insecure = a->secret_path[0] == '\0';
         execl(agent_bin, agent_bin, "--layout", a->layout_path, "--listen",
               "127.0.0.1:0", "--port-file", a->port_path, "--status-file",
               a->status_path, "--timeout", "5", "--peer-timeout", "2",
               "--heartbeat", "0.5", "--log-level", "info", "--engine-socket",
-              a->engine_socket, (char *)NULL);
+              a->engine_socket,
+              insecure ? "--insecure=yes" : "--auth-secret-file",
+              insecure ? "--log-level=info" : a->secret_path, (char *)NULL);
         fprintf(stderr, "fixture: exec %s: %s\n", agent_bin, strerror(errno));
         _exit(127);
     }
@@ -86,8 +91,10 @@ static int wait_port(struct it_agent *a, double timeout_s)
     return -1;
 }
 
+enum { START_ENGINE = 1, START_INSECURE = 2 };
+
 static int start_agent(struct it_agent *a, const char *agent_bin,
-                       void (*edit)(struct wst_layout *l), int engine);
+                       void (*edit)(struct wst_layout *l), int flags);
 
 int it_agent_start(struct it_agent *a, const char *agent_bin)
 {
@@ -102,11 +109,16 @@ int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
 
 int it_agent_start_engine(struct it_agent *a, const char *agent_bin)
 {
-    return start_agent(a, agent_bin, NULL, 1);
+    return start_agent(a, agent_bin, NULL, START_ENGINE);
+}
+
+int it_agent_start_insecure(struct it_agent *a, const char *agent_bin)
+{
+    return start_agent(a, agent_bin, NULL, START_INSECURE);
 }
 
 static int start_agent(struct it_agent *a, const char *agent_bin,
-                       void (*edit)(struct wst_layout *l), int engine)
+                       void (*edit)(struct wst_layout *l), int flags)
 {
     char err[512];
 
@@ -130,7 +142,15 @@ static int start_agent(struct it_agent *a, const char *agent_bin,
     snprintf(a->port_path, sizeof(a->port_path), "%s/agent.port", a->dir);
     snprintf(a->status_path, sizeof(a->status_path), "%s/agent.status", a->dir);
     snprintf(a->log_path, sizeof(a->log_path), "%s/agent.log", a->dir);
-    if (engine)
+    if (!(flags & START_INSECURE)) {
+        snprintf(a->secret_path, sizeof(a->secret_path), "%s/secret", a->dir);
+        if (wst_auth_secret_create(a->secret_path, err, sizeof(err)) !=
+            WST_OK) {
+            fprintf(stderr, "fixture: %s\n", err);
+            goto err_stop;
+        }
+    }
+    if (flags & START_ENGINE)
         snprintf(a->engine_socket, sizeof(a->engine_socket), "%s/engine.sock",
                  a->dir);
     if (wst_model_preset("tiny", 1, &a->model, err, sizeof(err)) != WST_OK ||
@@ -389,13 +409,14 @@ wst_status_t it_sender_setup_rank(struct it_sender *s, const struct it_agent *a,
     struct wst_sender_params sp = {
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
-                      WST_SENDER_PARAM_LOG,
+                      WST_SENDER_PARAM_LOG | WST_SENDER_PARAM_AUTH,
         .rank = rank,
         .world_size = world,
         .receivers = recv,
         .n_receivers = 1,
         .timeout_s = 10.0,
         .log_level = 1,
+        .auth_secret_file = a->secret_path,
     };
     wst_status_t st = wst_sender_create(&sp, &s->sender);
 
@@ -463,4 +484,23 @@ out:
         close(fd);
     free(buf);
     return code;
+}
+
+int it_refit(const struct it_agent *a, uint64_t version)
+{
+    struct it_sender s = {0};
+    wst_status_t st = WST_ERR_INVALID;
+
+    if (it_sender_load(&s, a) == 0 &&
+        (st = it_sender_setup(&s, a, SIZE_MAX, version)) == WST_OK &&
+        (st = wst_sender_push(s.sender, version)) == WST_OK)
+        st = wst_sender_wait(s.sender, 30.0);
+    if (st != WST_OK)
+        fprintf(stderr, "fixture: refit of version %llu: %s: %s\n",
+                (unsigned long long)version, wst_status_string(st),
+                s.sender ? wst_sender_last_error(s.sender) : "no sender");
+    it_sender_destroy(&s);
+    if (st != WST_OK)
+        return -1;
+    return it_agent_wait_status(a, version, 10.0);
 }

@@ -5,7 +5,8 @@
  * engine layout to a fresh temporary folder, creates and poisons the POSIX
  * shm the layout names (as wstream-demo does), fork+execs the agent with
  * --listen 127.0.0.1:0 --port-file --status-file --timeout 5 (its output goes
- * to a log file) and waits for the port; it_agent_start_engine adds
+ * to a log file), --auth-secret-file (a fresh random secret in the folder)
+ * and waits for the port; it_agent_start_engine adds
  * --engine-socket. it_agent_stop sends SIGTERM, reaps
  * it, prints its log, unlinks the shm and removes the folder.
  */
@@ -33,6 +34,9 @@ struct it_agent {
     char status_path[PATH_MAX];
     char log_path[PATH_MAX];
     char engine_socket[PATH_MAX]; /* "" unless started with an engine */
+    /* The deployment's secret (<dir>/secret, mode 0600, random), passed
+     * to the agent and to it_sender_setup's senders; "" when insecure. */
+    char secret_path[PATH_MAX];
     char shm_name[64];
     void *shm;
     struct wst_model model;
@@ -62,6 +66,9 @@ int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
  * a->engine_socket ("<dir>/engine.sock", --engine-socket). */
 int it_agent_start_engine(struct it_agent *a, const char *agent_bin);
 
+/* As it_agent_start, without a secret: the agent runs --insecure and
+ * it_sender_setup's senders have none. */
+int it_agent_start_insecure(struct it_agent *a, const char *agent_bin);
 /* Kills (SIGTERM, then SIGKILL after 10 s) and reaps the agent, prints its
  * log, unlinks the shm, removes the folder. Safe on a zeroed or
  * half-started fixture. */
@@ -120,6 +127,10 @@ void it_sender_fill(struct it_sender *s, uint64_t version);
 /* Frees everything, destroys the sender. Safe on a zeroed struct. */
 void it_sender_destroy(struct it_sender *s);
 
+/* One refit of 'version' from a fresh sender (rank 0 of 1, a's secret)
+ * of the whole model: 0 once the agent's status shows it committed, else
+ * -1 after printing why. */
+int it_refit(const struct it_agent *a, uint64_t version);
 /* Index of the first 2-D (non-flat) tensor of the model's shards. */
 size_t it_first_matrix(const struct it_sender *s);
 

@@ -50,6 +50,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# One deployment secret for every agent and wstream-send of the case: both
+# take WST_AUTH_SECRET_FILE as --auth-secret-file's default.
+(umask 077 && head -c 32 /dev/urandom > "$work/secret")
+export WST_AUTH_SECRET_FILE="$work/secret"
+
 say() { echo "send[$case]: $*"; }
 fail() {
     echo "send[$case]: FAIL: $*" >&2

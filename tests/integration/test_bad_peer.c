@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "agent_fixture.h"
+#include "auth.h"
 #include "codec.h"
 #include "worker.h"
 #include "wstream.pb-c.h"
@@ -99,18 +100,31 @@ static void on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
     pthread_mutex_unlock(&rc->lock);
 }
 
-static int raw_client_start(struct raw_client *rc)
+/* A raw client that holds the agent's secret: these peers are
+ * authenticated but misbehave after the handshake. */
+static int raw_client_start(struct raw_client *rc, const char *secret_path)
 {
+    struct wst_auth_secret secret;
+    char err[512];
+
     memset(rc, 0, sizeof(*rc));
     pthread_mutex_init(&rc->lock, NULL);
     wst_logger_init(&rc->log, "raw-client", WST_LOG_INFO);
+    if (wst_auth_secret_load(secret_path, &secret, err, sizeof(err)) !=
+        WST_OK) {
+        fprintf(stderr, "raw client: %s\n", err);
+        return -1;
+    }
     struct wst_worker_params wp = {
         .log = &rc->log,
         .ops = {.arg = rc,
                 .message = on_message,
                 .conn_failed = on_conn_failed},
+        .secret = &secret,
     };
-    return wst_worker_create(&wp, &rc->worker) == WST_OK ? 0 : -1;
+    int rc_ok = wst_worker_create(&wp, &rc->worker) == WST_OK ? 0 : -1;
+    wst_auth_secret_release(&secret);
+    return rc_ok;
 }
 
 static void raw_client_stop(struct raw_client *rc)
@@ -169,7 +183,7 @@ static int setup_fixture(void **state)
         free(f);
         return -1;
     }
-    if (raw_client_start(&f->client) != 0) {
+    if (raw_client_start(&f->client, f->agent.secret_path) != 0) {
         fprintf(stderr, "setup: could not start a UCX worker\n");
         it_agent_stop(&f->agent);
         free(f);

@@ -36,28 +36,40 @@ static double sample(const char *text, const char *name)
     return strtod(at + strlen(key), NULL);
 }
 
-static void test_agent_metrics_and_probes(void **state)
+/* Starts an agent (insecure: without a secret) with metrics on a free
+ * port; the port goes to *port_p. */
+static void start_with_metrics(struct it_agent *a, int insecure,
+                               unsigned *port_p)
 {
-    struct it_agent a;
-    struct it_sender s = {0};
-    char port_file[] = "/tmp/wstream-metrics-XXXXXX", body[1 << 16];
-    unsigned port = 0;
-
-    (void)state;
+    char port_file[] = "/tmp/wstream-metrics-XXXXXX";
     int fd = mkstemp(port_file);
+
     assert_true(fd >= 0);
     close(fd);
     unlink(port_file); /* the agent writes it once serving */
     setenv("WST_METRICS_LISTEN", "127.0.0.1:0", 1);
     setenv("WST_METRICS_PORT_FILE", port_file, 1);
-    assert_int_equal(it_agent_start(&a, agent_bin), 0);
+    assert_int_equal(insecure ? it_agent_start_insecure(a, agent_bin)
+                              : it_agent_start(a, agent_bin),
+                     0);
     unsetenv("WST_METRICS_LISTEN");
     unsetenv("WST_METRICS_PORT_FILE");
     FILE *f = fopen(port_file, "r");
     assert_non_null(f);
-    assert_int_equal(fscanf(f, "%u", &port), 1);
+    assert_int_equal(fscanf(f, "%u", port_p), 1);
     fclose(f);
     unlink(port_file);
+}
+
+static void test_agent_metrics_and_probes(void **state)
+{
+    struct it_agent a;
+    struct it_sender s = {0};
+    char body[1 << 16];
+    unsigned port = 0;
+
+    (void)state;
+    start_with_metrics(&a, 0, &port);
 
     assert_int_equal(
         it_http_get((uint16_t)port, "/healthz", body, sizeof(body)), 200);
@@ -80,6 +92,7 @@ static void test_agent_metrics_and_probes(void **state)
         it_http_get((uint16_t)port, "/metrics", body, sizeof(body)), 200);
     assert_true(sample(body, "wstream_committed_version") == 1);
     assert_true(sample(body, "wstream_usable") == 1);
+    assert_true(sample(body, "wstream_insecure") == 0);
     assert_true(sample(body, "wstream_refits_total{outcome=\"committed\"}") ==
                 1);
     assert_true(sample(body, "wstream_refits_total{outcome=\"failed\"}") == 0);
@@ -110,10 +123,38 @@ static void test_agent_metrics_and_probes(void **state)
     it_agent_stop(&a);
 }
 
+/* --insecure: said at start in the log, in /metrics and in /readyz's body
+ * before and after a refit (from a sender without a secret, which the
+ * insecure agent accepts). */
+static void test_agent_insecure_says_so(void **state)
+{
+    struct it_agent a;
+    char body[1 << 16];
+    unsigned port = 0;
+
+    (void)state;
+    start_with_metrics(&a, 1, &port);
+    assert_true(it_agent_log_has(&a, "running --insecure"));
+    assert_true(it_agent_log_has(&a, "no auth secret: any process that"));
+    assert_int_equal(it_http_get((uint16_t)port, "/metrics", body, sizeof(body)),
+                     200);
+    assert_true(sample(body, "wstream_insecure") == 1);
+    assert_int_equal(it_http_get((uint16_t)port, "/readyz", body, sizeof(body)),
+                     503);
+    assert_non_null(strstr(body, "insecure"));
+
+    assert_int_equal(it_refit(&a, 1), 0);
+    assert_int_equal(it_http_get((uint16_t)port, "/readyz", body, sizeof(body)),
+                     200);
+    assert_non_null(strstr(body, "serving version 1 (insecure"));
+    it_agent_stop(&a);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_metrics_and_probes),
+        cmocka_unit_test(test_agent_insecure_says_so),
     };
 
     if (argc < 2) {

@@ -6,9 +6,14 @@ shm, then the agent maps it from a layout file and serves refits on
 127.0.0.1 over UCX (TCP loopback), telling the engine through its engine
 socket. Tests read the shm back from /dev/shm, independently of both.
 
+Every Rig's agent and every Sender of the test process share one
+deployment secret (secret_file(): 32 random bytes, mode 0600), which the
+harness also puts in WST_AUTH_SECRET_FILE, the Sender's default.
+
 Environment (set by tests/python/CMakeLists.txt): WSTREAM_AGENT, the agent
 binary; PYTHONPATH with sender/python; WSTREAM_LIB, the sender library.
 """
+import atexit
 import json
 import os
 import shutil
@@ -32,6 +37,24 @@ def need_torch():
         print("SKIP: torch is not importable (%s); install python3-torch "
               "to run the Python tests" % e, file=sys.stderr)
         sys.exit(77)
+
+
+_SECRET = []
+
+
+def secret_file():
+    """The test process's deployment secret, created on first use and put
+    in WST_AUTH_SECRET_FILE (inherited by child processes)."""
+    if not _SECRET:
+        d = tempfile.mkdtemp(prefix="wst-py-secret-")
+        atexit.register(shutil.rmtree, d, True)
+        path = os.path.join(d, "secret")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        os.environ["WST_AUTH_SECRET_FILE"] = path
+        _SECRET.append(path)
+    return _SECRET[0]
 
 
 def agent_binary():
@@ -114,7 +137,8 @@ class Rig:
                  "--engine-socket", self.path("engine.sock"),
                  "--status-file", self.path("status.json"),
                  "--timeout", str(agent_timeout), "--heartbeat", "0.5",
-                 "--peer-timeout", "2"], "agent.log")
+                 "--peer-timeout", "2", "--auth-secret-file", secret_file()],
+                "agent.log")
             self._wait(lambda: self._read("port").strip().isdigit(),
                        self.agent, "the agent's port file")
             self.addr = "127.0.0.1:%s" % self._read("port").strip()

@@ -94,6 +94,34 @@ class RefusalTest(unittest.TestCase):
                                           "WST_ERR_TIMED_OUT"))
         self.assertIn("127.0.0.1:1", cm.exception.message)
 
+    def test_7_secret_file(self):
+        """secret_file=: another secret is refused by the agent, nothing
+        written; a file others may read is refused before anything
+        connects, naming it and its mode."""
+        import os
+        import tempfile
+        d = tempfile.mkdtemp(prefix="wst-py-other-")
+        other = os.path.join(d, "secret")
+        with open(os.open(other, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+            f.write(os.urandom(32))
+        before = self.rig.live()
+        with wstream.Sender(self.rig.addr, timeout=5, log_level="error",
+                            secret_file=other) as s:
+            s.register(A["tensor"], self.a)
+            s.register(B["tensor"], self.b)
+            with self.assertRaises(wstream.WstreamError) as cm:
+                s.push(9)
+                s.wait(timeout=10)
+        self.assertIn("proof does not match", cm.exception.message)
+        self.assertEqual(self.rig.live(), before)
+        os.chmod(other, 0o644)
+        with self.assertRaises(wstream.WstreamError) as cm:
+            wstream.Sender(self.rig.addr, secret_file=other)
+        self.assertEqual(cm.exception.name, "WST_ERR_CONFIG")
+        self.assertIn("mode 0644", cm.exception.message)
+        os.unlink(other)
+        os.rmdir(d)
+
 
 if __name__ == "__main__":
     harness.main()

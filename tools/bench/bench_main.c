@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "cluster.h"
 #include "config.h"
 #include "log.h"
@@ -51,6 +52,7 @@ struct bench_settings {
     char *agent_netns;
     char *sender_netns;
     int csv;
+    char *auth_secret_file;
 };
 
 static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
@@ -109,6 +111,11 @@ static const struct wst_config_entry bench_config[] = {
      offsetof(struct bench_settings, sender_netns), NULL, NULL},
     {"csv", WST_CONFIG_BOOL, "n", "also print the table as CSV",
      offsetof(struct bench_settings, csv), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("auth-secret-file",
+                          "the secret for agent and sender (default: a "
+                          "fresh random one in the work folder)",
+                          offsetof(struct bench_settings, auth_secret_file),
+                          &wst_auth_config[WST_AUTH_CONFIG_SECRET_FILE]),
     WST_CONFIG_END,
 };
 
@@ -458,6 +465,7 @@ static int prepare(struct bench *b, const char *agent_bin)
         .agent_netns = opt(b->set.agent_netns),
         .sender_netns = opt(b->set.sender_netns),
         .shm_data = b->set.transport == WST_TRANSPORT_SHM,
+        .secret_file = b->set.auth_secret_file,
     };
     return wst_cluster_start(&b->cluster, &cp);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <wstream/sender.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "dtype.h"
 #include "gpu.h"
@@ -183,7 +184,7 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
                       WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG |
-                      WST_SENDER_PARAM_PROGRESS,
+                      WST_SENDER_PARAM_PROGRESS | WST_SENDER_PARAM_AUTH,
         .rank = x->rank,
         .world_size = p->n_senders,
         .receivers = recv,
@@ -194,6 +195,7 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         .shm_data = p->shm_data,
         .progress_fn = sender_progress,
         .progress_arg = x,
+        .auth_secret_file = x->c->secret_file,
     };
     if (p->shm_data)
         sp.field_mask |= WST_SENDER_PARAM_SHM_DATA;
@@ -586,6 +588,12 @@ static void agent_exec(const struct wst_cluster *c,
         argv[n++] = "--engine-socket";
         argv[n++] = a->engine_socket;
     }
+    if (c->secret_file[0] != '\0') {
+        argv[n++] = "--auth-secret-file";
+        argv[n++] = c->secret_file;
+    } else {
+        argv[n++] = "--insecure";
+    }
     if (c->p.heartbeat_s > 0 && c->p.peer_timeout_s > 0) {
         snprintf(hb, sizeof(hb), "%g", c->p.heartbeat_s);
         snprintf(pt, sizeof(pt), "%g", c->p.peer_timeout_s);
@@ -665,6 +673,28 @@ static void transport_env(enum wst_transport t)
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
 }
 
+/* The secret every agent and sender gets: the given file, or a fresh one
+ * in the work folder; none when insecure. */
+static int cluster_secret(struct wst_cluster *c)
+{
+    char err[1400];
+
+    if (c->p.insecure)
+        return 0;
+    if (c->p.secret_file != NULL && c->p.secret_file[0] != '\0') {
+        snprintf(c->secret_file, sizeof(c->secret_file), "%s",
+                 c->p.secret_file);
+        return 0;
+    }
+    snprintf(c->secret_file, sizeof(c->secret_file), "%s/secret", c->p.workdir);
+    unlink(c->secret_file);
+    if (wst_auth_secret_create(c->secret_file, err, sizeof(err)) != WST_OK) {
+        fprintf(stderr, "cluster: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 int wst_cluster_start(struct wst_cluster *c,
                       const struct wst_cluster_params *params)
 {
@@ -688,6 +718,8 @@ int wst_cluster_start(struct wst_cluster *c,
     if (c->agents == NULL || c->senders == NULL)
         return -1;
     transport_env(c->p.transport);
+    if (cluster_secret(c) != 0)
+        return -1;
     for (uint32_t k = 0; k < c->p.n_receivers; k++)
         if (agent_prepare(c, k) != 0 || agent_spawn(c, k) != 0)
             return -1;

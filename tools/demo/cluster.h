@@ -78,6 +78,11 @@ struct wst_cluster_params {
      * refuse_version with REFUSE (0: no fault; needs engine_bin). */
     uint32_t refuse_agent;
     uint64_t refuse_version;
+    /* The deployment's secret, given to every agent and sender. NULL: a
+     * fresh random one in workdir/secret (mode 0600) -- unless insecure,
+     * which runs the agents --insecure and the senders without one. */
+    const char *secret_file;
+    int insecure;
 };
 
 struct wst_sender_result {
@@ -131,7 +136,8 @@ struct wst_cluster {
     struct wst_cluster_params p;
     struct wst_cluster_agent *agents;
     struct wst_cluster_sender *senders;
-    uint64_t live_bytes; /* wanted bytes over all agents */
+    uint64_t live_bytes;    /* wanted bytes over all agents */
+    char secret_file[1200]; /* "" when insecure */
 };
 
 /* Creates the shm objects (with n_devices: starts the engines and waits

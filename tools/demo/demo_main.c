@@ -40,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
@@ -71,6 +72,8 @@ struct demo_settings {
     char *device;        /* text: a GPU ordinal, or -1 for host shm */
     char *sender_device; /* text: a GPU ordinal, or -1 for host memory */
     int device_path;
+    char *auth_secret_file; /* "": a fresh one in the work folder */
+    int insecure;
 };
 
 static const char *const loader_choices[] = {"trtllm-bf16", "checkpoint", NULL};
@@ -152,6 +155,14 @@ static const struct wst_config_entry demo_config[] = {
                           "with CUDA), bounce (pinned host ring) or nccl",
                           offsetof(struct demo_settings, device_path),
                           &wst_send_config[WST_SEND_CONFIG_DEVICE_PATH]),
+    WST_CONFIG_LIKE_ENTRY("auth-secret-file",
+                          "the deployment's secret for agents and senders "
+                          "(default: a fresh random one in the work folder)",
+                          offsetof(struct demo_settings, auth_secret_file),
+                          &wst_auth_config[WST_AUTH_CONFIG_SECRET_FILE]),
+    {"insecure", WST_CONFIG_BOOL, "no",
+     "no secret: agents run --insecure, senders have none",
+     offsetof(struct demo_settings, insecure), NULL, NULL},
     WST_CONFIG_END,
 };
 
@@ -571,6 +582,8 @@ static int prepare(struct demo *d, const char *agent_bin)
         .kill_version = d->fault_kill ? d->set.refits : 0,
         .refuse_agent = d->refuse_agent,
         .refuse_version = d->fault_refuse ? d->set.refits : 0,
+        .secret_file = d->set.auth_secret_file,
+        .insecure = d->set.insecure,
     };
     memcpy(cp.devices, d->devices, sizeof(cp.devices));
     memcpy(cp.sender_devices, d->sender_devices, sizeof(cp.sender_devices));

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "auth.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "config.h"
@@ -73,6 +74,7 @@ struct send_settings {
     int dry_run;
     int log_level;
     int log_format;
+    char *auth_secret_file;
 };
 
 static const char *const progress_choices[] = {"auto", "bar", "lines", "none",
@@ -116,6 +118,12 @@ static const struct wst_config_entry send_config[] = {
     {"log-format", WST_CONFIG_ENUM, "text",
      "text, or json: log records and progress lines as one object per line",
      offsetof(struct send_settings, log_format), format_choices, NULL},
+    WST_CONFIG_LIKE_ENTRY("auth-secret-file",
+                          "the deployment's secret (the agents' "
+                          "--auth-secret-file); none: only agents that run "
+                          "--insecure accept this sender",
+                          offsetof(struct send_settings, auth_secret_file),
+                          &wst_auth_config[WST_AUTH_CONFIG_SECRET_FILE]),
     WST_CONFIG_END,
 };
 
@@ -407,7 +415,7 @@ static wst_status_t create_sender(struct send *s)
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
                       WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG |
-                      WST_SENDER_PARAM_PROGRESS,
+                      WST_SENDER_PARAM_PROGRESS | WST_SENDER_PARAM_AUTH,
         .rank = 0,
         .world_size = 1,
         .receivers = (const char *const *)s->receivers,
@@ -419,6 +427,7 @@ static wst_status_t create_sender(struct send *s)
         .log_arg = &s->log_stream,
         .progress_fn = wst_progress_layer,
         .progress_arg = s->progress,
+        .auth_secret_file = s->set.auth_secret_file,
     };
     st = wst_sender_create(&sp, &s->sender);
     if (st != WST_OK) {

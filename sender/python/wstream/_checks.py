@@ -5,6 +5,7 @@ raise TypeError or ValueError saying which argument is wrong and why.
 """
 import math
 import operator
+import os
 
 MAX_DIMS = 8           # WST_MAX_DIMS
 NAME_MAX = 255         # bytes of a tensor name (WST_NAME_MAX with its NUL)
@@ -57,6 +58,20 @@ def choice(what, value, allowed):
         raise ValueError("%s must be one of %s, got %r"
                          % (what, ", ".join(allowed), value))
     return value
+
+
+def path(what, value):
+    """An optional file path (str or os.PathLike) as bytes; None or ""
+    stays None."""
+    if value is None:
+        return None
+    value = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(value, str):
+        raise TypeError("%s must be a path (str), not %s"
+                        % (what, type(value).__name__))
+    if "\0" in value:
+        raise ValueError("%s must not contain NUL" % what)
+    return value.encode() if value else None
 
 
 def log_level(value):

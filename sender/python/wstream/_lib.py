@@ -20,6 +20,7 @@ PARAM_TIMEOUT = 1 << 3
 PARAM_MOVER = 1 << 4
 PARAM_LOG = 1 << 5
 PARAM_DEVICE_PATH = 1 << 10
+PARAM_AUTH = 1 << 12
 
 # enum wst_mem_type
 MEM_HOST = 1
@@ -51,6 +52,7 @@ class SenderParams(ctypes.Structure):
         ("progress_arg", ctypes.c_void_p),
         ("device_path", ctypes.c_char_p),
         ("bounce_bytes", ctypes.c_uint64),
+        ("auth_secret_file", ctypes.c_char_p),
     ]
 
 

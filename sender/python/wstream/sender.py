@@ -10,10 +10,15 @@ Registered tensors are referenced until close(), since C reads their
 memory at every push; update them in place between pushes.
 """
 import ctypes
+import os
 import threading
 import weakref
 
 from . import _checks, _lib, _log, _tensors, errors
+
+
+# secret_file's default: $WST_AUTH_SECRET_FILE, read at construction.
+_ENV_SECRET = object()
 
 
 def _destroy(lib, handle, _keepalive):
@@ -33,11 +38,15 @@ class Sender:
     rank, world_size: this rank among the senders; timeout: seconds for
     connect, plan and begin; mover: "auto", "put" or "am"; log_level:
     "error" .. "trace"; device_path: how CUDA tensors travel ("auto",
-    "direct", "bounce" or "nccl").
+    "direct", "bounce" or "nccl"); secret_file: the deployment's secret
+    (the agents' --auth-secret-file: 32+ bytes, readable by its owner
+    only), default $WST_AUTH_SECRET_FILE; None or "": no secret, so only
+    agents that run --insecure accept this sender.
     """
 
     def __init__(self, receivers, rank=0, world_size=1, timeout=30.0,
-                 mover="auto", log_level="info", device_path="auto"):
+                 mover="auto", log_level="info", device_path="auto",
+                 secret_file=_ENV_SECRET):
         addrs = _checks.receivers(receivers)
         rank, world_size = _checks.rank_world(rank, world_size)
         timeout = _checks.seconds("timeout", timeout)
@@ -45,6 +54,9 @@ class Sender:
         level = _checks.log_level(log_level)
         device_path = _checks.choice("device_path", device_path,
                                      _checks.DEVICE_PATHS)
+        if secret_file is _ENV_SECRET:
+            secret_file = os.environ.get("WST_AUTH_SECRET_FILE")
+        secret = _checks.path("secret_file", secret_file)
         self._lib = _lib.load()
         self._sink = _log.LogSink("sender[%d]" % rank)
         self._lock = threading.Lock()
@@ -57,7 +69,7 @@ class Sender:
         p.field_mask = (_lib.PARAM_RANK | _lib.PARAM_WORLD_SIZE |
                         _lib.PARAM_RECEIVERS | _lib.PARAM_TIMEOUT |
                         _lib.PARAM_MOVER | _lib.PARAM_LOG |
-                        _lib.PARAM_DEVICE_PATH)
+                        _lib.PARAM_DEVICE_PATH | _lib.PARAM_AUTH)
         p.rank, p.world_size = rank, world_size
         p.receivers, p.n_receivers = c_addrs, len(addrs)
         p.timeout_s = timeout
@@ -65,6 +77,7 @@ class Sender:
         p.log_level = level
         p.log_fn = self._sink.c_fn
         p.device_path = device_path.encode()
+        p.auth_secret_file = secret
         handle = ctypes.c_void_p()
         status = self._lib.wst_sender_create(ctypes.byref(p),
                                              ctypes.byref(handle))
