@@ -11,7 +11,8 @@ cd "$dir"
 apt-get download libucx0 libucx-dev ucx-utils libibverbs1 librdmacm1 \
     libnuma1 libprotobuf-c1 libprotobuf-c-dev protobuf-c-compiler \
     libprotoc32 libprotobuf32 libcmocka0 libcmocka-dev libxxhash0 \
-    libxxhash-dev libjson-c5 libjson-c-dev libmicrohttpd12 libmicrohttpd-dev
+    libxxhash-dev libjson-c5 libjson-c-dev libmicrohttpd12 libmicrohttpd-dev \
+    libssl3 libssl-dev
 cd ifmissing
 apt-get download libgnutls30 libp11-kit0 libtasn1-6 libnettle8 libhogweed6 \
     libidn2-0 libunistring2 libgmp10 libffi8
