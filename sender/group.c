@@ -22,7 +22,7 @@
 #include "errbuf.h"
 #include "sender_internal.h"
 
-/* ---- membership, checked by push on the application thread ---- */
+/* ---- membership, checked when push begins ---- */
 
 static int same_group(const struct link *a, const struct link *b)
 {

@@ -275,6 +275,19 @@ static int link_committed(const struct link *l, uint64_t version)
     return l->state == LINK_COMMITTED && l->committed == version;
 }
 
+struct groups_call {
+    struct wst_sender *s;
+    wst_status_t status;
+    char err[WST_ERROR_MSG_MAX];
+};
+
+static void check_groups(void *arg)
+{
+    struct groups_call *gc = arg;
+
+    gc->status = wst_send_groups_check(gc->s, gc->err, sizeof(gc->err));
+}
+
 wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
 {
     return wst_sender_push_after(s, version, NULL);
@@ -314,12 +327,18 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
         wst_worker_post(s->worker, wst_link_do_connect, &s->links[i]);
     pthread_mutex_lock(&s->lock);
     st = wait_links(s, link_planned, 0, s->timeout_s, "a plan");
-    if (st == WST_OK)
-        st = wst_send_groups_check(s, s->last_error, sizeof(s->last_error));
     pthread_mutex_unlock(&s->lock);
+    if (st != WST_OK)
+        return st;
+    /* The groups' numbering belongs to the progress thread, which reads it
+     * whenever a link changes. */
+    struct groups_call gc = {.s = s};
+    st = wst_worker_call(s->worker, check_groups, &gc);
+    if (st == WST_OK)
+        st = gc.status;
     if (st != WST_OK) {
-        if (st == WST_ERR_CONFIG)
-            WST_ERROR(&s->log, "%s", s->last_error);
+        snprintf(s->last_error, sizeof(s->last_error), "%s", gc.err);
+        WST_ERROR(&s->log, "%s", s->last_error);
         return st;
     }
     /* Before the first copy or digest of this push is enqueued. */

@@ -164,9 +164,9 @@ void wst_link_do_begin(void *arg);
 
 /* ---- group.c ---- */
 
-/* Application thread, every link planned: checks that each engine group
- * the receivers name is reached whole (each member once, one size) and
- * numbers the groups. WST_ERR_CONFIG with the reason in err. */
+/* Progress thread, every link planned (push): checks that each engine
+ * group the receivers name is reached whole (each member once, one size)
+ * and numbers the groups. WST_ERR_CONFIG with the reason in err. */
 wst_status_t wst_send_groups_check(struct wst_sender *s, char *err,
                                    size_t errlen);
 

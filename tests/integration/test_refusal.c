@@ -250,6 +250,40 @@ static void test_refusal_non_linear_experts(void **state)
     it_agent_stop(&a);
 }
 
+/* The agent is rank 1 of a two-agent engine whose other agent this sender
+ * does not reach. */
+static void half_a_group(struct wst_layout *l)
+{
+    snprintf(l->group, sizeof(l->group), "engine-7");
+    l->group_size = 2;
+    l->group_member = 1;
+}
+
+/* A sender that reaches only part of an engine group could commit part of
+ * it: push refuses before anything is begun, naming the group. */
+static void test_refusal_part_of_a_group(void **state)
+{
+    struct it_agent a;
+    struct it_sender s;
+    wst_status_t st;
+
+    (void)state;
+    if (it_agent_start_edited(&a, agent_bin, half_a_group) != 0)
+        fail_msg("could not start wstream-agent '%s'", agent_bin);
+    assert_int_equal(it_sender_load(&s, &a), 0);
+    assert_int_equal(it_sender_setup(&s, &a, SIZE_MAX, 1), WST_OK);
+    st = wst_sender_push(s.sender, 1);
+    fprintf(stderr, "push: %s: %s\n", wst_status_string(st),
+            wst_sender_last_error(s.sender));
+    assert_int_equal(st, WST_ERR_CONFIG);
+    assert_string_equal(wst_sender_last_error(s.sender),
+                        "engine group 'engine-7' has 2 members; this sender "
+                        "reaches 1 of them");
+    it_sender_destroy(&s);
+    assert_agent_untouched(&a);
+    it_agent_stop(&a);
+}
+
 /* ---- MoE layers ---------------------------------------------------------- */
 
 #define MOE_TENSOR "model.layers.0.mlp.experts.gate_proj.weight"
@@ -729,6 +763,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_refusal_then_refit, setup_agent,
                                         teardown_agent),
         cmocka_unit_test(test_refusal_non_linear_experts),
+        cmocka_unit_test(test_refusal_part_of_a_group),
         cmocka_unit_test_prestate_setup_teardown(
             test_refusal_moe_round_robin, setup_moe_agent, teardown_moe_agent,
             &moe_round_robin),
