@@ -259,12 +259,16 @@ static void print_timeline(struct demo *d)
     }
 }
 
-/* After --fault: the agents are the ranks of one engine, so they end the
- * refit the same way -- every one failed closed (unusable, saying why, and
- * its engine told), or every one refused the version before writing a
- * byte and still serves the last committed one, every byte of it (always
- * so when an engine refused: nothing was written anywhere). Prints the
- * verdict; 0 when fail-closed held. */
+/* After --fault: the agents are the ranks of one engine (one engine
+ * group). Fail-closed holds when every one refused the version before
+ * writing a byte and still serves the last committed one, every byte of it
+ * (always so when an engine refused: nothing was written anywhere), or
+ * when at least one failed closed (unusable, saying why, its engine told)
+ * and every other one either did too or still serves the last committed
+ * version intact: an engine with an unusable rank serves nothing, and no
+ * two ranks ever serve different versions. (A sender killed between its GO
+ * messages leaves some agents refused and others unusable: README, "Engine
+ * groups".) Prints the verdict; 0 when fail-closed held. */
 static int check_fail_closed(struct demo *d)
 {
     uint64_t committed = d->set.refits - 1;
@@ -308,7 +312,8 @@ static int check_fail_closed(struct demo *d)
                    reason[0] ? ": " : "", reason);
     }
     int held = n_serving == d->set.receivers ||
-               (n_unusable == d->set.receivers && !d->fault_refuse);
+               (n_unusable >= 1 && n_unusable + n_serving == d->set.receivers &&
+                !d->fault_refuse);
     printf("wstream-demo: fail-closed %s: %u agents unusable, %u still serving "
            "version %llu untouched\n",
            held ? "held" : "BROKEN", n_unusable, n_serving,
