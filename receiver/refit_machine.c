@@ -495,6 +495,24 @@ static void on_begin_result(struct wst_refit_machine *m,
     send_ready(m, out);
 }
 
+/* A GO or COMMIT out of turn (m->text says which): from a sender of the
+ * refit under way it fails the refit (it may have written, or think the
+ * group prepared); else it is answered and changes nothing. */
+static void out_of_turn(struct wst_refit_machine *m,
+                        const struct wst_rm_event *ev,
+                        struct wst_rm_actions *out)
+{
+    if (m->state != WST_RM_IDLE && in_version(m, &m->senders[ev->rank])) {
+        fail(m, WST_ERR_PROTOCOL, out);
+        return;
+    }
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
+                                     .rank = ev->rank,
+                                     .version = ev->version,
+                                     .status = WST_ERR_STATE,
+                                     .text = m->text});
+}
+
 /* A sender heard READY from every receiver of the group: the first GO
  * starts the writing (nothing is written before it), and each sender's
  * own GO lets its bytes in. */
@@ -510,15 +528,7 @@ static void on_go(struct wst_refit_machine *m, const struct wst_rm_event *ev,
         !s->ready_sent || s->go) {
         say(m, "go for version %llu, unexpected now",
             (unsigned long long)ev->version);
-        if (m->state != WST_RM_IDLE && in_version(m, s)) {
-            fail(m, WST_ERR_PROTOCOL, out);
-            return;
-        }
-        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
-                                         .rank = ev->rank,
-                                         .version = ev->version,
-                                         .status = WST_ERR_STATE,
-                                         .text = m->text});
+        out_of_turn(m, ev, out);
         return;
     }
     if (m->state == WST_RM_READY) {
@@ -734,15 +744,7 @@ static void on_commit(struct wst_refit_machine *m,
         return;
     say(m, "commit of version %llu, which this receiver has not prepared",
         (unsigned long long)ev->version);
-    if (m->state != WST_RM_IDLE && in_version(m, s)) {
-        fail(m, WST_ERR_PROTOCOL, out);
-        return;
-    }
-    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
-                                     .rank = ev->rank,
-                                     .version = ev->version,
-                                     .status = WST_ERR_STATE,
-                                     .text = m->text});
+    out_of_turn(m, ev, out);
 }
 
 static void on_commit_done(struct wst_refit_machine *m,
