@@ -276,8 +276,7 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
                       WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
                       WST_RECEIVER_PARAM_STAGING_SLOTS |
-                      WST_RECEIVER_PARAM_GROUP |
-                      WST_RECEIVER_PARAM_AUTH,
+                      WST_RECEIVER_PARAM_GROUP | WST_RECEIVER_PARAM_AUTH,
         .rank = a->layout.rank,
         .group = a->layout.group,
         .group_size = a->layout.group_size,

@@ -136,8 +136,8 @@ static void test_agent_insecure_says_so(void **state)
     start_with_metrics(&a, 1, &port);
     assert_true(it_agent_log_has(&a, "running --insecure"));
     assert_true(it_agent_log_has(&a, "no auth secret: any process that"));
-    assert_int_equal(it_http_get((uint16_t)port, "/metrics", body, sizeof(body)),
-                     200);
+    assert_int_equal(
+        it_http_get((uint16_t)port, "/metrics", body, sizeof(body)), 200);
     assert_true(sample(body, "wstream_insecure") == 1);
     assert_int_equal(it_http_get((uint16_t)port, "/readyz", body, sizeof(body)),
                      503);
