@@ -202,3 +202,10 @@ const char *wst_conn_rma_why(const wst_conn_t *c)
 {
     return c->rma_why;
 }
+
+uint64_t wst_conn_silent_ns(const wst_conn_t *c)
+{
+    uint64_t now = wst_now_ns();
+
+    return now > c->last_rx ? now - c->last_rx : 0;
+}

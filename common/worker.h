@@ -227,6 +227,10 @@ void wst_conn_close(wst_conn_t *conn);
  * the connection after this returns, and nothing more can be sent. */
 void wst_conn_close_later(wst_conn_t *conn, double linger_s);
 
+/* Progress thread: nanoseconds since conn last received a message
+ * (heartbeats included). */
+uint64_t wst_conn_silent_ns(const wst_conn_t *conn);
+
 void wst_conn_set_user(wst_conn_t *conn, void *user);
 void *wst_conn_user(const wst_conn_t *conn);
 

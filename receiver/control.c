@@ -54,6 +54,13 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     wst_recv_send_msg(r, p, &m);
 }
 
+/* A connection heard from within this long is alive: two heartbeat
+ * intervals. */
+static uint64_t live_ns(const struct wst_receiver *r)
+{
+    return (uint64_t)(2.0 * r->heartbeat.interval_s * 1e9);
+}
+
 /* Returns nonzero when the peer was dropped. */
 static int on_hello(struct wst_receiver *r, struct peer *p,
                     const struct wst_hello *h)
@@ -86,6 +93,21 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
         return 1;
     }
     struct peer *old = r->by_rank[h->rank];
+    if (old != NULL && old->conn != NULL &&
+        wst_conn_silent_ns(old->conn) < live_ns(r)) {
+        /* The rank's connection is alive (it was heard within two
+         * heartbeats): this is a second process claiming it, not a
+         * restart (a dead process's socket closes; a stopped one goes
+         * silent). Refused; the holder keeps its rank. */
+        snprintf(why, sizeof(why),
+                 "sender rank %u is already connected from %s (heard "
+                 "%.1f s ago)",
+                 h->rank, old->name, wst_conn_silent_ns(old->conn) / 1e9);
+        WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
+        wst_recv_send_error(r, p, WST_ERR_BUSY, why);
+        wst_recv_peer_drop_after_error(r, p);
+        return 1;
+    }
     if (old != NULL) {
         /* The rank restarted: its old connection is stale. */
         WST_WARN(&r->log, "sender rank %u reconnected from %s; dropping %s",

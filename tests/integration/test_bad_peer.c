@@ -234,8 +234,10 @@ static void garbage_peer(struct bad_peer_fixture *f)
     assert_true(it_agent_shm_untouched(&f->agent));
 }
 
-/* Sends a sender's hello of 'protocol_version' (rank 0 of 1). */
-static void send_hello(struct bad_peer_fixture *f, uint32_t protocol_version)
+/* Sends a sender's hello of 'protocol_version' (rank 0 of 1) on a new
+ * connection, which it returns. */
+static wst_conn_t *send_hello(struct bad_peer_fixture *f,
+                              uint32_t protocol_version)
 {
     struct wst_msg m = {.type = WST_MSG_HELLO};
     uint8_t *buf = NULL;
@@ -247,7 +249,12 @@ static void send_hello(struct bad_peer_fixture *f, uint32_t protocol_version)
     m.u.hello.world_size = 1;
     m.u.hello.session = 42;
     assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_OK);
-    raw_send(&f->client, f->agent.port, buf, len);
+    return raw_send(&f->client, f->agent.port, buf, len);
+}
+
+static void close_conn(void *conn)
+{
+    wst_conn_close(conn);
 }
 
 /* Control for (b): the raw client does hear the agent; a current hello is
@@ -256,8 +263,7 @@ static void current_version_peer(struct bad_peer_fixture *f)
 {
     struct raw_client *rc = &f->client;
     int n_hellos = 0;
-
-    send_hello(f, WST_PROTOCOL_VERSION);
+    wst_conn_t *conn = send_hello(f, WST_PROTOCOL_VERSION);
     for (int i = 0; i < 500 && n_hellos == 0; i++) {
         sleep_s(0.01);
         pthread_mutex_lock(&rc->lock);
@@ -269,6 +275,12 @@ static void current_version_peer(struct bad_peer_fixture *f)
                  "version %d",
                  WST_PROTOCOL_VERSION);
     assert_true(it_agent_alive(&f->agent));
+    /* It holds rank 0 while it is connected (a second rank 0 would be
+     * refused): it hangs up, so the good sender after it may have it. */
+    assert_int_equal(wst_worker_call(rc->worker, close_conn, conn), WST_OK);
+    for (int i = 0; i < 500 && !it_agent_log_has(&f->agent, "disconnected");
+         i++)
+        sleep_s(0.01);
 }
 
 /* (b) a hello of protocol version 99: an ERROR with WST_ERR_VERSION. */

@@ -284,6 +284,44 @@ static void test_refusal_part_of_a_group(void **state)
     it_agent_stop(&a);
 }
 
+/* A second process saying HELLO as a rank whose connection is alive is
+ * refused, naming the holder; the holder keeps its rank and refits on
+ * (issue 16: it used to drop the holder). */
+static void test_refusal_rank_already_connected(void **state)
+{
+    struct it_agent a;
+    struct it_sender holder, intruder;
+    wst_status_t st;
+
+    (void)state;
+    if (it_agent_start(&a, agent_bin) != 0)
+        fail_msg("could not start wstream-agent '%s'", agent_bin);
+    assert_int_equal(it_sender_load(&holder, &a), 0);
+    assert_int_equal(it_sender_setup(&holder, &a, SIZE_MAX, 1), WST_OK);
+    assert_int_equal(wst_sender_push(holder.sender, 1), WST_OK);
+    assert_int_equal(wst_sender_wait(holder.sender, 30.0), WST_OK);
+
+    assert_int_equal(it_sender_load(&intruder, &a), 0);
+    assert_int_equal(it_sender_setup(&intruder, &a, SIZE_MAX, 2), WST_OK);
+    st = wst_sender_push(intruder.sender, 2);
+    if (st == WST_OK)
+        st = wst_sender_wait(intruder.sender, 10.0);
+    fprintf(stderr, "intruder: %s: %s\n", wst_status_string(st),
+            wst_sender_last_error(intruder.sender));
+    assert_int_equal(st, WST_ERR_BUSY);
+    assert_non_null(strstr(wst_sender_last_error(intruder.sender),
+                           "sender rank 0 is already connected from"));
+    assert_true(it_agent_log_has(&a, "refused sender"));
+    it_sender_destroy(&intruder);
+
+    it_sender_fill(&holder, 2);
+    assert_int_equal(wst_sender_push(holder.sender, 2), WST_OK);
+    assert_int_equal(wst_sender_wait(holder.sender, 30.0), WST_OK);
+    assert_int_equal(it_agent_wait_status(&a, 2, 10.0), 0);
+    it_sender_destroy(&holder);
+    it_agent_stop(&a);
+}
+
 /* ---- MoE layers ---------------------------------------------------------- */
 
 #define MOE_TENSOR "model.layers.0.mlp.experts.gate_proj.weight"
@@ -764,6 +802,7 @@ int main(int argc, char **argv)
                                         teardown_agent),
         cmocka_unit_test(test_refusal_non_linear_experts),
         cmocka_unit_test(test_refusal_part_of_a_group),
+        cmocka_unit_test(test_refusal_rank_already_connected),
         cmocka_unit_test_prestate_setup_teardown(
             test_refusal_moe_round_robin, setup_moe_agent, teardown_moe_agent,
             &moe_round_robin),
