@@ -23,9 +23,7 @@
  *   - a process that was not killed on purpose and is gone: an agent or a
  *     sender (a stopped one too, once resumed), or an engine that died of
  *     a signal or exited non-zero (an engine exits 0 when its agent hangs
- *     up: that engine does not serve, which is no failure in itself; the
- *     engine hit by SIGSTOP may also exit 2, a reply to an agent that hung
- *     up on it);
+ *     up: that engine does not serve, which is no failure in itself);
  *   - a hang: a sender that neither answered nor died, a live agent with a
  *     refit still open, or a live engine still paused, 3 x the agents'
  *     --timeout (plus the stop's length) after the fault.
@@ -62,8 +60,7 @@ static int survivors_ok(const struct campaign_trial *t,
         }
         const struct campaign_proc *e = &o->engine[k];
         int hit = is_target(t, TARGET_ENGINE, k);
-        if (e->alive || (hit && t->kind == KIND_KILL) || e->exit_code == 0 ||
-            (hit && e->exit_code == 2))
+        if (e->alive || (hit && t->kind == KIND_KILL) || e->exit_code == 0)
             continue;
         snprintf(why, len, "engine %u %s without being killed", k, e->how);
         return 0;

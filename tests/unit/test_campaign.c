@@ -138,7 +138,8 @@ static void test_dead_survivors_fail(void **state)
     assert_int_equal(classify(&t, &o, &g, why), OUTCOME_FAILURE);
     assert_int_equal(g, OUTCOME_UNUSABLE); /* the group itself held */
     assert_non_null(strstr(why, "sender 1 died of signal 6"));
-    /* an engine exiting 2 is a crash unless it was the one stopped */
+    /* an engine exiting 2 (a protocol error) is a crash, even the one
+     * stopped; exiting 0 (its agent hung up) is not */
     group_at(&t, &o, 1);
     o.engine[1].alive = 0;
     o.engine[1].exit_code = 2;
@@ -146,6 +147,8 @@ static void test_dead_survivors_fail(void **state)
     t.target = TARGET_ENGINE;
     t.index = 1;
     t.kind = KIND_STOP;
+    assert_int_equal(classify(&t, &o, &g, why), OUTCOME_FAILURE);
+    o.engine[1].exit_code = 0;
     assert_int_equal(classify(&t, &o, &g, why), OUTCOME_UNUSABLE);
     /* a stopped agent must live on */
     group_at(&t, &o, 1);
