@@ -367,6 +367,45 @@ static void test_engine_socket_busy(void **state)
     assert_int_equal(WEXITSTATUS(c->standin_status), 0);
 }
 
+/* This test as the agent of a stand-in: listens on 'sock', starts the
+ * stand-in (its output into 'log') with "--socket sock" and 'args' (NULL
+ * terminated), accepts it. *lfd_p gets the listening socket, *pid_p the
+ * stand-in; returns the connection. */
+static int fake_agent_start(const char *sock, const char *log,
+                            const char *const *args, int *lfd_p, pid_t *pid_p)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *argv[24];
+    int n = 0;
+
+    argv[n++] = standin_bin;
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    for (int i = 0; args[i] != NULL && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    *lfd_p = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(*lfd_p >= 0);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(*lfd_p, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(*lfd_p, 1), 0);
+    *pid_p = fork();
+    assert_true(*pid_p >= 0);
+    if (*pid_p == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execv(standin_bin, (char *const *)argv);
+        _exit(127);
+    }
+    int fd = accept(*lfd_p, NULL, NULL);
+    assert_true(fd >= 0);
+    return fd;
+}
+
 /* The stand-in's own check must be able to fail: this test plays the
  * agent, sends BEGIN, writes one byte of the live shm while the stand-in
  * waits --ready-delay-ms, and the stand-in must exit 3 saying VIOLATION
@@ -378,7 +417,6 @@ static int standin_against_write(const char *dir, uint64_t write_at)
 {
     const uint64_t bytes = (5u << 20) + 12345; /* not a chunk multiple */
     char shm[64], sock[PATH_MAX], log[PATH_MAX], len[32], reply[64] = "";
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int status = -1;
 
     snprintf(shm, sizeof(shm), "/wst-violate-%d", (int)getpid());
@@ -391,26 +429,11 @@ static int standin_against_write(const char *dir, uint64_t write_at)
     unsigned char *live =
         mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
     assert_true(live != MAP_FAILED);
-    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(lfd >= 0);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-            close(fd);
-        }
-        execl(standin_bin, standin_bin, "--socket", sock, "--shm", shm,
-              "--shm-bytes", len, "--ready-delay-ms", "400", (char *)NULL);
-        _exit(127);
-    }
-    int fd = accept(lfd, NULL, NULL);
-    assert_true(fd >= 0);
+    const char *const args[] = {
+        "--shm", shm, "--shm-bytes", len, "--ready-delay-ms", "400", NULL};
+    int lfd;
+    pid_t pid;
+    int fd = fake_agent_start(sock, log, args, &lfd, &pid);
     assert_int_equal(write(fd, "BEGIN 1\n", 8), 8);
     usleep(150000); /* inside the delay, after the first hash */
     if (write_at != UINT64_MAX)
@@ -457,7 +480,6 @@ static int standin_hangup(const char *dir, int ready_unread)
 {
     const uint64_t bytes = 1u << 20;
     char shm[64], sock[PATH_MAX], log[PATH_MAX], state[PATH_MAX], len[32];
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int status = -1;
 
     snprintf(shm, sizeof(shm), "/wst-hangup-%d", (int)getpid());
@@ -465,27 +487,12 @@ static int standin_hangup(const char *dir, int ready_unread)
     snprintf(log, sizeof(log), "%s/hangup.log", dir);
     snprintf(state, sizeof(state), "%s/hangup.state", dir);
     snprintf(len, sizeof(len), "%llu", (unsigned long long)bytes);
-    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(lfd >= 0);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-            close(fd);
-        }
-        execl(standin_bin, standin_bin, "--socket", sock, "--shm", shm,
-              "--shm-bytes", len, "--create", "--state-file", state,
-              "--ready-delay-ms", "300", (char *)NULL);
-        _exit(127);
-    }
-    int fd = accept(lfd, NULL, NULL);
-    assert_true(fd >= 0);
+    const char *const args[] = {
+        "--shm",        shm,   "--shm-bytes",      len,   "--create",
+        "--state-file", state, "--ready-delay-ms", "300", NULL};
+    int lfd;
+    pid_t pid;
+    int fd = fake_agent_start(sock, log, args, &lfd, &pid);
     assert_int_equal(write(fd, "BEGIN 1\n", 8), 8);
     if (ready_unread) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
