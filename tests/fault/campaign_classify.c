@@ -82,6 +82,11 @@ static int serves(const struct campaign_obs *o, uint32_t k)
            strcmp(o->engine_state[k], "serving") == 0;
 }
 
+static const char *bytes_name(int bytes)
+{
+    return bytes == 2 ? "version 2" : bytes == 1 ? "version 1" : "neither";
+}
+
 /* The checks that hold whatever the group did: nothing serves or claims
  * what it does not hold. */
 static int nothing_lies(const struct campaign_obs *o, char *why, size_t len)
@@ -95,9 +100,7 @@ static int nothing_lies(const struct campaign_obs *o, char *why, size_t len)
                      "engine %u says serving version %llu but its live "
                      "bytes are %s",
                      k, (unsigned long long)o->engine_version[k],
-                     o->bytes[k]
-                         ? (o->bytes[k] == 1 ? "version 1" : "version 2")
-                         : "neither version");
+                     bytes_name(o->bytes[k]));
             return 0;
         }
         if (o->agent[k].alive && o->agent_usable[k] &&
@@ -106,9 +109,7 @@ static int nothing_lies(const struct campaign_obs *o, char *why, size_t len)
                      "agent %u is usable at version %llu but its live bytes "
                      "are %s",
                      k, (unsigned long long)o->agent_version[k],
-                     o->bytes[k]
-                         ? (o->bytes[k] == 1 ? "version 1" : "version 2")
-                         : "neither version");
+                     bytes_name(o->bytes[k]));
             return 0;
         }
         if (serves(o, k) && (!o->agent_usable[k] ||

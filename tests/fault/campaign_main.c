@@ -239,10 +239,27 @@ static void summary(const struct run *runs, uint32_t n, double seconds)
     fflush(stdout);
 }
 
+/* {"<outcome>": count, ...} of the trials' outcomes, or with 'group' of
+ * their groups' alone. */
+static struct json_object *json_counts(const struct run *runs, uint32_t n,
+                                       int group)
+{
+    struct json_object *o = json_object_new_object();
+
+    for (int c = 0; c < OUTCOME_COUNT; c++) {
+        unsigned k = 0;
+        for (uint32_t i = 0; i < n; i++)
+            k += (group ? runs[i].r.group : runs[i].r.outcome) == c;
+        json_object_object_add(o,
+                               campaign_outcome_name((enum campaign_outcome)c),
+                               json_object_new_uint64(k));
+    }
+    return o;
+}
+
 static int write_json(const struct run *runs, uint32_t n, double seconds)
 {
     struct json_object *o = json_object_new_object();
-    struct json_object *counts = json_object_new_object();
     struct json_object *list = json_object_new_array();
     char hex[32], desc[256];
 
@@ -253,25 +270,8 @@ static int write_json(const struct run *runs, uint32_t n, double seconds)
     json_object_object_add(o, "timeout_s", json_object_new_double(set.timeout));
     json_object_object_add(o, "trials", json_object_new_uint64(n));
     json_object_object_add(o, "seconds", json_object_new_double(seconds));
-    for (int c = 0; c < OUTCOME_COUNT; c++) {
-        unsigned k = 0;
-        for (uint32_t i = 0; i < n; i++)
-            k += runs[i].r.outcome == c;
-        json_object_object_add(counts,
-                               campaign_outcome_name((enum campaign_outcome)c),
-                               json_object_new_uint64(k));
-    }
-    json_object_object_add(o, "counts", counts);
-    struct json_object *groups = json_object_new_object();
-    for (int c = 0; c < OUTCOME_COUNT; c++) {
-        unsigned k = 0;
-        for (uint32_t i = 0; i < n; i++)
-            k += runs[i].r.group == c;
-        json_object_object_add(groups,
-                               campaign_outcome_name((enum campaign_outcome)c),
-                               json_object_new_uint64(k));
-    }
-    json_object_object_add(o, "group_counts", groups);
+    json_object_object_add(o, "counts", json_counts(runs, n, 0));
+    json_object_object_add(o, "group_counts", json_counts(runs, n, 1));
     for (uint32_t i = 0; i < n; i++) {
         const struct run *r = &runs[i];
         struct json_object *t = json_object_new_object();
