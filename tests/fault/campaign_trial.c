@@ -118,11 +118,9 @@ static void results_poll(struct trial *x)
         if (x->obs.answered[r] || poll(&pfd, 1, 0) <= 0 ||
             !(pfd.revents & POLLIN))
             continue;
-        pid_t saved = x->c.senders[r].pid;
-        x->c.senders[r].pid = x->spid[r]; /* it may have died since */
-        int rc = wst_cluster_result(&x->c, r, 1.0, &res);
-        x->c.senders[r].pid = saved;
-        if (rc != 0)
+        /* The cluster keeps its pid until trial_stop: a sender that died
+         * after answering is still read. */
+        if (wst_cluster_result(&x->c, r, 1.0, &res) != 0)
             continue;
         x->obs.answered[r] = 1;
         x->obs.status[r] = res.status;
