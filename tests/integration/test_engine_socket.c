@@ -4,7 +4,8 @@
  * engine connected, or an engine that refuses, the push fails, the shm is
  * untouched and the agent stays usable; a second engine is told busy; and
  * the stand-in's own check catches a write before READY; and an unusable
- * agent whose next refit is refused never tells its engine to resume.
+ * agent whose next refit is refused never tells its engine to resume; a
+ * stand-in whose agent hangs up mid-refit says unusable and exits 0.
  *
  * usage: test_engine_socket PATH_TO_WSTREAM_AGENT PATH_TO_STANDIN
  */
@@ -20,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -365,6 +367,45 @@ static void test_engine_socket_busy(void **state)
     assert_int_equal(WEXITSTATUS(c->standin_status), 0);
 }
 
+/* This test as the agent of a stand-in: listens on 'sock', starts the
+ * stand-in (its output into 'log') with "--socket sock" and 'args' (NULL
+ * terminated), accepts it. *lfd_p gets the listening socket, *pid_p the
+ * stand-in; returns the connection. */
+static int fake_agent_start(const char *sock, const char *log,
+                            const char *const *args, int *lfd_p, pid_t *pid_p)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *argv[24];
+    int n = 0;
+
+    argv[n++] = standin_bin;
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    for (int i = 0; args[i] != NULL && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    *lfd_p = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(*lfd_p >= 0);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(*lfd_p, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(*lfd_p, 1), 0);
+    *pid_p = fork();
+    assert_true(*pid_p >= 0);
+    if (*pid_p == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execv(standin_bin, (char *const *)argv);
+        _exit(127);
+    }
+    int fd = accept(*lfd_p, NULL, NULL);
+    assert_true(fd >= 0);
+    return fd;
+}
+
 /* The stand-in's own check must be able to fail: this test plays the
  * agent, sends BEGIN, writes one byte of the live shm while the stand-in
  * waits --ready-delay-ms, and the stand-in must exit 3 saying VIOLATION
@@ -376,7 +417,6 @@ static int standin_against_write(const char *dir, uint64_t write_at)
 {
     const uint64_t bytes = (5u << 20) + 12345; /* not a chunk multiple */
     char shm[64], sock[PATH_MAX], log[PATH_MAX], len[32], reply[64] = "";
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int status = -1;
 
     snprintf(shm, sizeof(shm), "/wst-violate-%d", (int)getpid());
@@ -389,26 +429,11 @@ static int standin_against_write(const char *dir, uint64_t write_at)
     unsigned char *live =
         mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
     assert_true(live != MAP_FAILED);
-    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(lfd >= 0);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-            close(fd);
-        }
-        execl(standin_bin, standin_bin, "--socket", sock, "--shm", shm,
-              "--shm-bytes", len, "--ready-delay-ms", "400", (char *)NULL);
-        _exit(127);
-    }
-    int fd = accept(lfd, NULL, NULL);
-    assert_true(fd >= 0);
+    const char *const args[] = {
+        "--shm", shm, "--shm-bytes", len, "--ready-delay-ms", "400", NULL};
+    int lfd;
+    pid_t pid;
+    int fd = fake_agent_start(sock, log, args, &lfd, &pid);
     assert_int_equal(write(fd, "BEGIN 1\n", 8), 8);
     usleep(150000); /* inside the delay, after the first hash */
     if (write_at != UINT64_MAX)
@@ -442,6 +467,57 @@ static void test_standin_catches_early_write(void **state)
     assert_int_equal(standin_against_write(c->dir, bytes - 1), 3);
     /* No write: READY, then EOF ends it cleanly. */
     assert_int_equal(standin_against_write(c->dir, UINT64_MAX), 0);
+}
+
+/* The stand-in as a fake agent sees it hang up mid-refit, as a killed
+ * agent does: after BEGIN 1, the fake agent closes the connection either
+ * before READY comes (the stand-in's READY then meets a broken pipe) or
+ * with READY unread in its queue (the stand-in's next read then gets a
+ * connection reset). Either way the stand-in lost its agent while paused:
+ * it must say "unusable" and exit 0, as on a plain EOF -- not 2, which
+ * means a protocol error. Returns its exit code. */
+static int standin_hangup(const char *dir, int ready_unread)
+{
+    const uint64_t bytes = 1u << 20;
+    char shm[64], sock[PATH_MAX], log[PATH_MAX], state[PATH_MAX], len[32];
+    int status = -1;
+
+    snprintf(shm, sizeof(shm), "/wst-hangup-%d", (int)getpid());
+    snprintf(sock, sizeof(sock), "%s/hangup.sock", dir);
+    snprintf(log, sizeof(log), "%s/hangup.log", dir);
+    snprintf(state, sizeof(state), "%s/hangup.state", dir);
+    snprintf(len, sizeof(len), "%llu", (unsigned long long)bytes);
+    const char *const args[] = {
+        "--shm",        shm,   "--shm-bytes",      len,   "--create",
+        "--state-file", state, "--ready-delay-ms", "300", NULL};
+    int lfd;
+    pid_t pid;
+    int fd = fake_agent_start(sock, log, args, &lfd, &pid);
+    assert_int_equal(write(fd, "BEGIN 1\n", 8), 8);
+    if (ready_unread) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        assert_int_equal(poll(&pfd, 1, 5000), 1); /* READY is queued */
+    } else {
+        usleep(100000); /* BEGIN read, READY not sent yet */
+    }
+    close(fd);
+    waitpid(pid, &status, 0);
+    close(lfd);
+    unlink(sock);
+    if (!file_has(state, "\"unusable\"") || !file_has(state, "lost the agent"))
+        fail_msg("the stand-in that lost its agent is not unusable (%s)",
+                 state);
+    unlink(state);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_standin_agent_hangs_up(void **state)
+{
+    struct eng_case *c = *state;
+
+    stop_all(c); /* this test is the agent */
+    assert_int_equal(standin_hangup(c->dir, 0), 0);
+    assert_int_equal(standin_hangup(c->dir, 1), 0);
 }
 
 /* An engine that answers the protocol itself, as a script: version 1 is
@@ -584,6 +660,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_engine_socket_busy, setup_engine,
                                         teardown_engine),
         cmocka_unit_test_setup_teardown(test_standin_catches_early_write,
+                                        setup_engine, teardown_engine),
+        cmocka_unit_test_setup_teardown(test_standin_agent_hangs_up,
                                         setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(
             test_engine_socket_unusable_never_resumes, setup_engine_tcp,

@@ -147,7 +147,8 @@ static int sender_register(struct sender_ctx *x, double *register_s)
     return 0;
 }
 
-/* --fault kill-sender:LAYER: die as a trainer rank would, mid-layer. */
+/* --fault kill-sender:LAYER: die as a trainer rank would, mid-layer; the
+ * campaign's trigger: tell the caller, mid-layer, to inject its fault. */
 static void sender_progress(void *arg, size_t receiver, uint32_t layer,
                             uint64_t version)
 {
@@ -162,6 +163,20 @@ static void sender_progress(void *arg, size_t receiver, uint32_t layer,
                 "layer %u of version %llu\n",
                 x->rank, layer, (unsigned long long)version);
         raise(SIGKILL);
+    }
+    if (p->trigger_version != 0 && x->rank == p->trigger_sender &&
+        layer == p->trigger_layer && version == p->trigger_version) {
+        static int fired;
+        if (fired++)
+            return;
+        fprintf(stderr,
+                "sender %u: fault trigger at layer %u of version %llu\n",
+                x->rank, layer, (unsigned long long)version);
+        if (write(p->trigger_fd, "T", 1) != 1)
+            fprintf(stderr, "sender %u: trigger write: %s\n", x->rank,
+                    strerror(errno));
+        if (p->trigger_self_signal != 0)
+            raise(p->trigger_self_signal);
     }
 }
 
@@ -868,6 +883,16 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
     if (json_object_object_get_ex(o, "reason", &v))
         snprintf(st->reason, sizeof(st->reason), "%s",
                  json_object_get_string(v));
+    if (json_object_object_get_ex(o, "refit", &v) &&
+        json_object_is_type(v, json_type_object)) {
+        struct json_object *f;
+        st->refit_open = 1;
+        if (json_object_object_get_ex(v, "version", &f))
+            st->refit_version = (uint64_t)json_object_get_int64(f);
+        if (json_object_object_get_ex(v, "phase", &f))
+            snprintf(st->refit_phase, sizeof(st->refit_phase), "%s",
+                     json_object_get_string(f));
+    }
     st->plan_seconds = json_double(o, "plan_seconds");
     st->register_seconds = json_double(o, "register_seconds");
     json_object_put(o);
@@ -917,6 +942,23 @@ int wst_cluster_engine_state(struct wst_cluster *c, uint32_t k, char *state,
                  : "");
     json_object_put(o);
     return 0;
+}
+
+int wst_cluster_engine_version(struct wst_cluster *c, uint32_t k,
+                               uint64_t *version_p)
+{
+    struct json_object *o, *v;
+    int rc = -1;
+
+    if (c->agents[k].engine_state[0] == '\0' || c->p.engine_bin == NULL ||
+        (o = json_object_from_file(c->agents[k].engine_state)) == NULL)
+        return -1;
+    if (json_object_object_get_ex(o, "committed_version", &v)) {
+        *version_p = (uint64_t)json_object_get_int64(v);
+        rc = 0;
+    }
+    json_object_put(o);
+    return rc;
 }
 
 void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig)

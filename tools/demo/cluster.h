@@ -83,6 +83,16 @@ struct wst_cluster_params {
      * which runs the agents --insecure and the senders without one. */
     const char *secret_file;
     int insecure;
+    /* Fault trigger (the campaign's): sender trigger_sender, as it starts
+     * streaming layer trigger_layer of version trigger_version (0: none),
+     * writes one byte to trigger_fd (a pipe the caller reads, to inject a
+     * fault into another process at that moment), then raises
+     * trigger_self_signal on itself (0: none). Once per process. */
+    uint32_t trigger_sender;
+    uint32_t trigger_layer;
+    uint64_t trigger_version;
+    int trigger_fd;
+    int trigger_self_signal;
 };
 
 struct wst_sender_result {
@@ -104,6 +114,9 @@ struct wst_agent_status {
     double register_seconds;
     uint64_t time_ns; /* when the agent wrote it */
     char reason[512];
+    int refit_open;         /* a refit is under way ("refit" not null) */
+    uint64_t refit_version; /* its version, with refit_open */
+    char refit_phase[32];   /* its phase, with refit_open */
 };
 
 struct wst_cluster_agent {
@@ -186,6 +199,11 @@ int wst_cluster_agent_timeline(struct wst_cluster *c, uint32_t k,
  * unusable, the reason the agent gave it; -1 without an engine. */
 int wst_cluster_engine_state(struct wst_cluster *c, uint32_t k, char *state,
                              size_t state_len, char *reason, size_t reason_len);
+
+/* Agent k's engine's committed_version (the version it serves when
+ * "serving") into *version_p; -1 without an engine or a readable state. */
+int wst_cluster_engine_version(struct wst_cluster *c, uint32_t k,
+                               uint64_t *version_p);
 
 /* Sends 'sig' to agent k or sender r (SIGKILL, SIGSTOP, SIGCONT, ...). */
 void wst_cluster_signal_agent(struct wst_cluster *c, uint32_t k, int sig);

@@ -26,7 +26,8 @@
  * Losing the agent between READY and COMMITTED leaves it "unusable" (the
  * live memory may be half written).
  *
- * Exit codes: 0 on EOF from the agent; 1 bad usage or set-up (also: no
+ * Exit codes: 0 on EOF from the agent (or when it hung up: a reset or a
+ * broken pipe, as when it is killed mid-refit); 1 bad usage or set-up (also: no
  * CUDA or no GPU for --cuda-device); 2 a protocol error, "ERROR busy" or a
  * failed copy of the live device memory; 3 live memory written before
  * READY.
@@ -117,6 +118,7 @@ struct standin {
     const char *state;           /* "serving", "paused", "unusable" */
     char reason[LINE_MAX_BYTES]; /* the agent's, when unusable */
     unsigned long long committed, begins, layers, refused;
+    int gone; /* the agent hung up (reset or broken pipe): as EOF */
 };
 
 static void sleep_ms(uint64_t ms)
@@ -404,6 +406,13 @@ static int read_line(struct standin *e, char *line)
         ssize_t n = read(e->fd, e->rbuf + e->rlen, sizeof(e->rbuf) - e->rlen);
         if (n < 0 && errno == EINTR)
             continue;
+        /* An agent that dies with our reply unread resets the connection:
+         * it is gone, as on EOF. */
+        if (n < 0 && errno == ECONNRESET) {
+            printf("standin: the agent reset the connection\n");
+            e->gone = 1;
+            return 0;
+        }
         if (n < 0) {
             fprintf(stderr, "standin: read: %s\n", strerror(errno));
             return -1;
@@ -422,7 +431,12 @@ static int send_line(struct standin *e, const char *line)
     size_t len = strlen(line);
 
     if (send(e->fd, line, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        fprintf(stderr, "standin: send: %s\n", strerror(errno));
+        if (errno == EPIPE || errno == ECONNRESET) {
+            printf("standin: the agent hung up (%s)\n", strerror(errno));
+            e->gone = 1;
+        } else {
+            fprintf(stderr, "standin: send: %s\n", strerror(errno));
+        }
         return -1;
     }
     return 0;
@@ -574,7 +588,7 @@ int main(int argc, char **argv)
             break;
         }
         if (on_line(&e, line) != 0) {
-            rc = -1;
+            rc = e.gone ? 0 : -1;
             break;
         }
     }
