@@ -507,8 +507,12 @@ static void place_live(const struct wst_cluster *c, struct wst_cluster_agent *a,
         l->shm[0] = '\0';
         return;
     }
-    snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-%d-r%u", (int)getpid(),
-             k);
+    /* The pid alone is not unique over time: a crashed run's object may
+     * still hold the name a reused pid gives. The clock's nanoseconds
+     * make it this cluster's. */
+    snprintf(a->shm_name, sizeof(a->shm_name), "/wstream-%d-%llx-r%u",
+             (int)getpid(),
+             (unsigned long long)(wst_now_ns() & 0xffffffffffull), k);
     snprintf(l->shm, sizeof(l->shm), "%s", a->shm_name);
 }
 
