@@ -51,6 +51,7 @@
 
 #define WST_RM_TEXT_MAX 512       /* a reason, as ERROR messages carry it */
 #define WST_RM_NO_RANK UINT32_MAX /* a connection that is no known sender */
+#define WST_RM_DENSE UINT32_MAX   /* moe_ordinal of a layer without experts */
 
 enum wst_rm_state {
     WST_RM_IDLE,
