@@ -275,22 +275,23 @@ static void on_barrier(struct link *l, const struct wst_barrier *b)
 {
     int ok = b->version == l->version;
 
-    if (b->step == WST_BARRIER_READY) {
+    if (b->step == WST_BARRIER_READY)
         ok = ok && l->state == LINK_BEGIN_SENT && !l->ready;
-        l->ready = 1;
-    } else if (b->step == WST_BARRIER_PREPARED) {
+    else if (b->step == WST_BARRIER_PREPARED)
         ok = ok && l->state == LINK_STREAMING && !l->prepared &&
              l->done_sent == l->plan.n_layers;
-        l->prepared = 1;
-    } else {
+    else
         ok = 0;
-    }
     if (!ok) {
         wst_link_fail(l, WST_ERR_PROTOCOL,
                       "unexpected barrier step %d for version %llu", b->step,
                       (unsigned long long)b->version);
         return;
     }
+    if (b->step == WST_BARRIER_READY)
+        l->ready = 1;
+    else
+        l->prepared = 1;
     wst_send_group_update(l);
 }
 
