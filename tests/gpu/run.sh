@@ -37,30 +37,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version \
     --format=csv | tee -a "$summary"
 
 if [ -n "$deps" ]; then
-    for f in "$deps"/*.deb; do dpkg -x "$f" /opt/deps; done
-    # The .pc files name /usr: pkg-config prefixes their paths with this.
-    export PKG_CONFIG_SYSROOT_DIR=/opt/deps
-    export PATH=/opt/deps/usr/bin:$PATH
-    export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-    export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/deps/usr/share/pkgconfig
-    export PKG_CONFIG_LIBDIR=$PKG_CONFIG_PATH
-    export CMAKE_PREFIX_PATH=/opt/deps/usr
-    # libmicrohttpd needs libgnutls.so.30, which the machine's image may
-    # lack: then DEPS_DIR/ifmissing's copy (and its own dependencies) come
-    # last in the search path, so the image's libraries win where it has
-    # them.
-    if ! ldconfig -p | grep -q 'libgnutls\.so\.30 ' && [ -d "$deps/ifmissing" ]; then
-        for f in "$deps"/ifmissing/*.deb; do dpkg -x "$f" /opt/deps-ifmissing; done
-        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/deps-ifmissing/usr/lib/x86_64-linux-gnu
-        echo "libgnutls.so.30 missing: using $deps/ifmissing" >>"$log"
-    fi
-    # libmicrohttpd.pc names gnutls in Requires.private, which pkg-config
-    # checks exists even for a shared link: a one-line gnutls.pc stands in
-    # for the -dev package (and its own -dev chain) the build never uses.
-    if ! pkg-config --exists gnutls; then
-        printf 'Name: gnutls\nDescription: stand-in\nVersion: 3.7.9\nLibs: -lgnutls\n' \
-            >/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig/gnutls.pc
-    fi
+    # shellcheck source=tests/gpu/deps-env.sh
+    . "$root/tests/gpu/deps-env.sh" "$deps" "$log"
 fi
 
 # The device machines' rule: NVLink multicast stays off.
