@@ -124,6 +124,8 @@ struct bench_result {
     double first_s;
     double *refit_s; /* [repeats] */
     double median_s;
+    double *push_s; /* [repeats]: until push returned */
+    double median_push_s;
     int verified;
     char mover[16];
     char lanes[256];
@@ -143,6 +145,7 @@ struct bench {
     int own_workdir;
     struct wst_cluster cluster;
     struct bench_result r;
+    double last_push_s;
 };
 
 static const char *opt(const char *s)
@@ -205,6 +208,7 @@ static double refit(struct bench *b, uint64_t version)
     }
     snprintf(b->r.mover, sizeof(b->r.mover), "%s", res.mover);
     snprintf(b->r.lanes, sizeof(b->r.lanes), "%s", res.lanes);
+    b->last_push_s = res.push_seconds;
     return res.seconds > 0 ? res.seconds : 1e-9;
 }
 
@@ -229,11 +233,15 @@ static int run_refits(struct bench *b)
         if (s < 0)
             return -1;
         b->r.refit_s[v] = s;
+        b->r.push_s[v] = b->last_push_s;
         snprintf(what, sizeof(what), "refit %llu/%llu",
                  (unsigned long long)v + 1, (unsigned long long)n);
         print_refit(what, s, live);
     }
     b->r.median_s = median(b->r.refit_s, n);
+    b->r.median_push_s = median(b->r.push_s, n);
+    printf("push returned in: median %.3f ms (the caller's thread)\n",
+           b->r.median_push_s * 1e3);
     if (wst_cluster_verify(&b->cluster, n + 1) != 0) {
         fprintf(stderr,
                 "wstream-bench: VERIFY FAILED: version %llu is not "
@@ -390,10 +398,12 @@ static void report(const struct bench *b)
     printf("wstream-bench: transport=%s mover=%s lanes=%s size=%llu "
            "repeats=%llu wstream_gbps=%.3f perftest_gbps=%.3f "
            "perftest_mode=%s ratio=%s first_refit_s=%.4f "
-           "sender_register_s=%.6f agent_register_s=%.6f plan_s=%.6f",
+           "sender_register_s=%.6f agent_register_s=%.6f plan_s=%.6f "
+           "push_return_s=%.6f",
            tr, r->mover, r->lanes, (unsigned long long)live,
            (unsigned long long)b->set.repeats, ws, pt, mode, ratio, r->first_s,
-           r->sender_register_s, r->agent_register_s, r->plan_s);
+           r->sender_register_s, r->agent_register_s, r->plan_s,
+           r->median_push_s);
     for (int t = 0; t < r->n_tests; t++)
         printf(" %s_gbps=%.3f", r->tests[t], r->test_gbps[t]);
     printf(" verified=%s\n", r->verified ? "yes" : "no");
@@ -439,7 +449,8 @@ static int prepare(struct bench *b, const char *agent_bin)
         return -1;
     }
     b->r.refit_s = calloc(b->set.repeats, sizeof(*b->r.refit_s));
-    if (b->r.refit_s == NULL ||
+    b->r.push_s = calloc(b->set.repeats, sizeof(*b->r.push_s));
+    if (b->r.refit_s == NULL || b->r.push_s == NULL ||
         wst_cluster_workdir("wstream-bench", b->set.workdir, b->workdir,
                             sizeof(b->workdir), &b->own_workdir) != 0)
         return -1;
@@ -475,6 +486,7 @@ static void teardown(struct bench *b)
     if (b->own_workdir)
         wst_cluster_workdir_remove("wstream-bench", b->workdir);
     free(b->r.refit_s);
+    free(b->r.push_s);
     wst_model_release(&b->model);
 }
 

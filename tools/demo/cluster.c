@@ -231,7 +231,8 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
     return sender_register(x, register_s);
 }
 
-/* One line per version: "status bytes seconds end_ns mover|lanes|error" */
+/* One line per version:
+ * "status bytes seconds end_ns push_seconds mover|lanes|error" */
 static void sender_push(struct sender_ctx *x, uint64_t version, FILE *out)
 {
     const struct wst_cluster_params *p = &x->c->p;
@@ -246,14 +247,15 @@ static void sender_push(struct sender_ctx *x, uint64_t version, FILE *out)
     if (st == WST_OK)
         st = wst_sender_push_after(x->sender, version,
                                    p->n_sender_devices > 0 ? x->ready : NULL);
+    double push_s = wst_now_s() - t0;
     if (st == WST_OK)
         st = wst_sender_wait(x->sender, p->timeout_s);
     uint64_t end = wst_now_ns();
     const char *lanes = wst_sender_lanes(x->sender, 0);
     const char *mover = wst_sender_mover(x->sender, 0);
-    fprintf(out, "%d %llu %.6f %llu %s|%s|%s\n", (int)st,
+    fprintf(out, "%d %llu %.6f %llu %.6f %s|%s|%s\n", (int)st,
             (unsigned long long)wst_sender_bytes_moved(x->sender),
-            (double)end / 1e9 - t0, (unsigned long long)end,
+            (double)end / 1e9 - t0, (unsigned long long)end, push_s,
             mover ? mover : "-", lanes ? lanes : "-",
             st == WST_OK ? "" : wst_sender_last_error(x->sender));
     fflush(out);
@@ -773,8 +775,8 @@ int wst_cluster_result(struct wst_cluster *c, uint32_t r, double timeout_s,
     if (c->senders[r].pid <= 0 ||
         read_line(c->senders[r].res_fd, line, sizeof(line), timeout_s) != 0)
         return -1;
-    if (sscanf(line, "%d %llu %lf %llu %n", &res->status, &bytes, &res->seconds,
-               &end, &used) != 4)
+    if (sscanf(line, "%d %llu %lf %llu %lf %n", &res->status, &bytes,
+               &res->seconds, &end, &res->push_seconds, &used) != 5)
         return -1;
     res->bytes = bytes;
     res->end_ns = end;

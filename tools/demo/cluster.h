@@ -98,8 +98,9 @@ struct wst_cluster_params {
 struct wst_sender_result {
     int status; /* wst_status_t of push + wait */
     uint64_t bytes;
-    double seconds;  /* push to the last commit */
-    uint64_t end_ns; /* when wait returned */
+    double seconds;      /* push to the last commit */
+    uint64_t end_ns;     /* when wait returned */
+    double push_seconds; /* until push returned */
     char mover[16];
     char lanes[256];
     char error[512];
