@@ -1,16 +1,32 @@
-/* digests.c - layer digests. They are computed on the application thread
- * inside push, layer by layer (host runs here, device runs on the GPU), and
- * handed to the progress thread as they are ready; data does not wait for
- * them, so hashing overlaps sending. A layer's LAYER_DONE carries its
- * digest (pump.c).
+/* digests.c - layer digests. push queues one job per (link, layer) of the
+ * version on the sender's digest pool (common/pool.h), layer-major so that
+ * every receiver's first layer is ready first, and returns: the trainer's
+ * thread never hashes. A job hashes host runs on its pool thread and
+ * device runs on the GPU, and hands the digest to the progress thread;
+ * data does not wait for digests, so hashing overlaps sending. A layer's
+ * LAYER_DONE carries its digest (pump.c), in layer order.
+ *
+ * Jobs read the link's plan and the shards. The plan may be dropped on the
+ * progress thread (a receiver failed) while jobs run: they hold
+ * s->plan_lock for reading and skip a plan whose generation changed. A new
+ * plan comes only while push connects, before which the batch of the
+ * previous push was stopped. The shards are the caller's until wait or
+ * destroy returns, and both stop the batch first (wst_send_stop_digests).
  */
 #include <stdlib.h>
 
+#include "array.h"
 #include "device.h"
 #include "digest.h"
 #include "log.h"
 #include "sender_internal.h"
 #include "worker.h"
+
+struct digest_job {
+    struct link *l;
+    uint32_t layer;
+    uint64_t plan_gen; /* the link's, when queued */
+};
 
 struct digest_ready {
     struct link *l;
@@ -28,7 +44,7 @@ static void do_digest_ready(void *arg)
     WST_TRACE(&l->s->log, "receiver %s: digest of layer %u ready", l->name,
               d->layer);
     if (l->version == d->version && l->have_plan &&
-        d->layer == l->digests_ready) {
+        d->layer < l->plan.n_layers && !l->digest_in[d->layer]) {
         if (d->status != WST_OK) {
             /* The refit cannot complete: its caller hears why now, not at
              * its deadline. */
@@ -36,7 +52,11 @@ static void do_digest_ready(void *arg)
                           d->layer);
         } else {
             l->digests[d->layer] = d->digest;
-            l->digests_ready = d->layer + 1;
+            l->digest_in[d->layer] = 1;
+            /* Layers finish out of order on several threads. */
+            while (l->digests_ready < l->plan.n_layers &&
+                   l->digest_in[l->digests_ready])
+                l->digests_ready++;
             wst_send_pump(l);
         }
     }
@@ -44,12 +64,13 @@ static void do_digest_ready(void *arg)
 }
 
 /* One layer's digest for one link: host runs on this thread, device runs
- * on the GPU. */
+ * on the GPU (one thread at a time). */
 static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
                                  uint32_t layer, uint64_t *digest_p)
 {
     struct wst_digest d;
     wst_status_t st = WST_OK;
+    int device = 0;
 
     wst_digest_init(&d);
     for (size_t k = l->layer_first[layer];
@@ -57,43 +78,103 @@ static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
         const struct wst_plan_item *it = &l->plan.items[k];
         const struct shard *sh = &s->shards[it->have];
         const char *run = (const char *)sh->data + it->src_offset;
-        if (sh->device >= 0)
+        if (sh->device >= 0) {
+            if (!device)
+                pthread_mutex_lock(&s->dev_hash_lock);
+            device = 1;
             st = wst_send_device_digest_add(s->dev, &d, run, it->length);
-        else
+        } else {
             wst_digest_update(&d, run, it->length);
+        }
     }
-    if (st == WST_OK && s->dev != NULL)
-        st = wst_send_device_digest_flush(s->dev, &d);
+    if (device) {
+        if (st == WST_OK)
+            st = wst_send_device_digest_flush(s->dev, &d);
+        pthread_mutex_unlock(&s->dev_hash_lock);
+    }
     *digest_p = wst_digest_final(&d);
     return st;
 }
 
-void wst_send_compute_digests(struct wst_sender *s, uint64_t version)
+/* Pool thread: job i of the batch. */
+static void digest_job_run(void *arg, size_t i)
 {
+    struct wst_sender *s = arg;
+    const struct digest_job *j = &s->digest_jobs[i];
+    struct link *l = j->l;
+    uint64_t digest = 0;
+
+    pthread_rwlock_rdlock(&s->plan_lock);
+    if (!l->have_plan || l->plan_gen != j->plan_gen ||
+        j->layer >= l->plan.n_layers) {
+        pthread_rwlock_unlock(&s->plan_lock);
+        return; /* the link failed: its refit is over */
+    }
+    /* A failure goes to the progress thread too, which fails the link with
+     * it (the link is not this thread's to fail). */
+    wst_status_t st = layer_digest(s, l, j->layer, &digest);
+    pthread_rwlock_unlock(&s->plan_lock);
+    struct digest_ready *dr = malloc(sizeof(*dr));
+    if (dr == NULL)
+        return; /* the refit then stalls into its deadline */
+    dr->l = l;
+    dr->version = s->digest_version;
+    dr->layer = j->layer;
+    dr->digest = digest;
+    dr->status = st;
+    wst_worker_post(s->worker, do_digest_ready, dr);
+}
+
+struct build_call {
+    struct wst_sender *s;
+    wst_status_t status;
+};
+
+/* Progress thread: the jobs of every planned link, layer-major. */
+static void build_jobs(void *arg)
+{
+    struct build_call *c = arg;
+    struct wst_sender *s = c->s;
+    wst_status_t *st_p = &c->status;
     uint32_t max_layers = 0;
 
+    s->n_digest_jobs = 0;
     for (size_t i = 0; i < s->n_links; i++)
-        if (s->links[i].plan.n_layers > max_layers)
+        if (s->links[i].have_plan && s->links[i].plan.n_layers > max_layers)
             max_layers = s->links[i].plan.n_layers;
-    /* Layer-major, so the first layer of every receiver is ready first. */
-    for (uint32_t layer = 0; layer < max_layers; layer++) {
+    for (uint32_t layer = 0; layer < max_layers; layer++)
         for (size_t i = 0; i < s->n_links; i++) {
             struct link *l = &s->links[i];
-            if (layer >= l->plan.n_layers)
+            if (!l->have_plan || layer >= l->plan.n_layers)
                 continue;
-            uint64_t digest;
-            /* A failure goes to the progress thread too, which fails the
-             * link with it (the link is not this thread's to fail). */
-            wst_status_t st = layer_digest(s, l, layer, &digest);
-            struct digest_ready *dr = malloc(sizeof(*dr));
-            if (dr == NULL)
-                continue; /* the refit then stalls into its deadline */
-            dr->l = l;
-            dr->version = version;
-            dr->layer = layer;
-            dr->digest = digest;
-            dr->status = st;
-            wst_worker_post(s->worker, do_digest_ready, dr);
+            if (wst_array_grow(&s->digest_jobs, &s->digest_jobs_cap,
+                               s->n_digest_jobs + 1,
+                               sizeof(*s->digest_jobs)) != WST_OK) {
+                *st_p = WST_ERR_NO_MEMORY;
+                return;
+            }
+            s->digest_jobs[s->n_digest_jobs++] = (struct digest_job){
+                .l = l, .layer = layer, .plan_gen = l->plan_gen};
         }
-    }
+}
+
+wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version)
+{
+    struct build_call c = {.s = s, .status = WST_OK};
+
+    wst_send_stop_digests(s);
+    /* The links' plans belong to the progress thread. */
+    wst_status_t st = wst_worker_call(s->worker, build_jobs, &c);
+    if (st == WST_OK)
+        st = c.status;
+    if (st != WST_OK)
+        return st;
+    s->digest_version = version;
+    return wst_pool_start(s->digest_pool, digest_job_run, s, s->n_digest_jobs);
+}
+
+void wst_send_stop_digests(struct wst_sender *s)
+{
+    if (s->digest_pool != NULL)
+        wst_pool_finish(s->digest_pool, 1);
 }

@@ -179,9 +179,10 @@ static wst_status_t index_layers(struct link *l)
     l->layer_first = calloc(p->n_layers + 1, sizeof(*l->layer_first));
     l->layer_bytes = calloc(p->n_layers, sizeof(*l->layer_bytes));
     l->digests = calloc(p->n_layers, sizeof(*l->digests));
+    l->digest_in = calloc(p->n_layers, sizeof(*l->digest_in));
     l->credits = calloc(p->n_layers, sizeof(*l->credits));
     if (l->layer_first == NULL || l->layer_bytes == NULL ||
-        l->digests == NULL || l->credits == NULL)
+        l->digests == NULL || l->digest_in == NULL || l->credits == NULL)
         return WST_ERR_NO_MEMORY;
     /* Items arrive sorted by layer (checked here, relied on by pump). */
     size_t i = 0;
@@ -197,6 +198,9 @@ static wst_status_t index_layers(struct link *l)
 void wst_link_drop_plan(struct link *l)
 {
     wst_link_close_mover(l); /* it borrows the plan */
+    /* Waits for digest jobs hashing a layer of it (digests.c). */
+    pthread_rwlock_wrlock(&l->s->plan_lock);
+    l->plan_gen++;
     if (l->have_plan) {
         struct wst_msg m = {.type = WST_MSG_PLAN, .u.plan = l->plan};
         wst_msg_release(&m);
@@ -206,13 +210,16 @@ void wst_link_drop_plan(struct link *l)
     free(l->layer_first);
     free(l->layer_bytes);
     free(l->digests);
+    free(l->digest_in);
     free(l->credits);
     free(l->srcs);
     l->srcs = NULL;
     l->layer_first = NULL;
     l->layer_bytes = NULL;
     l->digests = NULL;
+    l->digest_in = NULL;
     l->credits = NULL;
+    pthread_rwlock_unlock(&l->s->plan_lock);
 }
 
 static void on_plan(struct link *l, struct wst_msg *m)
@@ -431,6 +438,7 @@ void wst_link_do_begin(void *arg)
     l->done_sent = 0;
     l->started = 0;
     l->digests_ready = 0;
+    memset(l->digest_in, 0, l->plan.n_layers * sizeof(*l->digest_in));
     l->bytes_moved = 0;
     l->ready = l->prepared = l->go_sent = l->commit_sent = l->aborted = 0;
     memset(l->credits, 0, l->plan.n_layers * sizeof(*l->credits));

@@ -131,6 +131,15 @@ static wst_status_t apply_params(struct wst_sender *s,
         return WST_ERR_INVALID;
     }
     s->bounce_slots = (uint32_t)(bounce / WST_BOUNCE_SLOT_BYTES);
+    if (f & WST_SENDER_PARAM_DIGEST_THREADS)
+        set.digest_threads = p->digest_threads;
+    if (set.digest_threads < 1 || set.digest_threads > WST_DIGEST_THREADS_MAX) {
+        WST_ERROR(&s->log, "digest_threads %llu: want 1 to %u",
+                  (unsigned long long)set.digest_threads,
+                  WST_DIGEST_THREADS_MAX);
+        return WST_ERR_INVALID;
+    }
+    s->digest_threads = (unsigned)set.digest_threads;
     if (f & WST_SENDER_PARAM_SHM_DATA)
         set.shm_data = p->shm_data != 0;
     s->data_peer_errors = !(set.shm_data && shm_possible());
@@ -157,7 +166,18 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
         return WST_ERR_NO_MEMORY;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
+    pthread_mutex_init(&s->dev_hash_lock, NULL);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* Dropping a plan must not wait behind a whole batch of readers. */
+    pthread_rwlockattr_setkind_np(&ra,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->plan_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     st = apply_params(s, params);
+    if (st != WST_OK)
+        goto err_free;
+    st = wst_pool_create(s->digest_threads, &s->digest_pool);
     if (st != WST_OK)
         goto err_free;
     s->session = wst_now_ns() ^ ((uint64_t)params->rank << 48);
@@ -208,7 +228,10 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
 err_free_links:
     free(s->links);
 err_free:
+    wst_pool_destroy(s->digest_pool);
     wst_auth_secret_release(&s->secret);
+    pthread_rwlock_destroy(&s->plan_lock);
+    pthread_mutex_destroy(&s->dev_hash_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -323,6 +346,9 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
         }
     }
     pthread_mutex_unlock(&s->lock);
+    /* The previous push's digests (a failed refit's) end before any link
+     * takes a new plan (digests.c). */
+    wst_send_stop_digests(s);
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, wst_link_do_connect, &s->links[i]);
     pthread_mutex_lock(&s->lock);
@@ -354,7 +380,13 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
     s->version = version;
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, wst_link_do_begin, &s->links[i]);
-    wst_send_compute_digests(s, version);
+    /* After the begins: a link resets its digests when it begins. */
+    st = wst_send_start_digests(s, version);
+    if (st != WST_OK) {
+        snprintf(s->last_error, sizeof(s->last_error),
+                 "cannot queue the layer digests (%s)", wst_status_string(st));
+        return st;
+    }
     return WST_OK;
 }
 
@@ -373,6 +405,11 @@ wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
     pthread_mutex_lock(&s->lock);
     st = wait_links(s, link_committed, s->version, timeout_s, "the commit");
     pthread_mutex_unlock(&s->lock);
+    /* Committed, every digest was used; otherwise the rest is cancelled.
+     * Either way the caller may change its shards once this returns. A
+     * timed-out wait leaves the refit running, and its hashing. */
+    if (st != WST_ERR_TIMED_OUT)
+        wst_send_stop_digests(s);
     if (s->dev != NULL)
         wst_worker_call(s->worker, log_bounce, s);
     return st;
@@ -424,15 +461,20 @@ void wst_sender_destroy(wst_sender_t *s)
 {
     if (s == NULL)
         return;
+    wst_send_stop_digests(s);
     wst_worker_call(s->worker, close_links, s);
     for (size_t i = 0; i < s->n_shards; i++)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);
     wst_send_device_stop(s->dev);  /* no copy completes into a link after it */
     wst_worker_destroy(s->worker); /* after it, no move calls back */
     wst_send_device_destroy(s->dev);
+    wst_pool_destroy(s->digest_pool);
+    free(s->digest_jobs);
     free(s->shards);
     free(s->links);
     wst_auth_secret_release(&s->secret);
+    pthread_rwlock_destroy(&s->plan_lock);
+    pthread_mutex_destroy(&s->dev_hash_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

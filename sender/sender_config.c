@@ -49,6 +49,11 @@ const struct wst_config_entry wst_send_config[] = {
         {"bounce", WST_CONFIG_UINT, "64m",
          "pinned host memory the bounce path copies device shards through",
          FIELD(bounce_bytes), NULL, NULL},
+    [WST_SEND_CONFIG_DIGEST_THREADS] =
+        {"digest-threads", WST_CONFIG_UINT, "2",
+         "threads that hash layers while the refit streams (push returns "
+         "at once)",
+         FIELD(digest_threads), NULL, NULL},
     WST_CONFIG_END,
 };
 

@@ -28,7 +28,10 @@ struct wst_send_settings {
     int shm_data;
     int device_path; /* enum wst_path_pref (device_path.h) */
     uint64_t bounce_bytes;
+    uint64_t digest_threads;
 };
+
+#define WST_DIGEST_THREADS_MAX 64
 
 /* Indexes of wst_send_config, for WST_CONFIG_LIKE entries. */
 enum wst_send_config_key {
@@ -41,6 +44,7 @@ enum wst_send_config_key {
     WST_SEND_CONFIG_SHM_DATA,
     WST_SEND_CONFIG_DEVICE_PATH,
     WST_SEND_CONFIG_BOUNCE,
+    WST_SEND_CONFIG_DIGEST_THREADS,
 };
 
 /* "auto", "put", "am", then NULL: wst_sender_params.mover. */

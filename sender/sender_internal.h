@@ -10,7 +10,7 @@
  *   group.c      the refit's two barriers over an engine group's links
  *   pump.c       streaming a refit through its sending half
  *                (common/movers/tx.h), layer by layer
- *   digests.c    layer digests, computed inside push
+ *   digests.c    layer digests, hashed on the digest pool (common/pool.h)
  *   device.c     the GPU side (device.h)
  *
  * Locking: link fields belong to the progress thread. What the application
@@ -32,6 +32,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "mover.h"
+#include "pool.h"
 #include "tx.h"
 #include "worker.h"
 
@@ -71,11 +72,15 @@ struct link {
     size_t group_first;
     struct wst_plan_msg plan; /* owned, from the codec */
     int have_plan;
-    size_t *layer_first;   /* [n_layers + 1] item bounds per layer */
-    uint64_t *layer_bytes; /* [n_layers] */
-    uint64_t *digests;     /* [n_layers], written by push */
-    uint8_t *credits;      /* [n_layers]: staging credit for this version */
-    uint32_t digests_ready;
+    size_t *layer_first;    /* [n_layers + 1] item bounds per layer */
+    uint64_t *layer_bytes;  /* [n_layers] */
+    uint64_t *digests;      /* [n_layers], from the digest pool */
+    uint8_t *digest_in;     /* [n_layers]: digests[layer] is this version's */
+    uint8_t *credits;       /* [n_layers]: staging credit for this version */
+    uint32_t digests_ready; /* layers [0, digests_ready) have their digest */
+    /* Changed, under s->plan_lock held for writing, whenever the plan is
+     * dropped: a digest job for an older one skips its layer. */
+    uint64_t plan_gen;
     struct wst_tx_src *srcs;         /* [n_items]: where each item is read */
     struct wst_tx_plan tx_plan;      /* the plan as the sending half sees it */
     struct wst_tx *tx;               /* the sending half, one per plan */
@@ -127,6 +132,19 @@ struct wst_sender {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint64_t version; /* last pushed */
+
+    /* Layer digests (digests.c): one batch of jobs per push, layer-major,
+     * hashed on the pool's threads while the refit streams, so push
+     * returns at once. A job reads its link's plan and the shards under
+     * plan_lock (read); dropping a plan takes it for writing. The GPU's
+     * digest calls are serialized by dev_hash_lock. */
+    wst_pool_t *digest_pool;
+    unsigned digest_threads;
+    struct digest_job *digest_jobs;
+    size_t n_digest_jobs, digest_jobs_cap;
+    uint64_t digest_version;
+    pthread_rwlock_t plan_lock;
+    pthread_mutex_t dev_hash_lock;
     char last_error[WST_ERROR_MSG_MAX + 300];
 };
 
@@ -201,8 +219,13 @@ void wst_send_pump_all(void *arg);
 
 /* ---- digests.c: application thread ---- */
 
-/* Digests every link's layers of 'version', layer-major, and hands each
- * to the progress thread as it is ready. */
-void wst_send_compute_digests(struct wst_sender *s, uint64_t version);
+/* Application thread, in push: ends the previous batch (cancelled), then
+ * queues this version's layer digests on the pool. A job's result reaches
+ * its link on the progress thread; layers may finish out of order. */
+wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version);
+
+/* Application thread: no digest job runs once this returns (wait, destroy:
+ * the caller may then change or free its shards). */
+void wst_send_stop_digests(struct wst_sender *s);
 
 #endif

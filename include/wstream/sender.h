@@ -50,6 +50,7 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_DEVICE_PATH = 1u << 10,
     WST_SENDER_PARAM_BOUNCE = 1u << 11,
     WST_SENDER_PARAM_AUTH = 1u << 12,
+    WST_SENDER_PARAM_DIGEST_THREADS = 1u << 13,
 };
 
 /* Progress: 'layer' of 'version' starts streaming to receiver 'receiver'
@@ -110,6 +111,12 @@ struct wst_sender_params {
      * The library reads no environment; programs take the default from
      * WST_AUTH_SECRET_FILE. Borrowed during create. */
     const char *auth_secret_file;
+    /* Threads that hash each layer of a push for its receiver's check,
+     * while the refit streams: push returns without hashing, and wait (or
+     * destroy) returns only once none of them reads the shards any more.
+     * 1 to 64; default 2 (WST_SENDER_PARAM_DIGEST_THREADS). Device shards
+     * are hashed on their GPU, one layer at a time. */
+    unsigned digest_threads;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a
@@ -143,7 +150,8 @@ wst_status_t wst_sender_register(wst_sender_t *sender,
 /* Starts pushing 'version' (> every version pushed before) to every
  * receiver: connects and exchanges manifests and plans on first use, asks
  * each receiver to begin, then streams layer by layer. Returns once the
- * refit is under way (digests of every layer computed); errors found before
+ * refit is under way (the layers are hashed meanwhile, on digest_threads;
+ * the shards must not change until wait returns); errors found before
  * that are returned here: a refusal of the plan (WST_ERR_COVERAGE,
  * WST_ERR_DTYPE_MISMATCH, ...), WST_ERR_TIMED_OUT, or WST_ERR_BUSY while
  * the previous version is still in flight (wait for it first). */

@@ -53,6 +53,7 @@ class SenderParams(ctypes.Structure):
         ("device_path", ctypes.c_char_p),
         ("bounce_bytes", ctypes.c_uint64),
         ("auth_secret_file", ctypes.c_char_p),
+        ("digest_threads", ctypes.c_uint),
     ]
 
 
