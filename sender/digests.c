@@ -162,7 +162,7 @@ wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version)
 {
     struct build_call c = {.s = s, .status = WST_OK};
 
-    wst_send_stop_digests(s);
+    wst_send_stop_digests(s, 1);
     /* The links' plans belong to the progress thread. */
     wst_status_t st = wst_worker_call(s->worker, build_jobs, &c);
     if (st == WST_OK)
@@ -173,8 +173,8 @@ wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version)
     return wst_pool_start(s->digest_pool, digest_job_run, s, s->n_digest_jobs);
 }
 
-void wst_send_stop_digests(struct wst_sender *s)
+void wst_send_stop_digests(struct wst_sender *s, int cancel)
 {
     if (s->digest_pool != NULL)
-        wst_pool_finish(s->digest_pool, 1);
+        wst_pool_finish(s->digest_pool, cancel);
 }

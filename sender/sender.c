@@ -348,7 +348,7 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
     pthread_mutex_unlock(&s->lock);
     /* The previous push's digests (a failed refit's) end before any link
      * takes a new plan (digests.c). */
-    wst_send_stop_digests(s);
+    wst_send_stop_digests(s, 1);
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, wst_link_do_connect, &s->links[i]);
     pthread_mutex_lock(&s->lock);
@@ -405,11 +405,12 @@ wst_status_t wst_sender_wait(wst_sender_t *s, double timeout_s)
     pthread_mutex_lock(&s->lock);
     st = wait_links(s, link_committed, s->version, timeout_s, "the commit");
     pthread_mutex_unlock(&s->lock);
-    /* Committed, every digest was used; otherwise the rest is cancelled.
-     * Either way the caller may change its shards once this returns. A
-     * timed-out wait leaves the refit running, and its hashing. */
+    /* Committed, every digest was used. A receiver failed: the others may
+     * still commit, so their layers are hashed (bounded: one pass over the
+     * shards). Either way the caller may change its shards once this
+     * returns. A timed-out wait leaves the refit running, and its hashing. */
     if (st != WST_ERR_TIMED_OUT)
-        wst_send_stop_digests(s);
+        wst_send_stop_digests(s, 0);
     if (s->dev != NULL)
         wst_worker_call(s->worker, log_bounce, s);
     return st;
@@ -461,7 +462,7 @@ void wst_sender_destroy(wst_sender_t *s)
 {
     if (s == NULL)
         return;
-    wst_send_stop_digests(s);
+    wst_send_stop_digests(s, 1);
     wst_worker_call(s->worker, close_links, s);
     for (size_t i = 0; i < s->n_shards; i++)
         wst_worker_mem_unmap(s->worker, s->shards[i].memh);

@@ -225,7 +225,8 @@ void wst_send_pump_all(void *arg);
 wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version);
 
 /* Application thread: no digest job runs once this returns (wait, destroy:
- * the caller may then change or free its shards). */
-void wst_send_stop_digests(struct wst_sender *s);
+ * the caller may then change or free its shards); with 'cancel', jobs not
+ * started are skipped, otherwise they run first. */
+void wst_send_stop_digests(struct wst_sender *s, int cancel);
 
 #endif
