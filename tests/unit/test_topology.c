@@ -272,6 +272,25 @@ static void test_topology_empty_class_dir_has_no_devices(void **state)
     assert_int_equal(t->topo.n_gpus, 2);
 }
 
+/* The project's H200 machine, as its sysfs showed it: a VM with the RDMA
+ * stack loaded and no device. */
+static void test_topology_h200_vm_leaves_ucx(void **state)
+{
+    struct tree *t = *state;
+    struct wst_nic_choice c;
+
+    scan(t);
+    assert_int_equal(t->topo.n_devices, 0);
+    assert_int_equal(t->topo.n_gpus, 1);
+    assert_string_equal(t->topo.gpus[0].bdf, "0000:00:06.0");
+    assert_int_equal(t->topo.gpus[0].pci.depth, 2);
+    assert_int_equal(
+        wst_nic_choose(&t->topo, gpu_of(t, "00000000:00:06.0"), &t->lg, &c),
+        WST_ERR_NOT_FOUND);
+    assert_non_null(
+        strstr(t->log, "gpu 0000:00:06.0: no RDMA device: UCX chooses"));
+}
+
 static void test_topology_port_down_falls_back(void **state)
 {
     struct tree *t = *state;
@@ -477,6 +496,7 @@ int main(void)
         FIXTURE(test_topology_dgx_distance_classes, "dgx-h100.topo"),
         FIXTURE(test_topology_no_rdma_leaves_ucx, "no-rdma.topo"),
         FIXTURE(test_topology_empty_class_dir_has_no_devices, "no-rdma.topo"),
+        FIXTURE(test_topology_h200_vm_leaves_ucx, "h200-vm.topo"),
         FIXTURE(test_topology_port_down_falls_back, "port-down.topo"),
         FIXTURE(test_topology_two_nics_both_chosen, "two-nics.topo"),
         FIXTURE(test_topology_malformed_refused, "port-down.topo"),

@@ -39,6 +39,11 @@ no-rdma)
     expect "  0000:01:00.0  numa -1  UCX chooses"
     expect "  0000:02:00.0  numa -1  UCX chooses"
     ;;
+h200-vm)
+    expect "no RDMA device: UCX chooses"
+    expect "gpus: 1"
+    expect "  0000:00:06.0  numa -1  UCX chooses"
+    ;;
 port-down)
     expect "NIC0   mlx5_0:1  DOWN    0 Gb/s  Ethernet  pci 0000:04:00.0"
     expect "NIC3   rxe0:1  ACTIVE  10 Gb/s  Ethernet  pci none  numa -1"
