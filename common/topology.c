@@ -137,3 +137,38 @@ const struct wst_gpu *wst_topology_gpu(const struct wst_topology *topo,
     WST_ERROR(lg, "gpu %s: no NVIDIA display device with that bus id", bdf);
     return NULL;
 }
+
+const struct wst_gpu *wst_topology_gpu_add(struct wst_topology *topo,
+                                           const char *root, const char *bus_id,
+                                           const struct wst_logger *lg)
+{
+    char bdf[WST_PCI_NAME_MAX], link[PATH_MAX];
+    struct wst_gpu gpu;
+    size_t i;
+
+    if (wst_pci_bdf_normalize(bus_id, bdf, sizeof(bdf)) != WST_OK) {
+        WST_ERROR(lg, "gpu bus id '%s' is not 'dddd:bb:dd.f'", bus_id);
+        return NULL;
+    }
+    for (i = 0; i < topo->n_gpus; i++)
+        if (strcmp(topo->gpus[i].bdf, bdf) == 0)
+            return &topo->gpus[i];
+    if (root == NULL)
+        root = "/sys";
+    snprintf(link, sizeof(link), "%s/bus/pci/devices/%s", root, bdf);
+    memset(&gpu, 0, sizeof(gpu));
+    strcpy(gpu.bdf, bdf);
+    if (wst_pci_path_read(root, link, lg, &gpu.pci) != WST_OK) {
+        WST_ERROR(lg, "gpu %s: no PCI device with that bus id", bdf);
+        return NULL;
+    }
+    if (wst_array_grow(&topo->gpus, &topo->cap_gpus, topo->n_gpus + 1,
+                       sizeof(*topo->gpus)) != WST_OK) {
+        WST_ERROR(lg, "gpu %s: out of memory", bdf);
+        return NULL;
+    }
+    WST_INFO(lg, "gpu %s: taken by its bus id (not an NVIDIA display device)",
+             bdf);
+    topo->gpus[topo->n_gpus] = gpu;
+    return &topo->gpus[topo->n_gpus++];
+}

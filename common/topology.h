@@ -75,6 +75,17 @@ const struct wst_gpu *wst_topology_gpu(const struct wst_topology *topo,
                                        const char *bus_id,
                                        const struct wst_logger *lg);
 
+/* The GPU with bus id 'bus_id' as above if the scan found it; otherwise
+ * the PCI device with that bus id under the sysfs root 'root' ("/sys"
+ * when NULL), whatever its vendor and class (a device the caller knows
+ * is its GPU, e.g. from cudaDeviceGetPCIBusId), appended to topo->gpus.
+ * NULL, logged on lg naming it, when the bus id is malformed, no PCI
+ * device has it, or out of memory; topo unchanged then. Borrowed from
+ * topo, valid until the next call that appends. */
+const struct wst_gpu *wst_topology_gpu_add(struct wst_topology *topo,
+                                           const char *root, const char *bus_id,
+                                           const struct wst_logger *lg);
+
 /* Reads the RDMA ports under root into topo (rdma_ports.c). */
 wst_status_t wst_rdma_ports_scan(const char *root, const struct wst_logger *lg,
                                  struct wst_topology *topo);

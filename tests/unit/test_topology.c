@@ -464,6 +464,35 @@ static void test_topology_bus_ids(void **state)
     assert_non_null(strstr(t->log, "gpu bus id 'gpu0' is not 'dddd:bb:dd.f'"));
 }
 
+/* A GPU given by bus id: one the scan found is not added twice; another
+ * PCI device is taken as the caller says; a bus id nothing has is
+ * refused and changes nothing. */
+static void test_topology_gpu_by_bus_id(void **state)
+{
+    struct tree *t = *state;
+    const struct wst_gpu *g;
+    struct wst_nic_choice c;
+
+    scan(t);
+    g = wst_topology_gpu_add(&t->topo, t->dir, "00000000:03:00.0", &t->lg);
+    assert_non_null(g);
+    assert_int_equal(t->topo.n_gpus, 1);
+    /* the root port above mlx5_2, as if it were a GPU */
+    g = wst_topology_gpu_add(&t->topo, t->dir, "0000:00:02.0", &t->lg);
+    assert_non_null(g);
+    assert_int_equal(t->topo.n_gpus, 2);
+    assert_string_equal(g->bdf, "0000:00:02.0");
+    assert_non_null(strstr(t->log, "gpu 0000:00:02.0: taken by its bus id"));
+    assert_int_equal(wst_nic_choose(&t->topo, g, &t->lg, &c), WST_OK);
+    assert_string_equal(c.net_devices, "mlx5_2:1");
+    assert_string_equal(wst_pci_dist_name(c.dist), "PIX");
+    assert_null(wst_topology_gpu_add(&t->topo, t->dir, "0000:09:00.0", &t->lg));
+    assert_non_null(
+        strstr(t->log, "gpu 0000:09:00.0: no PCI device with that bus id"));
+    assert_null(wst_topology_gpu_add(&t->topo, t->dir, "09.0", &t->lg));
+    assert_int_equal(t->topo.n_gpus, 2);
+}
+
 /* This host's own /sys: whatever it has, the scan reads it, and the
  * verbs cross-check (where built) agrees with it. */
 static void test_topology_this_host(void **state)
@@ -501,6 +530,7 @@ int main(void)
         FIXTURE(test_topology_two_nics_both_chosen, "two-nics.topo"),
         FIXTURE(test_topology_malformed_refused, "port-down.topo"),
         FIXTURE(test_topology_bus_ids, "two-nics.topo"),
+        FIXTURE(test_topology_gpu_by_bus_id, "two-nics.topo"),
         FIXTURE(test_topology_this_host, "no-rdma.topo"),
     };
 

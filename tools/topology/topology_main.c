@@ -7,7 +7,9 @@
  *                    [--log-level LEVEL]
  *
  * --sysfs reads a fixture tree instead of /sys (tests); --gpu limits the
- * GPUs to those bus ids (nvidia-smi's form is taken); --no-verbs skips
+ * GPUs to those bus ids (nvidia-smi's form is taken; a PCI device that
+ * is not an NVIDIA display device is taken as a GPU when named so);
+ * --no-verbs skips
  * the libibverbs cross-check (never made on a tree other than /sys:
  * ibverbs sees this host's devices, not the tree's). On a host without RDMA
  * devices it says "no RDMA device: UCX chooses".
@@ -184,9 +186,9 @@ int main(int argc, char **argv)
                 o.sysfs, wst_status_string(status));
         return -status;
     }
-    /* --gpu ids are all checked before anything is printed */
+    /* --gpu ids are all taken before anything is printed */
     for (g = 0; g < o.n_gpus; g++) {
-        if (wst_topology_gpu(&topo, o.gpus[g], &lg) == NULL) {
+        if (wst_topology_gpu_add(&topo, o.sysfs, o.gpus[g], &lg) == NULL) {
             status = WST_ERR_NOT_FOUND;
             goto out_free_topology;
         }
