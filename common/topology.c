@@ -120,22 +120,37 @@ void wst_topology_free(struct wst_topology *topo)
     memset(topo, 0, sizeof(*topo));
 }
 
+/* Normalizes bus_id into bdf (logged when malformed: -1) and finds the
+ * GPU with it in topo (*gpu_p, NULL when none). */
+static int find_gpu(const struct wst_topology *topo, const char *bus_id,
+                    const struct wst_logger *lg, char *bdf, size_t bdf_len,
+                    const struct wst_gpu **gpu_p)
+{
+    size_t i;
+
+    *gpu_p = NULL;
+    if (wst_pci_bdf_normalize(bus_id, bdf, bdf_len) != WST_OK) {
+        WST_ERROR(lg, "gpu bus id '%s' is not 'dddd:bb:dd.f'", bus_id);
+        return -1;
+    }
+    for (i = 0; i < topo->n_gpus; i++)
+        if (strcmp(topo->gpus[i].bdf, bdf) == 0)
+            *gpu_p = &topo->gpus[i];
+    return 0;
+}
+
 const struct wst_gpu *wst_topology_gpu(const struct wst_topology *topo,
                                        const char *bus_id,
                                        const struct wst_logger *lg)
 {
     char bdf[WST_PCI_NAME_MAX];
-    size_t i;
+    const struct wst_gpu *found;
 
-    if (wst_pci_bdf_normalize(bus_id, bdf, sizeof(bdf)) != WST_OK) {
-        WST_ERROR(lg, "gpu bus id '%s' is not 'dddd:bb:dd.f'", bus_id);
+    if (find_gpu(topo, bus_id, lg, bdf, sizeof(bdf), &found) != 0)
         return NULL;
-    }
-    for (i = 0; i < topo->n_gpus; i++)
-        if (strcmp(topo->gpus[i].bdf, bdf) == 0)
-            return &topo->gpus[i];
-    WST_ERROR(lg, "gpu %s: no NVIDIA display device with that bus id", bdf);
-    return NULL;
+    if (found == NULL)
+        WST_ERROR(lg, "gpu %s: no NVIDIA display device with that bus id", bdf);
+    return found;
 }
 
 const struct wst_gpu *wst_topology_gpu_add(struct wst_topology *topo,
@@ -143,16 +158,13 @@ const struct wst_gpu *wst_topology_gpu_add(struct wst_topology *topo,
                                            const struct wst_logger *lg)
 {
     char bdf[WST_PCI_NAME_MAX], link[PATH_MAX];
+    const struct wst_gpu *found;
     struct wst_gpu gpu;
-    size_t i;
 
-    if (wst_pci_bdf_normalize(bus_id, bdf, sizeof(bdf)) != WST_OK) {
-        WST_ERROR(lg, "gpu bus id '%s' is not 'dddd:bb:dd.f'", bus_id);
+    if (find_gpu(topo, bus_id, lg, bdf, sizeof(bdf), &found) != 0)
         return NULL;
-    }
-    for (i = 0; i < topo->n_gpus; i++)
-        if (strcmp(topo->gpus[i].bdf, bdf) == 0)
-            return &topo->gpus[i];
+    if (found != NULL)
+        return found;
     if (root == NULL)
         root = "/sys";
     snprintf(link, sizeof(link), "%s/bus/pci/devices/%s", root, bdf);
