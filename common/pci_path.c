@@ -33,12 +33,35 @@ static wst_status_t split_path(const char *rel, struct wst_pci_path *path)
     return WST_OK;
 }
 
+/* The first name in rel that is a host bridge, "pci<domain>:<bus>": right
+ * at the start on bare metal, below firmware and VMBus nodes in Hyper-V
+ * VMs ("LNXSYSTM:00/.../VMBUS:01/<guid>/pci0001:00/0001:00:00.0").
+ * NULL when there is none. */
+static const char *host_bridge(const char *rel)
+{
+    const char *p = rel;
+    unsigned domain, bus;
+    int n;
+
+    while (*p != '\0') {
+        n = 0;
+        if (sscanf(p, "pci%x:%x%n", &domain, &bus, &n) == 2 &&
+            (p[n] == '/' || p[n] == '\0'))
+            return p;
+        p += strcspn(p, "/");
+        if (*p == '/')
+            p++;
+    }
+    return NULL;
+}
+
 wst_status_t wst_pci_path_read(const char *root, const char *sysfs_link,
                                const struct wst_logger *lg,
                                struct wst_pci_path *path_p)
 {
     char root_real[PATH_MAX], dev_real[PATH_MAX], file[PATH_MAX + 16];
     char numa[32];
+    const char *hb = NULL;
     struct wst_pci_path path;
     size_t root_len;
     char *end;
@@ -55,12 +78,13 @@ wst_status_t wst_pci_path_read(const char *root, const char *sysfs_link,
     root_len = strlen(root_real);
     if (strcmp(root_real, "/") == 0)
         root_len = 0;
-    if (strncmp(dev_real, root_real, root_len) != 0 ||
-        strncmp(dev_real + root_len, "/devices/", 9) != 0 ||
-        split_path(dev_real + root_len + 9, &path) != WST_OK) {
+    if (strncmp(dev_real, root_real, root_len) == 0 &&
+        strncmp(dev_real + root_len, "/devices/", 9) == 0)
+        hb = host_bridge(dev_real + root_len + 9);
+    if (hb == NULL || split_path(hb, &path) != WST_OK) {
         WST_ERROR(lg,
-                  "%s leads to %s, not to a PCI device under %s/devices/pci*"
-                  " at most %d levels deep",
+                  "%s leads to %s, not to a PCI device under a host bridge "
+                  "%s/devices/.../pci*, at most %d levels below it",
                   sysfs_link, dev_real, root_real, WST_PCI_DEPTH_MAX);
         return WST_ERR_IO;
     }

@@ -10,6 +10,9 @@
  *   pci0000:15 / 0000:15:01.0 / 0000:16:00.0 / 0000:17:01.0 / 0000:18:00.0
  *   host bridge  root port      switch up      switch down    the NIC
  *
+ * (In Hyper-V VMs the host bridge sits below firmware and VMBus nodes:
+ * "LNXSYSTM:00/.../VMBUS:01/<guid>/pci0001:00/0001:00:00.0"; the path
+ * starts at the host bridge all the same.)
  * A PCIe switch shows as an upstream port with downstream ports under it.
  * Two devices meet at the deepest name their paths share:
  *   PIX   below one switch: the meeting point is a bridge and each device
@@ -55,7 +58,8 @@ struct wst_pci_path {
  * "<root>/class/infiniband/mlx5_0/device"), relative to the sysfs root
  * 'root', and its numa_node. *path_p is written only on success.
  * WST_ERR_NOT_FOUND when the link does not resolve, WST_ERR_IO when it
- * leads outside "<root>/devices/pci*" or deeper than WST_PCI_DEPTH_MAX;
+ * leads to no host bridge under "<root>/devices/" or deeper than
+ * WST_PCI_DEPTH_MAX below it;
  * each logged on lg (may be NULL) naming the link. */
 wst_status_t wst_pci_path_read(const char *root, const char *sysfs_link,
                                const struct wst_logger *lg,

@@ -291,6 +291,32 @@ static void test_topology_h200_vm_leaves_ucx(void **state)
         strstr(t->log, "gpu 0000:00:06.0: no RDMA device: UCX chooses"));
 }
 
+/* A GPU as Hyper-V VMs show it, its host bridge below firmware and VMBus
+ * nodes: the path starts at the host bridge all the same. */
+static void test_topology_vmbus_host_bridge(void **state)
+{
+    struct tree *t = *state;
+    const struct wst_gpu *g;
+    char cmd[1400];
+
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && d=devices/LNXSYSTM:00/VMBUS:01/"
+             "00000001-0000-0000-0000-000000000000/pci0001:00/0001:00:00.0 && "
+             "mkdir -p $d && echo 0x10de >$d/vendor && "
+             "echo 0x030200 >$d/class && echo 0 >$d/numa_node && "
+             "ln -s ../../../$d bus/pci/devices/0001:00:00.0",
+             t->dir);
+    assert_int_equal(system(cmd), 0);
+    scan(t);
+    assert_int_equal(t->topo.n_gpus, 2);
+    g = gpu_of(t, "0001:00:00.0");
+    assert_int_equal(g->pci.depth, 2);
+    assert_string_equal(g->pci.name[0], "pci0001:00");
+    assert_int_equal(g->pci.numa_node, 0);
+    assert_int_equal(wst_pci_distance(&g->pci, &t->topo.gpus[0].pci),
+                     WST_PCI_SYS); /* numa 0 against -1 */
+}
+
 static void test_topology_port_down_falls_back(void **state)
 {
     struct tree *t = *state;
@@ -407,7 +433,7 @@ static void test_topology_malformed_refused(void **state)
     expect_refused(t, WST_ERR_NOT_FOUND, "mlx5_2/device: No such file");
     assert_int_equal(unlink(path), 0);
     assert_int_equal(symlink("../../../../../../bus", path), 0);
-    expect_refused(t, WST_ERR_IO, "not to a PCI device under");
+    expect_refused(t, WST_ERR_IO, "not to a PCI device under a host bridge");
     assert_int_equal(unlink(path), 0);
     assert_int_equal(symlink("../../../0000:81:00.0", path), 0);
 
@@ -526,6 +552,7 @@ int main(void)
         FIXTURE(test_topology_no_rdma_leaves_ucx, "no-rdma.topo"),
         FIXTURE(test_topology_empty_class_dir_has_no_devices, "no-rdma.topo"),
         FIXTURE(test_topology_h200_vm_leaves_ucx, "h200-vm.topo"),
+        FIXTURE(test_topology_vmbus_host_bridge, "h200-vm.topo"),
         FIXTURE(test_topology_port_down_falls_back, "port-down.topo"),
         FIXTURE(test_topology_two_nics_both_chosen, "two-nics.topo"),
         FIXTURE(test_topology_malformed_refused, "port-down.topo"),
