@@ -237,10 +237,25 @@ static void test_topology_dgx_distance_classes(void **state)
     assert_int_equal(wst_pci_distance(&g0->pci, &g0->pci), WST_PCI_PIX);
 }
 
+/* The choice for the GPU with bus id 'bus_id' is empty: UCX chooses,
+ * with 'bdf' named in the log line. */
+static void expect_ucx_chooses(struct tree *t, const char *bus_id,
+                               const char *bdf)
+{
+    struct wst_nic_choice c;
+    char line[128];
+
+    assert_int_equal(wst_nic_choose(&t->topo, gpu_of(t, bus_id), &t->lg, &c),
+                     WST_ERR_NOT_FOUND);
+    assert_int_equal(c.n, 0);
+    assert_string_equal(c.net_devices, "");
+    snprintf(line, sizeof(line), "gpu %s: no RDMA device: UCX chooses", bdf);
+    assert_non_null(strstr(t->log, line));
+}
+
 static void test_topology_no_rdma_leaves_ucx(void **state)
 {
     struct tree *t = *state;
-    struct wst_nic_choice c;
 
     scan(t);
     assert_int_equal(t->topo.n_devices, 0);
@@ -250,12 +265,7 @@ static void test_topology_no_rdma_leaves_ucx(void **state)
     assert_string_equal(t->topo.gpus[0].bdf, "0000:01:00.0");
     assert_string_equal(t->topo.gpus[1].bdf, "0000:02:00.0");
     assert_int_equal(t->topo.gpus[0].pci.numa_node, -1);
-    assert_int_equal(wst_nic_choose(&t->topo, gpu_of(t, "01:00.0"), &t->lg, &c),
-                     WST_ERR_NOT_FOUND);
-    assert_int_equal(c.n, 0);
-    assert_string_equal(c.net_devices, "");
-    assert_non_null(
-        strstr(t->log, "gpu 0000:01:00.0: no RDMA device: UCX chooses"));
+    expect_ucx_chooses(t, "01:00.0", "0000:01:00.0");
 }
 
 static void test_topology_empty_class_dir_has_no_devices(void **state)
@@ -277,18 +287,13 @@ static void test_topology_empty_class_dir_has_no_devices(void **state)
 static void test_topology_h200_vm_leaves_ucx(void **state)
 {
     struct tree *t = *state;
-    struct wst_nic_choice c;
 
     scan(t);
     assert_int_equal(t->topo.n_devices, 0);
     assert_int_equal(t->topo.n_gpus, 1);
     assert_string_equal(t->topo.gpus[0].bdf, "0000:00:06.0");
     assert_int_equal(t->topo.gpus[0].pci.depth, 2);
-    assert_int_equal(
-        wst_nic_choose(&t->topo, gpu_of(t, "00000000:00:06.0"), &t->lg, &c),
-        WST_ERR_NOT_FOUND);
-    assert_non_null(
-        strstr(t->log, "gpu 0000:00:06.0: no RDMA device: UCX chooses"));
+    expect_ucx_chooses(t, "00000000:00:06.0", "0000:00:06.0");
 }
 
 /* A GPU as Hyper-V VMs show it, its host bridge below firmware and VMBus
