@@ -1,7 +1,7 @@
 # deps.cmake - third-party dependencies, all from Debian packages by name:
 # libucx-dev, libprotobuf-c-dev + protobuf-c-compiler, libxxhash-dev,
 # libjson-c-dev, libcmocka-dev (tests), libmicrohttpd-dev, libssl-dev,
-# pkg-config.
+# libibverbs-dev (optional), pkg-config.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
@@ -13,6 +13,10 @@ pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 # HMAC-SHA256 of the control channel's handshake and frames (common/auth.c).
 pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+# RDMA devices and ports (common/topo_verbs.c); optional: without it the
+# topology is read from sysfs alone (common/topo_verbs_stub.c).
+pkg_check_modules(IBVERBS IMPORTED_TARGET libibverbs)
+message(STATUS "wstream: libibverbs cross-check ${IBVERBS_FOUND}")
 find_program(PROTOC_C NAMES protoc-c REQUIRED)
 
 # UCX's pkg-config file names libucp but not libucs, which we call directly.
