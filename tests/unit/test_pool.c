@@ -91,7 +91,16 @@ static void test_pool_cancel_and_busy(void **state)
     assert_int_equal(wst_pool_start(p, job, &b, N_JOBS), WST_OK);
     assert_int_equal(wst_pool_start(p, job, &b, 1), WST_ERR_BUSY);
     struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    /* Cancel once some jobs ran (a loaded host may start none in 10 ms):
+     * all 1000 take at least 0.6 s on 3 threads. */
+    for (;;) {
+        pthread_mutex_lock(&b.lock);
+        size_t n = b.n_started;
+        pthread_mutex_unlock(&b.lock);
+        if (n >= 3)
+            break;
+        nanosleep(&ts, NULL);
+    }
     wst_pool_finish(p, 1);
     pthread_mutex_lock(&b.lock);
     b.finished = 1;
