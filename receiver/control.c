@@ -118,6 +118,10 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
         wst_recv_peer_drop(r, old);
     }
     p->hello_done = 1;
+    if (p->counted_unranked) {
+        p->counted_unranked = 0;
+        r->n_unranked--;
+    }
     p->rank = h->rank;
     r->by_rank[h->rank] = p;
     struct wst_rm_event ev = {.kind = WST_RM_EV_PEER_JOINED, .rank = h->rank};
@@ -139,9 +143,24 @@ static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
      * how the sender reads device shards is its own business (bounce ring,
      * or UCX with CUDA), and either way the bytes arrive as a host
      * sender's do. */
+    char why[256];
+    wst_status_t st =
+        wst_recv_limit_have(r, m->u.have.n_entries, why, sizeof(why));
+    if (st != WST_OK) {
+        /* Refused before it is kept: the decoded manifest is freed with
+         * the message, the sender dropped (its rank is free again). */
+        WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
+        wst_recv_send_error(r, p, st, why);
+        wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
+                                 "sender %s refused: %s", p->name, why);
+        wst_recv_peer_drop_after_error(r, p);
+        return;
+    }
     p->have = m->u.have; /* take ownership */
     memset(&m->u.have, 0, sizeof(m->u.have));
     p->have_done = 1;
+    wst_recv_hold_have(r, p);
+    r->plan_generation++;
     if (r->first_have_ns == 0)
         r->first_have_ns = wst_now_ns();
     WST_DEBUG(&r->log, "sender %s: have manifest of %zu shards", p->name,
@@ -285,6 +304,17 @@ void wst_recv_on_accepted(void *arg, wst_conn_t *conn)
     p->conn = conn;
     snprintf(p->name, sizeof(p->name), "%s", wst_conn_name(conn));
     wst_conn_set_user(conn, p);
+
+    char why[160];
+    wst_status_t st = wst_recv_limit_unranked(r, why, sizeof(why));
+    if (st != WST_OK) {
+        WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
+        wst_recv_send_error(r, p, st, why);
+        wst_recv_peer_drop_after_error(r, p);
+        return;
+    }
+    p->counted_unranked = 1;
+    r->n_unranked++;
 }
 
 void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
