@@ -133,6 +133,17 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
     return 0;
 }
 
+/* A manifest over a limit (peer_limits.c): refused before it is kept, the
+ * sender dropped (its rank free again), nothing else changes. */
+static void refuse_have(struct wst_receiver *r, struct peer *p, const char *why)
+{
+    WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
+    wst_recv_send_error(r, p, WST_ERR_TOO_LARGE, why);
+    wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, WST_ERR_TOO_LARGE,
+                             "sender %s refused: %s", p->name, why);
+    wst_recv_peer_drop_after_error(r, p);
+}
+
 static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
 {
     if (!p->hello_done || p->have_done || m->u.have.rank != p->rank) {
@@ -144,16 +155,10 @@ static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
      * or UCX with CUDA), and either way the bytes arrive as a host
      * sender's do. */
     char why[256];
-    wst_status_t st =
-        wst_recv_limit_have(r, m->u.have.n_entries, why, sizeof(why));
-    if (st != WST_OK) {
-        /* Refused before it is kept: the decoded manifest is freed with
-         * the message, the sender dropped (its rank is free again). */
-        WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
-        wst_recv_send_error(r, p, st, why);
-        wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
-                                 "sender %s refused: %s", p->name, why);
-        wst_recv_peer_drop_after_error(r, p);
+    if (wst_recv_limit_have(r, m->u.have.n_entries, why, sizeof(why)) !=
+        WST_OK) {
+        /* The decoded manifest is freed with the message. */
+        refuse_have(r, p, why);
         return;
     }
     p->have = m->u.have; /* take ownership */
@@ -243,6 +248,13 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
 
     if (p == NULL)
         return;
+    size_t n_entries;
+    if (wst_msg_peek_have(buf, len, &n_entries) &&
+        wst_recv_limit_have(r, n_entries, err, sizeof(err)) != WST_OK) {
+        /* Over a limit before anything of it is unpacked. */
+        refuse_have(r, p, err);
+        return;
+    }
     wst_status_t st =
         wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
     if (st != WST_OK) {

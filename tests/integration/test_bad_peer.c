@@ -609,17 +609,28 @@ static wst_conn_t *send_big_have(struct bad_peer_fixture *f, uint32_t rank,
 
 /* (h) an authenticated sender whose manifest lists 400,000 shards the
  * agent does not want (the tiny model wants a few tensors: the automatic
- * limit is 65,536): refused with WST_ERR_TOO_LARGE naming the limit, the
- * agent's log names the sender, and a real refit commits after it. */
+ * limit is 65,536): refused with WST_ERR_TOO_LARGE naming the limit
+ * before it is unpacked (the agent's peak memory grows by less than
+ * 64 MB), the agent's log names the sender, and a real refit commits
+ * after it. */
+static void agent_rss(const struct it_agent *a, long *rss_kb, long *hwm_kb);
+
 static void test_bad_peer_manifest_over_limit(void **state)
 {
     struct bad_peer_fixture *f = *state;
+    long rss0 = 0, hwm0 = 0, rss1 = 0, hwm1 = 0;
 
     f->client.n_errors = 0;
+    agent_rss(&f->agent, &rss0, &hwm0);
     send_big_have(f, 0, 1, 0, 400000);
     expect_error(&f->client, WST_ERR_TOO_LARGE,
                  "have manifest of 400000 shards exceeds "
                  "max-manifest-entries 65536");
+    /* Refused from its wire bytes: the 15 MB frame was read, nothing of
+     * it unpacked (decoded, it takes ~190 MB and more while unpacking). */
+    agent_rss(&f->agent, &rss1, &hwm1);
+    fprintf(stderr, "agent peak RSS %ld -> %ld kB\n", hwm0, hwm1);
+    assert_true(hwm1 - hwm0 < 64 * 1024);
     assert_true(it_agent_log_has(&f->agent, "refused sender 127.0.0.1:"));
     assert_true(it_agent_log_has(&f->agent, "max-manifest-entries 65536"));
     assert_true(it_agent_alive(&f->agent));
