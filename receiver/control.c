@@ -248,24 +248,43 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
 
     if (p == NULL)
         return;
-    size_t n_entries;
-    if (wst_msg_peek_have(buf, len, &n_entries) &&
+    size_t n_entries = 0;
+    int is_have = wst_msg_peek_have(buf, len, &n_entries);
+    if (is_have &&
         wst_recv_limit_have(r, n_entries, err, sizeof(err)) != WST_OK) {
         /* Over a limit before anything of it is unpacked. */
         refuse_have(r, p, err);
         return;
     }
+    /* The manifest a sender is expected to send: unpacked on the
+     * planner thread (have_decode.c), it comes back to wst_recv_on_msg. */
+    if (is_have && p->hello_done && !p->have_done && !p->have_decoding &&
+        wst_recv_decode_have(r, p, buf, len) == WST_OK)
+        return;
     wst_status_t st =
         wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
+    wst_recv_on_msg(r, p, st, &m, err);
+}
+
+/* Bad input: a clear error to that peer, nothing else changes (unless it
+ * was part of a refit, which cannot complete now). */
+static void bad_message(struct wst_receiver *r, struct peer *p, wst_status_t st,
+                        const char *err)
+{
+    WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
+    wst_recv_send_error(r, p, st, err);
+    wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
+                             "sender %s sent a bad message: %s", p->name, err);
+    wst_recv_peer_drop_after_error(r, p);
+}
+
+void wst_recv_on_msg(struct wst_receiver *r, struct peer *p, wst_status_t st,
+                     struct wst_msg *mp, const char *err)
+{
+    struct wst_msg m = *mp; /* ours: released below */
+
     if (st != WST_OK) {
-        /* Bad input: a clear error to that peer, nothing else changes
-         * (unless it was part of a refit, which cannot complete now). */
-        WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
-        wst_recv_send_error(r, p, st, err);
-        wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
-                                 "sender %s sent a bad message: %s", p->name,
-                                 err);
-        wst_recv_peer_drop_after_error(r, p);
+        bad_message(r, p, st, err);
         return;
     }
     switch (m.type) {

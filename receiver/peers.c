@@ -71,9 +71,14 @@ static void peer_free(struct peer *p)
 
     if (p->counted_unranked)
         r->n_unranked--;
+    p->counted_unranked = 0;
     wst_recv_peer_rx_close(p);
     free(p->rx_layer_first);
     p->rx_layer_first = NULL;
+    if (p->have_decoding) {
+        p->dropped = 1; /* freed once its manifest is unpacked */
+        return;
+    }
     if (p->have_done) {
         r->plan_generation++;
         if (r->planning) {

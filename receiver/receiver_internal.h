@@ -59,6 +59,8 @@ struct peer {
     int have_done;
     int counted_unranked;      /* counted in r->n_unranked (before hello) */
     struct peer *retired_next; /* on r->retired: dropped, manifest kept */
+    int have_decoding; /* its manifest is being unpacked (have_decode.c) */
+    int dropped;       /* dropped meanwhile: freed when the manifest is back */
     int plan_sent;
     uint64_t plan_hash; /* hash of this sender's slice of the plan */
 
@@ -272,6 +274,16 @@ void wst_recv_publish_reason(struct wst_receiver *r, const char *reason);
 void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
                          size_t len);
 void wst_recv_on_accepted(void *arg, wst_conn_t *conn);
+/* A decoded message of p's (st WST_OK; *m is taken over and released), or
+ * why it did not decode (st, err): handled as wst_recv_on_message does. */
+void wst_recv_on_msg(struct wst_receiver *r, struct peer *p, wst_status_t st,
+                     struct wst_msg *m, const char *err);
+
+/* have_decode.c: a sender's have manifest, unpacked on the planner
+ * thread; the result goes to wst_recv_on_msg. WST_OK once it is queued
+ * (buf is copied); otherwise the caller decodes it itself. */
+wst_status_t wst_recv_decode_have(struct wst_receiver *r, struct peer *p,
+                                  const void *buf, size_t len);
 void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
                              const char *why);
 
