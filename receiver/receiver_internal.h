@@ -8,8 +8,9 @@
  *  - the engine thread (a wst_jobq) runs digest checks and every engine
  *    hook, then posts the result back to the progress thread;
  *  - the repack thread (another wst_jobq) replays staged experts;
- *  - the planner thread (another wst_jobq) builds plans from a snapshot
- *    of the senders' manifests (plan_cache.c);
+ *  - the planner thread (another wst_jobq) unpacks the senders' have
+ *    manifests (have_decode.c) and builds plans from a snapshot of them
+ *    (plan_cache.c);
  *  - with regions in GPU memory, the landing ring's waiter thread
  *    (common/movers/landing.h), which posts each landed message's
  *    host-to-device copy back once it is done.
