@@ -212,6 +212,13 @@ wst_status_t wst_msg_decode(const void *buf, size_t len, size_t max_len,
 
 void wst_msg_release(struct wst_msg *msg);
 
+/* Nonzero when buf[0..len) is a Control message holding a have manifest
+ * of at least one entry; *n_entries_p then gets how many entries
+ * unpacking it would produce at most. Reads tags and lengths only,
+ * allocates nothing (have_peek.c). 0 for any other message, and for bytes
+ * that are not a well-formed one (wst_msg_decode says why). */
+int wst_msg_peek_have(const void *buf, size_t len, size_t *n_entries_p);
+
 const char *wst_msg_type_name(enum wst_msg_type type);
 
 /* Sender-side check of a decoded plan against the sender's own have

@@ -118,6 +118,10 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
         wst_recv_peer_drop(r, old);
     }
     p->hello_done = 1;
+    if (p->counted_unranked) {
+        p->counted_unranked = 0;
+        r->n_unranked--;
+    }
     p->rank = h->rank;
     r->by_rank[h->rank] = p;
     struct wst_rm_event ev = {.kind = WST_RM_EV_PEER_JOINED, .rank = h->rank};
@@ -127,6 +131,17 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
     WST_INFO(&r->log, "sender %s connected, world %u", p->name, h->world_size);
     reply_hello(r, p);
     return 0;
+}
+
+/* A manifest over a limit (peer_limits.c): refused before it is kept, the
+ * sender dropped (its rank free again), nothing else changes. */
+static void refuse_have(struct wst_receiver *r, struct peer *p, const char *why)
+{
+    WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
+    wst_recv_send_error(r, p, WST_ERR_TOO_LARGE, why);
+    wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, WST_ERR_TOO_LARGE,
+                             "sender %s refused: %s", p->name, why);
+    wst_recv_peer_drop_after_error(r, p);
 }
 
 static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
@@ -139,9 +154,18 @@ static void on_have(struct wst_receiver *r, struct peer *p, struct wst_msg *m)
      * how the sender reads device shards is its own business (bounce ring,
      * or UCX with CUDA), and either way the bytes arrive as a host
      * sender's do. */
+    char why[256];
+    if (wst_recv_limit_have(r, m->u.have.n_entries, why, sizeof(why)) !=
+        WST_OK) {
+        /* The decoded manifest is freed with the message. */
+        refuse_have(r, p, why);
+        return;
+    }
     p->have = m->u.have; /* take ownership */
     memset(&m->u.have, 0, sizeof(m->u.have));
     p->have_done = 1;
+    wst_recv_hold_have(r, p);
+    r->plan_generation++;
     if (r->first_have_ns == 0)
         r->first_have_ns = wst_now_ns();
     WST_DEBUG(&r->log, "sender %s: have manifest of %zu shards", p->name,
@@ -224,17 +248,48 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
 
     if (p == NULL)
         return;
+    size_t n_entries = 0;
+    int is_have = wst_msg_peek_have(buf, len, &n_entries);
+    if (is_have &&
+        wst_recv_limit_have(r, n_entries, err, sizeof(err)) != WST_OK) {
+        /* Over a limit before anything of it is unpacked. */
+        refuse_have(r, p, err);
+        return;
+    }
+    if (is_have && p->have_decoding) {
+        /* A second one while its first is being unpacked. */
+        wst_recv_send_error(r, p, WST_ERR_PROTOCOL, "unexpected have manifest");
+        return;
+    }
+    /* The manifest a sender is expected to send: unpacked on the
+     * planner thread (have_decode.c), it comes back to wst_recv_on_msg. */
+    if (is_have && p->hello_done && !p->have_done &&
+        wst_recv_decode_have(r, p, buf, len) == WST_OK)
+        return;
     wst_status_t st =
         wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
+    wst_recv_on_msg(r, p, st, &m, err);
+}
+
+/* Bad input: a clear error to that peer, nothing else changes (unless it
+ * was part of a refit, which cannot complete now). */
+static void bad_message(struct wst_receiver *r, struct peer *p, wst_status_t st,
+                        const char *err)
+{
+    WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
+    wst_recv_send_error(r, p, st, err);
+    wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
+                             "sender %s sent a bad message: %s", p->name, err);
+    wst_recv_peer_drop_after_error(r, p);
+}
+
+void wst_recv_on_msg(struct wst_receiver *r, struct peer *p, wst_status_t st,
+                     struct wst_msg *mp, const char *err)
+{
+    struct wst_msg m = *mp; /* ours: released below */
+
     if (st != WST_OK) {
-        /* Bad input: a clear error to that peer, nothing else changes
-         * (unless it was part of a refit, which cannot complete now). */
-        WST_WARN(&r->log, "sender %s: bad message: %s", p->name, err);
-        wst_recv_send_error(r, p, st, err);
-        wst_recv_refit_peer_fail(r, p, WST_RM_EV_PEER_LOST, st,
-                                 "sender %s sent a bad message: %s", p->name,
-                                 err);
-        wst_recv_peer_drop_after_error(r, p);
+        bad_message(r, p, st, err);
         return;
     }
     switch (m.type) {
@@ -285,6 +340,17 @@ void wst_recv_on_accepted(void *arg, wst_conn_t *conn)
     p->conn = conn;
     snprintf(p->name, sizeof(p->name), "%s", wst_conn_name(conn));
     wst_conn_set_user(conn, p);
+
+    char why[160];
+    wst_status_t st = wst_recv_limit_unranked(r, why, sizeof(why));
+    if (st != WST_OK) {
+        WST_WARN(&r->log, "refused sender %s: %s", p->name, why);
+        wst_recv_send_error(r, p, st, why);
+        wst_recv_peer_drop_after_error(r, p);
+        return;
+    }
+    p->counted_unranked = 1;
+    r->n_unranked++;
 }
 
 void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,

@@ -54,15 +54,51 @@ uint32_t wst_recv_peer_rank(const struct peer *p)
     return p->hello_done ? p->rank : WST_RM_NO_RANK;
 }
 
+static void have_free(struct peer *p)
+{
+    struct wst_msg m = {.type = WST_MSG_HAVE, .u.have = p->have};
+
+    wst_msg_release(&m);
+    wst_recv_release_have(p->r, p->have_bytes);
+}
+
+/* A peer's manifest changes the plan's inputs: a plan running from them
+ * is stale. While one runs, the manifest is still read by the planner
+ * thread, so the peer is kept on r->retired until the plan is back. */
 static void peer_free(struct peer *p)
 {
-    if (p->have_done) {
-        struct wst_msg m = {.type = WST_MSG_HAVE, .u.have = p->have};
-        wst_msg_release(&m);
-    }
+    struct wst_receiver *r = p->r;
+
+    if (p->counted_unranked)
+        r->n_unranked--;
+    p->counted_unranked = 0;
     wst_recv_peer_rx_close(p);
     free(p->rx_layer_first);
+    p->rx_layer_first = NULL;
+    if (p->have_decoding) {
+        p->dropped = 1; /* freed once its manifest is unpacked */
+        return;
+    }
+    if (p->have_done) {
+        r->plan_generation++;
+        if (r->planning) {
+            p->retired_next = r->retired;
+            r->retired = p;
+            return;
+        }
+        have_free(p);
+    }
     free(p);
+}
+
+void wst_recv_release_retired(struct wst_receiver *r)
+{
+    while (r->retired != NULL) {
+        struct peer *p = r->retired;
+        r->retired = p->retired_next;
+        have_free(p);
+        free(p);
+    }
 }
 
 /* Drops a peer: closes its connection and forgets its manifest. A refit it

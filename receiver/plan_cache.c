@@ -1,6 +1,7 @@
 /* plan_cache.c - the plan: built once every sender rank's manifest is
- * in, kept while the inputs stay the same, each sender's slice sent to
- * it; and the per-layer lookups into it (progress thread). */
+ * in (on the planner thread), kept while the inputs stay the same, each
+ * sender's slice sent to it; and the per-layer lookups into it (progress
+ * thread). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,13 +164,157 @@ static void pub_plan_time(struct wst_receiver *r, void *arg)
     r->state.plan_seconds = *(const double *)arg;
 }
 
-/* Plans once every sender rank has sent its manifest; a cached plan is
- * reused when the inputs are the same (the usual case: a sender restarts,
- * or every refit after the first). */
+/* A plan computed on the planner thread from a snapshot of the manifests
+ * (borrowed: a peer dropped meanwhile keeps its manifest until the job is
+ * back, wst_recv_peer_release_have), posted back with its generation. */
+struct plan_job {
+    struct wst_receiver *r;
+    uint64_t generation; /* r->plan_generation when it was taken */
+    struct wst_plan_input in;
+    const struct wst_have **haves; /* [n_senders], owned */
+    size_t *n_haves;               /* [n_senders], owned */
+    uint64_t cached_key;           /* of r->plan; valid if has_cached */
+    int has_cached;
+    uint64_t key;          /* of in */
+    struct wst_plan *plan; /* owned; NULL: the cached one stands */
+    wst_status_t status;
+    char reason[WST_ERROR_MSG_MAX];
+    double seconds;
+};
+
+static void plan_job_free(struct plan_job *j)
+{
+    wst_plan_destroy(j->plan);
+    free(j->haves);
+    free(j->n_haves);
+    free(j);
+}
+
+/* The new plan replaces the old one: its index, the refit machine's view,
+ * and the published time. */
+static wst_status_t install_plan(struct wst_receiver *r, struct plan_job *j)
+{
+    wst_plan_destroy(r->plan);
+    r->plan = j->plan;
+    j->plan = NULL;
+    r->plan_key = j->key;
+    r->have_plan_key = 1;
+    if (build_layer_index(r) != WST_OK) {
+        wst_plan_destroy(r->plan);
+        r->plan = NULL;
+        r->have_plan_key = 0;
+        return WST_ERR_NO_MEMORY;
+    }
+    const struct wst_plan *plan = r->plan;
+    wst_recv_publish(r, pub_plan_time, &j->seconds);
+    WST_INFO(&r->log,
+             "plan %016llx: %zu items, %llu bytes from %u senders, %u "
+             "layers, built in %.3f ms",
+             (unsigned long long)plan->hash, plan->n_items,
+             (unsigned long long)plan->total_bytes, plan->n_senders,
+             plan->n_layers, j->seconds * 1e3);
+    return WST_OK;
+}
+
+/* Progress thread: the planner's result. Inputs that changed meanwhile
+ * (a manifest came or went: the generation moved on) make it stale: it is
+ * dropped and planning starts again from what is there now. */
+static void plan_done(void *arg)
+{
+    struct plan_job *j = arg;
+    struct wst_receiver *r = j->r;
+    struct job refusal = {.status = j->status};
+
+    r->planning = 0;
+    wst_recv_release_retired(r);
+    if (r->closing) {
+        plan_job_free(j);
+        return;
+    }
+    if (j->generation != r->plan_generation) {
+        WST_DEBUG(&r->log, "plan of manifests that changed meanwhile dropped");
+        plan_job_free(j);
+        wst_recv_try_plan(r);
+        return;
+    }
+    if (j->status != WST_OK) {
+        /* A refusal changes nothing: the live buffers and the committed
+         * version stay as they are. */
+        snprintf(refusal.reason, sizeof(refusal.reason), "%s", j->reason);
+        refused(r, refusal.reason);
+        wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
+        plan_job_free(j);
+        return;
+    }
+    if (j->plan != NULL && install_plan(r, j) != WST_OK) {
+        plan_job_free(j);
+        return;
+    }
+    plan_job_free(j);
+    for (uint32_t i = 0; i < r->world_size; i++)
+        if (r->by_rank[i] != NULL && !r->by_rank[i]->plan_sent)
+            send_plan(r, r->by_rank[i]);
+}
+
+/* Planner thread: the input's key, and a plan unless the cached one is
+ * for the same key. Reads only the snapshot and what the receiver fixed
+ * before it started (wants, regions). */
+static void plan_run(void *arg)
+{
+    struct plan_job *j = arg;
+    struct wst_receiver *r = j->r;
+    double t0 = wst_now_s();
+
+    j->key = wst_plan_input_key(&j->in);
+    if (!j->has_cached || j->key != j->cached_key)
+        j->status = wst_plan_build(&j->in, &r->log, &j->plan, j->reason,
+                                   sizeof(j->reason));
+    j->seconds = wst_now_s() - t0;
+    if (wst_worker_post(r->worker, plan_done, j) != WST_OK)
+        WST_ERROR(&r->log, "cannot post a plan back to the progress thread");
+}
+
+static struct plan_job *plan_job_new(struct wst_receiver *r)
+{
+    struct plan_job *j = calloc(1, sizeof(*j));
+
+    if (j == NULL)
+        return NULL;
+    j->haves = calloc(r->world_size, sizeof(*j->haves));
+    j->n_haves = calloc(r->world_size, sizeof(*j->n_haves));
+    if (j->haves == NULL || j->n_haves == NULL) {
+        plan_job_free(j);
+        return NULL;
+    }
+    j->r = r;
+    j->generation = r->plan_generation;
+    for (uint32_t i = 0; i < r->world_size; i++) {
+        j->haves[i] = r->by_rank[i]->have.entries;
+        j->n_haves[i] = r->by_rank[i]->have.n_entries;
+    }
+    j->in = (struct wst_plan_input){
+        .wants = r->wants,
+        .n_wants = r->n_wants,
+        .regions = r->region_descs,
+        .n_regions = r->n_regions,
+        .haves = j->haves,
+        .n_haves = j->n_haves,
+        .n_senders = r->world_size,
+        .receiver_rank = r->rank,
+    };
+    j->has_cached = r->plan != NULL && r->have_plan_key;
+    j->cached_key = r->plan_key;
+    return j;
+}
+
+/* Plans once every sender rank has sent its manifest, on the planner
+ * thread, so the progress thread keeps sending heartbeats; a cached plan
+ * is reused when the inputs are the same (the usual case: a sender
+ * restarts, or every refit after the first). One plan at a time: a call
+ * while one runs waits for its result, which is stale if the manifests
+ * changed. */
 void wst_recv_try_plan(struct wst_receiver *r)
 {
-    const struct wst_have **haves;
-    size_t *n_haves;
     struct job refusal = {0};
 
     for (uint32_t i = 0; i < r->world_size; i++)
@@ -178,24 +323,6 @@ void wst_recv_try_plan(struct wst_receiver *r)
     /* Every manifest is in: the wait for missing ones is over, even if a
      * sender leaves before its deadline (a one-shot wstream-send does). */
     r->first_have_ns = 0;
-    haves = calloc(r->world_size, sizeof(*haves));
-    n_haves = calloc(r->world_size, sizeof(*n_haves));
-    if (haves == NULL || n_haves == NULL)
-        goto out_free;
-    for (uint32_t i = 0; i < r->world_size; i++) {
-        haves[i] = r->by_rank[i]->have.entries;
-        n_haves[i] = r->by_rank[i]->have.n_entries;
-    }
-    struct wst_plan_input in = {
-        .wants = r->wants,
-        .n_wants = r->n_wants,
-        .regions = r->region_descs,
-        .n_regions = r->n_regions,
-        .haves = haves,
-        .n_haves = n_haves,
-        .n_senders = r->world_size,
-        .receiver_rank = r->rank,
-    };
     if (r->moe.refusal != WST_OK) {
         /* The engine's expert layout cannot be served: say so to every
          * sender, write nothing. */
@@ -204,43 +331,20 @@ void wst_recv_try_plan(struct wst_receiver *r)
         WST_ERROR(&r->log, "plan refused: %s", refusal.reason);
         refused(r, refusal.reason);
         wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
-        goto out_free;
+        return;
     }
-    uint64_t key = wst_plan_input_key(&in);
-    if (r->plan == NULL || !r->have_plan_key || key != r->plan_key) {
-        struct wst_plan *plan = NULL;
-        double t0 = wst_now_s();
-        refusal.status = wst_plan_build(&in, &r->log, &plan, refusal.reason,
-                                        sizeof(refusal.reason));
-        if (refusal.status != WST_OK) {
-            /* A refusal changes nothing: the live buffers and the
-             * committed version stay as they are. */
-            refused(r, refusal.reason);
-            wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
-            goto out_free;
-        }
-        wst_plan_destroy(r->plan);
-        r->plan = plan;
-        r->plan_key = key;
-        r->have_plan_key = 1;
-        if (build_layer_index(r) != WST_OK) {
-            wst_plan_destroy(r->plan);
-            r->plan = NULL;
-            goto out_free;
-        }
-        double plan_s = wst_now_s() - t0;
-        wst_recv_publish(r, pub_plan_time, &plan_s);
-        WST_INFO(&r->log,
-                 "plan %016llx: %zu items, %llu bytes from %u senders, %u "
-                 "layers, built in %.3f ms",
-                 (unsigned long long)plan->hash, plan->n_items,
-                 (unsigned long long)plan->total_bytes, plan->n_senders,
-                 plan->n_layers, plan_s * 1e3);
+    if (r->planning)
+        return; /* plan_done sees the generation moved and comes back */
+    struct plan_job *j = plan_job_new(r);
+    if (j == NULL || wst_jobq_post(r->planner, plan_run, j) != WST_OK) {
+        if (j != NULL)
+            plan_job_free(j);
+        refusal.status = WST_ERR_NO_MEMORY;
+        snprintf(refusal.reason, sizeof(refusal.reason),
+                 "no memory to start planning");
+        WST_ERROR(&r->log, "%s", refusal.reason);
+        wst_recv_for_each_peer(r, wst_recv_refuse_to_peer, &refusal);
+        return;
     }
-    for (uint32_t i = 0; i < r->world_size; i++)
-        if (!r->by_rank[i]->plan_sent)
-            send_plan(r, r->by_rank[i]);
-out_free:
-    free(haves);
-    free(n_haves);
+    r->planning = 1;
 }

@@ -79,6 +79,17 @@ static wst_status_t apply_params(struct wst_receiver *r,
         set.staging_slots = p->staging_slots;
     }
     wst_moe_init(&r->moe, (uint32_t)set.staging_slots);
+    if (f & WST_RECEIVER_PARAM_LIMITS) {
+        if (p->max_manifest_entries > WST_MAX_HAVES ||
+            p->max_manifest_bytes == 0 || p->max_unranked_peers == 0)
+            return WST_ERR_INVALID;
+        set.max_manifest_entries = p->max_manifest_entries;
+        set.max_manifest_bytes = p->max_manifest_bytes;
+        set.max_unranked = p->max_unranked_peers;
+    }
+    r->limits.entries = set.max_manifest_entries;
+    r->limits.bytes = set.max_manifest_bytes;
+    r->limits.unranked = set.max_unranked;
     r->group_size = 1;
     if ((f & WST_RECEIVER_PARAM_GROUP) && p->group != NULL &&
         p->group[0] != '\0') {
@@ -157,6 +168,9 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = wst_jobq_create(&r->repacker);
     if (st != WST_OK)
         goto err_destroy_engine;
+    st = wst_jobq_create(&r->planner);
+    if (st != WST_OK)
+        goto err_destroy_repacker;
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
@@ -174,7 +188,7 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     wp.rma = r->allow_put ? WST_WORKER_RMA_HARDWARE : WST_WORKER_RMA_NEVER;
     st = wst_worker_create(&wp, &r->worker);
     if (st != WST_OK)
-        goto err_destroy_repacker;
+        goto err_destroy_planner;
     /* No remote key leaves a worker whose puts UCX would emulate: those
      * write wherever the peer says. Senders then use am. */
     const char *why = NULL;
@@ -185,6 +199,8 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     *receiver_p = r;
     return WST_OK;
 
+err_destroy_planner:
+    wst_jobq_destroy(r->planner);
 err_destroy_repacker:
     wst_jobq_destroy(r->repacker);
 err_destroy_engine:
@@ -384,6 +400,7 @@ static void shutdown_peers(void *arg)
 {
     struct wst_receiver *r = arg;
 
+    r->closing = 1;
     wst_recv_refit_shutdown(r);
     for (uint32_t i = 0; i < r->world_size; i++)
         if (r->by_rank[i] != NULL)
@@ -397,6 +414,8 @@ void wst_receiver_destroy(wst_receiver_t *r)
     /* Peers first (no new work), then the engine thread (its late results
      * are posted to the worker and dropped as stale), then the worker. */
     wst_worker_call(r->worker, shutdown_peers, r);
+    /* A plan still running posts its result, dropped as r->closing. */
+    wst_jobq_destroy(r->planner);
     wst_jobq_destroy(r->repacker);
     wst_jobq_destroy(r->engine);
     wst_landing_stop(r->landing); /* copies done, none posted after this */
@@ -406,6 +425,7 @@ void wst_receiver_destroy(wst_receiver_t *r)
             wst_worker_mem_unmap(r->worker, r->regions[i].memh);
     }
     wst_worker_destroy(r->worker);
+    wst_recv_release_retired(r); /* had the plan's result not come back */
     wst_landing_destroy(r->landing);
     wst_recv_device_destroy(r->dev);
     free(r->rx_regions);

@@ -12,6 +12,8 @@ const char *const wst_recv_mover_names[] = {"auto", "am", NULL};
 #define HEARTBEAT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_INTERVAL_DEFAULT)
 #define PEER_TIMEOUT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_TIMEOUT_DEFAULT)
 #define SLOTS_MAX WST_CONFIG_QUOTE(WST_RECV_STAGING_SLOTS_MAX)
+#define MULTIPLE WST_CONFIG_QUOTE(WST_RECV_MANIFEST_WANT_MULTIPLE)
+#define ENTRIES_MIN WST_CONFIG_QUOTE(WST_RECV_MANIFEST_ENTRIES_MIN)
 
 const struct wst_config_entry wst_recv_config[] = {
     [WST_RECV_CONFIG_TIMEOUT] =
@@ -41,6 +43,21 @@ const struct wst_config_entry wst_recv_config[] = {
     [WST_RECV_CONFIG_LOG_LEVEL] = {"log-level", WST_CONFIG_ENUM, "info",
                                    "error, warn, info, debug, trace",
                                    FIELD(log_level), wst_log_level_names, NULL},
+    [WST_RECV_CONFIG_MAX_MANIFEST_ENTRIES] =
+        {"max-manifest-entries", WST_CONFIG_UINT, "0",
+         "shards one sender's manifest may list (at most 1048576); 0: "
+         "auto, " MULTIPLE " times the tensors this receiver wants, at "
+         "least " ENTRIES_MIN,
+         FIELD(max_manifest_entries), NULL, NULL},
+    [WST_RECV_CONFIG_MAX_MANIFEST_BYTES] =
+        {"max-manifest-bytes", WST_CONFIG_UINT, "512m",
+         "memory all senders' decoded manifests may hold together",
+         FIELD(max_manifest_bytes), NULL, NULL},
+    [WST_RECV_CONFIG_MAX_UNRANKED] =
+        {"max-unranked-peers", WST_CONFIG_UINT, "8",
+         "authenticated connections at once that have not said hello (have "
+         "no sender rank yet)",
+         FIELD(max_unranked), NULL, NULL},
     WST_CONFIG_END,
 };
 

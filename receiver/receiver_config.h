@@ -28,7 +28,10 @@ struct wst_recv_settings {
     int mover; /* index into wst_recv_mover_names */
     uint64_t staging_slots;
     int verify;
-    int log_level; /* enum wst_log_level */
+    int log_level;                 /* enum wst_log_level */
+    uint64_t max_manifest_entries; /* per sender; 0: auto (wst_recv_limits) */
+    uint64_t max_manifest_bytes;   /* all senders' manifests together */
+    uint64_t max_unranked;         /* authenticated peers before hello */
 };
 
 /* Indexes of wst_recv_config, for WST_CONFIG_LIKE entries. */
@@ -40,7 +43,15 @@ enum wst_recv_config_key {
     WST_RECV_CONFIG_STAGING_SLOTS,
     WST_RECV_CONFIG_VERIFY,
     WST_RECV_CONFIG_LOG_LEVEL,
+    WST_RECV_CONFIG_MAX_MANIFEST_ENTRIES,
+    WST_RECV_CONFIG_MAX_MANIFEST_BYTES,
+    WST_RECV_CONFIG_MAX_UNRANKED,
 };
+
+/* max-manifest-entries 0: this many times the tensors the receiver wants,
+ * and at least WST_RECV_MANIFEST_ENTRIES_MIN. */
+#define WST_RECV_MANIFEST_WANT_MULTIPLE 64
+#define WST_RECV_MANIFEST_ENTRIES_MIN 65536
 
 /* "auto" (senders put where their lane does real RMA), "am"; NULL after. */
 extern const char *const wst_recv_mover_names[];

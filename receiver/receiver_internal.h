@@ -8,6 +8,9 @@
  *  - the engine thread (a wst_jobq) runs digest checks and every engine
  *    hook, then posts the result back to the progress thread;
  *  - the repack thread (another wst_jobq) replays staged experts;
+ *  - the planner thread (another wst_jobq) unpacks the senders' have
+ *    manifests (have_decode.c) and builds plans from a snapshot of them
+ *    (plan_cache.c);
  *  - with regions in GPU memory, the landing ring's waiter thread
  *    (common/movers/landing.h), which posts each landed message's
  *    host-to-device copy back once it is done.
@@ -53,7 +56,12 @@ struct peer {
     int hello_done;
     uint32_t rank;
     struct wst_have_manifest have; /* owned once have_done */
+    uint64_t have_bytes;           /* its decoded size, counted as held */
     int have_done;
+    int counted_unranked;      /* counted in r->n_unranked (before hello) */
+    struct peer *retired_next; /* on r->retired: dropped, manifest kept */
+    int have_decoding; /* its manifest is being unpacked (have_decode.c) */
+    int dropped;       /* dropped meanwhile: freed when the manifest is back */
     int plan_sent;
     uint64_t plan_hash; /* hash of this sender's slice of the plan */
 
@@ -106,13 +114,32 @@ struct wst_receiver {
     struct wst_rx_region *rx_regions; /* [n_regions], for the movers */
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
 
+    /* What authenticated senders may make it hold (control.c): entries
+     * 0 is auto, from the wants (wst_recv_manifest_limit). */
+    struct {
+        uint64_t entries;  /* per sender's manifest */
+        uint64_t bytes;    /* all manifests held, decoded */
+        uint32_t unranked; /* peers before hello */
+    } limits;
+
     /* progress-thread state */
-    uint32_t world_size;   /* senders; 0 until the first hello */
-    struct peer **by_rank; /* [world_size] */
+    uint32_t world_size;     /* senders; 0 until the first hello */
+    uint64_t manifest_bytes; /* decoded manifests held by peers now */
+    uint32_t n_unranked;     /* peers without hello now */
+    struct peer **by_rank;   /* [world_size] */
     uint64_t first_have_ns;
     struct wst_plan *plan;
     uint64_t plan_key;
     int have_plan_key;
+    /* Planning runs on the planner thread (plan_cache.c), one plan at a
+     * time; plan_generation moves whenever a manifest comes or goes, and
+     * a plan of an older generation is dropped. Peers dropped while one
+     * runs wait on 'retired' with their manifests, which it may read. */
+    wst_jobq_t *planner;
+    int planning;
+    uint64_t plan_generation;
+    struct peer *retired;
+    int closing;         /* wst_receiver_destroy began: results are dropped */
     size_t *layer_index; /* [n_senders * (n_layers + 1)] item bounds */
     const struct wst_moe_layer **layer_moe; /* [n_layers]; NULL: dense */
 
@@ -171,7 +198,24 @@ uint32_t wst_recv_peer_rank(const struct peer *p);
 void wst_recv_peer_drop(struct wst_receiver *r, struct peer *p);
 void wst_recv_peer_drop_after_error(struct wst_receiver *r, struct peer *p);
 int wst_recv_any_peer(const struct wst_receiver *r);
+/* Frees the peers on r->retired (no plan runs). */
+void wst_recv_release_retired(struct wst_receiver *r);
 wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world);
+
+/* peer_limits.c: what authenticated senders may make the receiver hold */
+/* Shards one sender's manifest may list: limits.entries, or auto. */
+uint64_t wst_recv_manifest_limit(const struct wst_receiver *r);
+/* WST_OK when a manifest of n_entries may be kept; else why[] says which
+ * limit it is over (WST_ERR_TOO_LARGE). */
+wst_status_t wst_recv_limit_have(const struct wst_receiver *r, size_t n_entries,
+                                 char *why, size_t len);
+/* Counts p's manifest (taken) as held; release with its have_bytes once
+ * it is freed. */
+void wst_recv_hold_have(struct wst_receiver *r, struct peer *p);
+void wst_recv_release_have(struct wst_receiver *r, uint64_t bytes);
+/* WST_OK when one more peer without a rank may stay (WST_ERR_BUSY). */
+wst_status_t wst_recv_limit_unranked(struct wst_receiver *r, char *why,
+                                     size_t len);
 
 /* plan_cache.c */
 uint64_t wst_recv_layer_count(const struct wst_receiver *r);
@@ -231,6 +275,16 @@ void wst_recv_publish_reason(struct wst_receiver *r, const char *reason);
 void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
                          size_t len);
 void wst_recv_on_accepted(void *arg, wst_conn_t *conn);
+/* A decoded message of p's (st WST_OK; *m is taken over and released), or
+ * why it did not decode (st, err): handled as wst_recv_on_message does. */
+void wst_recv_on_msg(struct wst_receiver *r, struct peer *p, wst_status_t st,
+                     struct wst_msg *m, const char *err);
+
+/* have_decode.c: a sender's have manifest, unpacked on the planner
+ * thread; the result goes to wst_recv_on_msg. WST_OK once it is queued
+ * (buf is copied); otherwise the caller decodes it itself. */
+wst_status_t wst_recv_decode_have(struct wst_receiver *r, struct peer *p,
+                                  const void *buf, size_t len);
 void wst_recv_on_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
                              const char *why);
 

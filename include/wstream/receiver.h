@@ -75,6 +75,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_INITIAL_STATE = 1u << 9,
     WST_RECEIVER_PARAM_GROUP = 1u << 10,
     WST_RECEIVER_PARAM_AUTH = 1u << 11,
+    WST_RECEIVER_PARAM_LIMITS = 1u << 12,
 };
 
 struct wst_receiver_params {
@@ -134,6 +135,18 @@ struct wst_receiver_params {
      * refuses to start that way unless --insecure). The library reads no
      * environment. Borrowed during create. */
     const char *auth_secret_file;
+    /* What authenticated senders may make this receiver hold
+     * (WST_RECEIVER_PARAM_LIMITS). A have manifest over either limit is
+     * refused with an ERROR naming it, and its sender dropped; nothing else
+     * changes. max_manifest_entries: shards one sender may list, at most
+     * 1048576; 0 (default): 64 times the tensors this receiver wants, at
+     * least 65536. max_manifest_bytes: what all senders' decoded
+     * manifests may hold together (default 512 MiB; a shard takes 472
+     * bytes). max_unranked_peers: authenticated connections at once that
+     * have not said hello (default 8); one more is refused. */
+    uint64_t max_manifest_entries;
+    uint64_t max_manifest_bytes;
+    uint32_t max_unranked_peers;
 };
 
 /* One block of live memory. */

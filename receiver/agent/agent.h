@@ -33,6 +33,9 @@ struct agent_settings {
     uint64_t staging_slots;
     int verify;
     int log_level;
+    uint64_t max_manifest_entries;
+    uint64_t max_manifest_bytes;
+    uint64_t max_unranked_peers;
     int log_format;
     char *metrics_listen;
     char *metrics_port_file;

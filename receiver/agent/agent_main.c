@@ -87,6 +87,16 @@ static const struct wst_config_entry agent_config[] = {
     WST_CONFIG_LIKE_ENTRY("log-level", NULL,
                           offsetof(struct agent_settings, log_level),
                           &wst_recv_config[WST_RECV_CONFIG_LOG_LEVEL]),
+    WST_CONFIG_LIKE_ENTRY(
+        "max-manifest-entries", NULL,
+        offsetof(struct agent_settings, max_manifest_entries),
+        &wst_recv_config[WST_RECV_CONFIG_MAX_MANIFEST_ENTRIES]),
+    WST_CONFIG_LIKE_ENTRY("max-manifest-bytes", NULL,
+                          offsetof(struct agent_settings, max_manifest_bytes),
+                          &wst_recv_config[WST_RECV_CONFIG_MAX_MANIFEST_BYTES]),
+    WST_CONFIG_LIKE_ENTRY("max-unranked-peers", NULL,
+                          offsetof(struct agent_settings, max_unranked_peers),
+                          &wst_recv_config[WST_RECV_CONFIG_MAX_UNRANKED]),
     {"log-format", WST_CONFIG_ENUM, "text",
      "text, or json: one object per line (ts, level, component, msg) for "
      "log collectors",
@@ -246,6 +256,18 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.staging_slots);
         return WST_ERR_CONFIG;
     }
+    if (a->set.max_manifest_entries > (1u << 20) ||
+        a->set.max_manifest_bytes == 0 || a->set.max_unranked_peers == 0 ||
+        a->set.max_unranked_peers > UINT32_MAX) {
+        WST_ERROR(&a->log,
+                  "--max-manifest-entries %llu (at most 1048576), "
+                  "--max-manifest-bytes %llu, --max-unranked-peers %llu "
+                  "(both above 0): out of range",
+                  (unsigned long long)a->set.max_manifest_entries,
+                  (unsigned long long)a->set.max_manifest_bytes,
+                  (unsigned long long)a->set.max_unranked_peers);
+        return WST_ERR_CONFIG;
+    }
     st = wst_layout_load(a->set.layout, &a->layout, err, sizeof(err));
     if (st != WST_OK) {
         WST_ERROR(&a->log, "layout %s: %s", a->set.layout, err);
@@ -276,7 +298,8 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_VERIFY | WST_RECEIVER_PARAM_LOG |
                       WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
                       WST_RECEIVER_PARAM_STAGING_SLOTS |
-                      WST_RECEIVER_PARAM_GROUP | WST_RECEIVER_PARAM_AUTH,
+                      WST_RECEIVER_PARAM_GROUP | WST_RECEIVER_PARAM_AUTH |
+                      WST_RECEIVER_PARAM_LIMITS,
         .rank = a->layout.rank,
         .group = a->layout.group,
         .group_size = a->layout.group_size,
@@ -290,6 +313,9 @@ static wst_status_t agent_start(struct agent *a)
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,
         .auth_secret_file = a->set.auth_secret_file,
+        .max_manifest_entries = a->set.max_manifest_entries,
+        .max_manifest_bytes = a->set.max_manifest_bytes,
+        .max_unranked_peers = (uint32_t)a->set.max_unranked_peers,
         .log_level = a->set.log_level,
         .log_name = a->log.name,
         .log_fn = wst_log_stream_sink,

@@ -4,7 +4,9 @@
  * Every input is decoded as a peer's control message, of any type. What
  * decodes must encode again (decode's checks are encode's), decode again,
  * and encode to the same bytes a second time: a decoded message carries
- * everything its encoding needs, and nothing decode would refuse.
+ * everything its encoding needs, and nothing decode would refuse. What
+ * peeking at a have manifest counts (wst_msg_peek_have) is never below
+ * what decoding gives.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,10 +29,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *enc = NULL, *enc2 = NULL;
     size_t len = 0, len2 = 0;
     char err[512] = "";
+    size_t peeked = 0;
+    int is_have = wst_msg_peek_have(data, size, &peeked);
 
     if (wst_msg_decode(data, size, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err)) !=
         WST_OK)
         return 0;
+    /* The receiver refuses manifests over its limit from this count. */
+    if (m.type == WST_MSG_HAVE && m.u.have.n_entries > 0 &&
+        (!is_have || peeked < m.u.have.n_entries))
+        die("peeking counts fewer have entries than decoding", "");
     if (wst_msg_encode(&m, &enc, &len) != WST_OK)
         die("a decoded message does not encode", "");
     if (wst_msg_decode(enc, len, WST_MSG_MAX_DEFAULT, &again, err,

@@ -59,13 +59,35 @@ static int spawn_agent(struct it_agent *a, const char *agent_bin)
         /* --engine-socket "" keeps the default: no engine. */
         /* No secret: --insecure (the flag after it repeats one above). */
         int insecure = a->secret_path[0] == '\0';
-        execl(agent_bin, agent_bin, "--layout", a->layout_path, "--listen",
-              "127.0.0.1:0", "--port-file", a->port_path, "--status-file",
-              a->status_path, "--timeout", "5", "--peer-timeout", "2",
-              "--heartbeat", "0.5", "--log-level", "info", "--engine-socket",
-              a->engine_socket,
-              insecure ? "--insecure=yes" : "--auth-secret-file",
-              insecure ? "--log-level=info" : a->secret_path, (char *)NULL);
+        const char *argv[64] = {agent_bin,
+                                "--layout",
+                                a->layout_path,
+                                "--listen",
+                                "127.0.0.1:0",
+                                "--port-file",
+                                a->port_path,
+                                "--status-file",
+                                a->status_path,
+                                "--timeout",
+                                "5",
+                                "--peer-timeout",
+                                "2",
+                                "--heartbeat",
+                                "0.5",
+                                "--log-level",
+                                "info",
+                                "--engine-socket",
+                                a->engine_socket,
+                                insecure ? "--insecure=yes"
+                                         : "--auth-secret-file",
+                                insecure ? "--log-level=info" : a->secret_path};
+        size_t n = 21;
+        /* Later flags win: the extra ones override those above. */
+        for (size_t i = 0;
+             a->extra_args != NULL && a->extra_args[i] != NULL && n < 63; i++)
+            argv[n++] = a->extra_args[i];
+        argv[n] = NULL;
+        execv(agent_bin, (char *const *)argv);
         fprintf(stderr, "fixture: exec %s: %s\n", agent_bin, strerror(errno));
         _exit(127);
     }
@@ -94,7 +116,14 @@ static int wait_port(struct it_agent *a, double timeout_s)
 enum { START_ENGINE = 1, START_INSECURE = 2 };
 
 static int start_agent(struct it_agent *a, const char *agent_bin,
-                       void (*edit)(struct wst_layout *l), int flags);
+                       void (*edit)(struct wst_layout *l), int flags,
+                       const char *const *extra);
+
+int it_agent_start_args(struct it_agent *a, const char *agent_bin,
+                        const char *const *extra)
+{
+    return start_agent(a, agent_bin, NULL, 0, extra);
+}
 
 int it_agent_start(struct it_agent *a, const char *agent_bin)
 {
@@ -104,25 +133,27 @@ int it_agent_start(struct it_agent *a, const char *agent_bin)
 int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
                           void (*edit)(struct wst_layout *l))
 {
-    return start_agent(a, agent_bin, edit, 0);
+    return start_agent(a, agent_bin, edit, 0, NULL);
 }
 
 int it_agent_start_engine(struct it_agent *a, const char *agent_bin)
 {
-    return start_agent(a, agent_bin, NULL, START_ENGINE);
+    return start_agent(a, agent_bin, NULL, START_ENGINE, NULL);
 }
 
 int it_agent_start_insecure(struct it_agent *a, const char *agent_bin)
 {
-    return start_agent(a, agent_bin, NULL, START_INSECURE);
+    return start_agent(a, agent_bin, NULL, START_INSECURE, NULL);
 }
 
 static int start_agent(struct it_agent *a, const char *agent_bin,
-                       void (*edit)(struct wst_layout *l), int flags)
+                       void (*edit)(struct wst_layout *l), int flags,
+                       const char *const *extra)
 {
     char err[512];
 
     memset(a, 0, sizeof(*a));
+    a->extra_args = extra;
     /* Control needs TCP; data may use shared memory (real RMA: put). */
     setenv("UCX_TLS", "sm,tcp", 0);
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);

@@ -37,6 +37,9 @@ struct it_agent {
     /* The deployment's secret (<dir>/secret, mode 0600, random), passed
      * to the agent and to it_sender_setup's senders; "" when insecure. */
     char secret_path[PATH_MAX];
+    /* Flags after the fixture's own (NULL-terminated; borrowed for the
+     * fixture's life, restarts included); NULL: none. */
+    const char *const *extra_args;
     char shm_name[64];
     void *shm;
     struct wst_model model;
@@ -65,6 +68,11 @@ int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
 /* As it_agent_start, and the agent listens for an engine process on
  * a->engine_socket ("<dir>/engine.sock", --engine-socket). */
 int it_agent_start_engine(struct it_agent *a, const char *agent_bin);
+
+/* As it_agent_start, with 'extra' flags after the fixture's own (a flag
+ * given twice: the later one wins). */
+int it_agent_start_args(struct it_agent *a, const char *agent_bin,
+                        const char *const *extra);
 
 /* As it_agent_start, without a secret: the agent runs --insecure and
  * it_sender_setup's senders have none. */

@@ -1210,6 +1210,12 @@ static int fuzz_one(const uint8_t *orig, size_t len, uint8_t *work)
         assert_memory_equal(&msg, &zero_msg, sizeof(msg));
         return 0;
     }
+    /* What peeking counts is never below what decoding produced. */
+    size_t peeked = 0;
+    if (msg.type == WST_MSG_HAVE && msg.u.have.n_entries > 0) {
+        assert_true(wst_msg_peek_have(work, n, &peeked));
+        assert_true(peeked >= msg.u.have.n_entries);
+    }
     assert_int_equal(wst_msg_encode(&msg, &buf, &blen), WST_OK);
     free(buf);
     wst_msg_release(&msg);
@@ -1233,6 +1239,49 @@ static void fuzz_message(const struct wst_msg *m)
     assert_true(accepted > 0 && accepted < 2000);
     free(work);
     free(orig);
+}
+
+/* A have manifest's entries are counted from the wire bytes; other
+ * messages, an empty manifest and cut-short bytes are not a have. */
+static void test_codec_peek_have_counts_entries(void **state)
+{
+    struct wst_have h[3];
+    struct wst_msg m = {.type = WST_MSG_HAVE};
+    uint8_t *buf = NULL;
+    size_t len = 0, n = 0;
+
+    (void)state;
+    memset(h, 0, sizeof(h));
+    for (int i = 0; i < 3; i++) {
+        snprintf(h[i].tensor.name, sizeof(h[i].tensor.name), "t.%d", i);
+        h[i].tensor.dtype = WST_DTYPE_BF16;
+        h[i].tensor.ndim = 1;
+        h[i].tensor.shape[0] = 4;
+        h[i].box.ndim = 1;
+        h[i].box.stop[0] = 4;
+        h[i].mem = WST_MEM_HOST;
+    }
+    m.u.have.rank = 5;
+    m.u.have.n_entries = 3;
+    m.u.have.entries = h;
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_OK);
+    assert_true(wst_msg_peek_have(buf, len, &n));
+    assert_int_equal(n, 3);
+    assert_false(wst_msg_peek_have(buf, len - 1, &n));
+    free(buf);
+
+    m.u.have.n_entries = 0;
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_OK);
+    assert_false(wst_msg_peek_have(buf, len, &n));
+    free(buf);
+
+    struct wst_msg hello = {.type = WST_MSG_HELLO};
+    hello.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    hello.u.hello.role = WST_ROLE_SENDER;
+    hello.u.hello.world_size = 1;
+    assert_int_equal(wst_msg_encode(&hello, &buf, &len), WST_OK);
+    assert_false(wst_msg_peek_have(buf, len, &n));
+    free(buf);
 }
 
 static void test_codec_mutations_never_crash(void **state)
@@ -1305,6 +1354,7 @@ int main(void)
         cmocka_unit_test(test_codec_plan_check_good_accepted),
         cmocka_unit_test(test_codec_plan_check_source_past_shard_refused),
         cmocka_unit_test(test_codec_plan_check_hash_mismatch_refused),
+        cmocka_unit_test(test_codec_peek_have_counts_entries),
         cmocka_unit_test(test_codec_mutations_never_crash),
     };
 

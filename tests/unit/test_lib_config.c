@@ -15,6 +15,7 @@
 
 #include "select.h"
 #include "log.h"
+#include "codec.h"
 #include "receiver_config.h"
 #include "sender_config.h"
 
@@ -54,7 +55,8 @@ static void test_lib_config_sender_defaults(void **state)
 }
 
 /* include/wstream/receiver.h: timeout 30, mover auto, verify 1, log level
- * 2 (info), heartbeat 1, peer timeout 5, staging slots 2. */
+ * 2 (info), heartbeat 1, peer timeout 5, staging slots 2, manifest entries
+ * auto (0), manifest bytes 512 MiB, unranked peers 8. */
 static void test_lib_config_receiver_defaults(void **state)
 {
     struct wst_recv_settings set;
@@ -68,8 +70,11 @@ static void test_lib_config_receiver_defaults(void **state)
     assert_true(set.heartbeat_s == 1.0);
     assert_true(set.peer_timeout_s == 5.0);
     assert_int_equal(set.staging_slots, 2);
+    assert_int_equal(set.max_manifest_entries, 0);
+    assert_int_equal(set.max_manifest_bytes, 512ull << 20);
+    assert_int_equal(set.max_unranked, 8);
     assert_int_equal(table_length(wst_recv_config),
-                     WST_RECV_CONFIG_LOG_LEVEL + 1);
+                     WST_RECV_CONFIG_MAX_UNRANKED + 1);
 }
 
 /* The device-path choices are enum wst_path_pref, as the sender parses
@@ -113,6 +118,17 @@ static void test_lib_config_create_refuses(void **state)
     rp.field_mask = WST_RECEIVER_PARAM_HEARTBEAT;
     rp.heartbeat_s = 5;
     rp.peer_timeout_s = 5;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.field_mask = WST_RECEIVER_PARAM_LIMITS;
+    rp.max_manifest_entries = WST_MAX_HAVES + 1;
+    rp.max_manifest_bytes = 1;
+    rp.max_unranked_peers = 1;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.max_manifest_entries = 0;
+    rp.max_manifest_bytes = 0;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.max_manifest_bytes = 1;
+    rp.max_unranked_peers = 0;
     assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
     assert_null(r);
 
