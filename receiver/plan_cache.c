@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 
 #include "clock.h"
 #include "codec.h"
@@ -124,11 +125,20 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
     }
     p->plan_hash =
         wst_plan_hash_items(pl->n_senders, pl->n_layers, &pl->items[first], n);
+    /* A new secret with every plan: data that claims this rank must come
+     * from whoever read this message. */
+    if (getrandom(&p->data_token, sizeof(p->data_token), 0) !=
+        (ssize_t)sizeof(p->data_token)) {
+        free(regs);
+        wst_recv_send_error(r, p, WST_ERR_IO, "no random data token");
+        return;
+    }
     m.u.plan.plan_hash = p->plan_hash;
     m.u.plan.sender = p->rank;
     m.u.plan.n_senders = pl->n_senders;
     m.u.plan.n_layers = pl->n_layers;
     m.u.plan.mover = r->allow_put ? WST_MOVER_PUT : WST_MOVER_AM;
+    m.u.plan.data_token = p->data_token;
     m.u.plan.caps =
         (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
         (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |

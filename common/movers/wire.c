@@ -225,6 +225,7 @@ static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
     if (r == NULL)
         return WST_ERR_NO_MEMORY;
     r->hdr.token = m->token;
+    r->hdr.rank = m->rank;
     r->hdr.item = mv->item;
     r->hdr.offset = mv->item_offset;
     r->hdr.version = mv->version;
@@ -302,7 +303,7 @@ static wst_status_t unpack_rkeys(struct wst_wire *m,
 
 wst_status_t wst_wire_create(enum wst_mover_kind kind,
                              struct wst_worker *worker, ucp_ep_h ep,
-                             uint32_t token,
+                             uint32_t rank, uint64_t token,
                              const struct wst_remote_region *regions,
                              size_t n_regions, const struct wst_logger *log,
                              struct wst_wire **mover_p)
@@ -316,6 +317,7 @@ wst_status_t wst_wire_create(enum wst_mover_kind kind,
     m->log = log;
     m->worker = worker;
     m->ep = ep;
+    m->rank = rank;
     m->token = token;
     m->n_regions = n_regions;
     m->regions = calloc(n_regions ? n_regions : 1, sizeof(*m->regions));

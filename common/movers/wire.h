@@ -67,7 +67,8 @@ struct wst_wire {
     const struct wst_logger *log;
     struct wst_worker *worker; /* told of requests in flight */
     ucp_ep_h ep;
-    uint32_t token; /* am: receiver-assigned id of this sender */
+    uint32_t rank;  /* am: this sender's rank */
+    uint64_t token; /* am: the receiver's secret for it (Plan.data_token) */
     size_t n_regions;
     struct wst_remote_region *regions; /* owned copy, rkey pointers cleared */
     ucp_rkey_h *rkeys;                 /* put only; owned */
@@ -98,7 +99,7 @@ struct wst_wire {
  * wst_wire_destroy). */
 wst_status_t wst_wire_create(enum wst_mover_kind kind,
                              struct wst_worker *worker, ucp_ep_h ep,
-                             uint32_t token,
+                             uint32_t rank, uint64_t token,
                              const struct wst_remote_region *regions,
                              size_t n_regions, const struct wst_logger *log,
                              struct wst_wire **mover_p);

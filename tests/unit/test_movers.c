@@ -668,8 +668,8 @@ static void do_make_tx(void *arg)
         .rkey_len = f->rkey_len,
     };
 
-    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0, &reg,
-                            1, &f->log, &wire);
+    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0, 0,
+                            &reg, 1, &f->log, &wire);
     if (p->st != WST_OK)
         return;
     struct wst_tx_chunks_params cp = {
