@@ -5,6 +5,7 @@
  * the sending rank's half (progress thread). Nothing here knows how a
  * mover works.
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "am.h"
@@ -141,7 +142,9 @@ static struct peer *data_peer(struct wst_receiver *r,
                      hdr->rank);
             r->forged_logged = 1;
         }
-        r->forged_data++;
+        pthread_mutex_lock(&r->lock);
+        r->state.forged_data++;
+        pthread_mutex_unlock(&r->lock);
         return NULL;
     }
     if (p->rx == NULL || !wst_rm_takes_data(&r->rm, hdr->rank, hdr->version))

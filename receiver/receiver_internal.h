@@ -151,8 +151,7 @@ struct wst_receiver {
     int stepping;
     int polling; /* holds the worker busy while a refit runs */
     /* Data messages whose token is not the one the rank they claim was
-     * given: dropped, counted, the first logged. */
-    uint64_t forged_data;
+     * given are dropped and counted (state.forged_data), the first logged. */
     int forged_logged;
 
     /* what API threads read: under lock */
