@@ -110,7 +110,14 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
         wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
         return;
     }
-    for (size_t i = 0; i < r->n_regions; i++) {
+    /* Only the regions this sender's items write: others go with length 0,
+     * no base and no key (indices stay the plan's), so a sender learns
+     * nothing of memory it has no business in, and can put nowhere else
+     * (each region is registered, and its key packed, on its own). */
+    for (size_t k = first; k < first + n; k++) {
+        uint32_t i = pl->items[k].region;
+        if (i >= r->n_regions || regs[i].length != 0)
+            continue;
         regs[i].base = (uint64_t)(uintptr_t)r->regions[i].data;
         regs[i].length = r->regions[i].length;
         if (r->allow_put) {

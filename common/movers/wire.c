@@ -290,6 +290,16 @@ static wst_status_t unpack_rkeys(struct wst_wire *m,
     if (m->rkeys == NULL)
         return WST_ERR_NO_MEMORY;
     for (size_t i = 0; i < m->n_regions; i++) {
+        /* A region no item of ours writes comes without base, length or
+         * key (receiver/plan_cache.c): nothing to unpack, and check_move
+         * refuses any move into it. */
+        if (regions[i].length == 0 && regions[i].rkey_len == 0)
+            continue;
+        if (regions[i].rkey_len == 0) {
+            WST_ERROR(m->log, "region %zu of %llu bytes has no remote key", i,
+                      (unsigned long long)regions[i].length);
+            return WST_ERR_PROTOCOL;
+        }
         ucs_status_t st =
             ucp_ep_rkey_unpack(m->ep, regions[i].rkey, &m->rkeys[i]);
         if (st != UCS_OK) {

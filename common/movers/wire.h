@@ -42,6 +42,9 @@ struct wst_move {
 };
 
 /* A remote region as the receiver advertised it. */
+/* One region of the receiver's plan. A region none of this sender's items
+ * writes has length 0 and no key (the receiver grants only what the plan
+ * needs); indices stay those of the plan. */
 struct wst_remote_region {
     uint64_t base;
     uint64_t length;

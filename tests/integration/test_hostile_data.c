@@ -12,8 +12,12 @@
  * and forged data sent after the commit changes nothing.
  *
  * On main before data tokens (data trusted by the rank in its header),
- * this failed: the refit of v failed with "data for item 99999 (x1) ...
- * outside its plan", blaming rank 0.
+ * this failed: the refit of v failed with "sender ... (rank 0): data for
+ * item 15 (x1) at 0+64 outside its plan", blaming rank 0.
+ *
+ * Also: two senders holding different tensors (raw peers that say HELLO
+ * and HAVE) each get a plan that gives base, length and key only of the
+ * regions their own items write.
  *
  * usage: test_hostile_data PATH_TO_WSTREAM_AGENT
  */
@@ -410,10 +414,109 @@ static void test_hostile_data_forged_during_refit(void **state)
     it_agent_stop(&a);
 }
 
+/* Says HELLO as rank 'rank' of 2 with a HAVE of haves[0..n), then waits
+ * for the agent's PLAN. */
+static void plan_for(struct attacker *at, const struct it_agent *a,
+                     uint32_t rank, struct wst_have *haves, size_t n)
+{
+    struct wst_msg m = {.type = WST_MSG_HAVE};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+
+    m.u.have.rank = rank;
+    m.u.have.n_entries = n;
+    m.u.have.entries = haves;
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_OK);
+    struct hello_job j = {.at = at,
+                          .port = a->port,
+                          .rank = rank,
+                          .world = 2,
+                          .have = buf,
+                          .have_len = len};
+    assert_int_equal(wst_worker_call(at->worker, do_hello, &j), WST_OK);
+    assert_int_equal(j.st, WST_OK);
+}
+
+static int got_plan(struct attacker *at)
+{
+    pthread_mutex_lock(&at->lock);
+    int got = at->plan.type == WST_MSG_PLAN;
+    pthread_mutex_unlock(&at->lock);
+    return got;
+}
+
+/* Every region the plan gives a base, length or key for is one its items
+ * write, and every one they write is given. Returns how many are. */
+static size_t check_grants(const struct wst_plan_msg *pl, size_t n_regions)
+{
+    int *writes = calloc(n_regions, sizeof(*writes));
+    size_t granted = 0;
+
+    assert_non_null(writes);
+    assert_int_equal(pl->n_regions, n_regions);
+    for (size_t k = 0; k < pl->n_items; k++) {
+        assert_true(pl->items[k].region < n_regions);
+        writes[pl->items[k].region] = 1;
+    }
+    for (size_t i = 0; i < n_regions; i++) {
+        const struct wst_wire_region *g = &pl->regions[i];
+        fprintf(stderr,
+                "plan of sender %u: region %zu base 0x%llx length %llu "
+                "rkey %zu bytes; its items write it: %s\n",
+                pl->sender, i, (unsigned long long)g->base,
+                (unsigned long long)g->length, g->rkey.len,
+                writes[i] ? "yes" : "no");
+        if (writes[i]) {
+            assert_true(g->base != 0 && g->length != 0);
+            granted++;
+        } else {
+            assert_true(g->base == 0 && g->length == 0 && g->rkey.len == 0);
+        }
+    }
+    free(writes);
+    return granted;
+}
+
+/* Two senders that hold different tensors: each one's plan names base,
+ * length (and, for the put mover, a key) only of the regions its own
+ * items write; the others go empty, at their indices. */
+static void test_hostile_data_plan_grants_own_regions(void **state)
+{
+    struct it_agent a;
+    struct it_sender s;
+    struct attacker p0, p1;
+    (void)state;
+
+    assert_int_equal(it_agent_start(&a, agent_bin), 0);
+    assert_int_equal(it_sender_load(&s, &a), 0);
+    size_t split = s.n_haves / 2;
+    attacker_start(&p0, &a);
+    attacker_start(&p1, &a);
+    plan_for(&p0, &a, 0, s.haves, split);
+    plan_for(&p1, &a, 1, s.haves + split, s.n_haves - split);
+    for (int i = 0; i < 500 && !(got_plan(&p0) && got_plan(&p1)); i++)
+        sleep_s(0.01);
+    assert_true(got_plan(&p0));
+    assert_true(got_plan(&p1));
+
+    size_t n = a.layout.n_regions;
+    size_t g0 = check_grants(&p0.plan.u.plan, n);
+    size_t g1 = check_grants(&p1.plan.u.plan, n);
+    /* Neither is given everything: the check above is not vacuous. */
+    assert_true(g0 > 0 && g0 < n);
+    assert_true(g1 > 0 && g1 < n);
+    attacker_stop(&p0);
+    attacker_stop(&p1);
+    it_sender_destroy(&s);
+    assert_true(it_agent_alive(&a));
+    it_agent_stop(&a);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_data_forged_during_refit),
+        cmocka_unit_test(test_hostile_data_plan_grants_own_regions),
     };
 
     if (argc < 2) {
