@@ -1,9 +1,10 @@
 /* data.c - the receiver's side of the mover interface (common/movers/rx.h):
  * each sender's receiving half, opened for the mover its BEGIN names, and
  * what the half reports (bytes landed, a failure) fed to the refit state
- * machine; data messages from the worker routed by their header's token to
- * the sending rank's half (progress thread). Nothing here knows how a
- * mover works.
+ * machine; data messages from the worker routed by their header's rank to
+ * that rank's half, only when they carry the data token its plan did
+ * (others are dropped and counted as forged) (progress thread). Nothing
+ * here knows how a mover works.
  */
 #include <pthread.h>
 #include <stdlib.h>
