@@ -68,10 +68,12 @@ static void data_recv_done(void *request, ucs_status_t status, size_t length,
 }
 
 /* Receives one accepted data message into 'dest': a rendezvous descriptor
- * by ucp_am_recv_data_nbx, eager bytes by copy. */
+ * by ucp_am_recv_data_nbx, eager bytes by copy. in_cb: called from the
+ * message's own callback, where a descriptor we do not take is UCX's to
+ * release (once the callback returns UCS_OK); parked ones are ours. */
 static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
                          void *desc, const void *bytes, size_t length,
-                         void *dest)
+                         void *dest, int in_cb)
 {
     if (desc == NULL) {
         memcpy(dest, bytes, length);
@@ -83,7 +85,8 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
     if (pd == NULL) {
         if (w->ops.data_done != NULL)
             w->ops.data_done(w->ops.arg, hdr, dest, length, WST_ERR_NO_MEMORY);
-        ucp_am_data_release(w->worker, desc);
+        if (!in_cb)
+            ucp_am_data_release(w->worker, desc);
         return;
     }
     pd->worker = w;
@@ -105,9 +108,7 @@ static ucs_status_t data_park(wst_worker_t *w, const struct wst_data_hdr *hdr,
         WST_ERROR(w->log, "no memory to park a %zu-byte data message", length);
         if (w->ops.data_done != NULL)
             w->ops.data_done(w->ops.arg, hdr, NULL, length, WST_ERR_NO_MEMORY);
-        if (rndv)
-            ucp_am_data_release(w->worker, data);
-        return UCS_OK;
+        return UCS_OK; /* UCX releases a rendezvous descriptor */
     }
     pk->next = NULL;
     pk->hdr = *hdr;
@@ -147,12 +148,14 @@ ucs_status_t wst_data_am_recv(void *arg, const void *header,
         return data_park(w, &hdr, data, length, rndv);
     if (st != WST_OK)
         goto drop;
-    data_receive(w, &hdr, rndv ? data : NULL, data, length, dest);
+    data_receive(w, &hdr, rndv ? data : NULL, data, length, dest, 1);
     return UCS_OK;
 
 drop:
-    if (rndv)
-        ucp_am_data_release(w->worker, data);
+    /* A rendezvous message refused in its callback: UCX answers the sender
+     * and frees the descriptor once we return UCS_OK. Releasing it here
+     * too answered twice, and the sender's UCX aborted on the second
+     * answer (ucp_rndv_ats_handler: the request was gone). */
     return UCS_OK;
 }
 
@@ -194,7 +197,7 @@ void wst_worker_data_resume(wst_worker_t *w)
         if (w->parked == NULL)
             w->parked_tail = NULL;
         if (st == WST_OK) {
-            data_receive(w, &pk->hdr, pk->desc, pk->bytes, pk->len, dest);
+            data_receive(w, &pk->hdr, pk->desc, pk->bytes, pk->len, dest, 0);
             free(pk);
         } else {
             parked_free(w, pk);

@@ -46,7 +46,11 @@ enum {
 /* Header of a data active message. Peers are assumed to share byte order
  * (the protocol targets little-endian x86_64 and aarch64 only). */
 struct wst_data_hdr {
-    uint32_t token;    /* receiver-assigned id of the sending peer */
+    /* The receiver's secret for the sending peer (its plan's data token):
+     * data is taken only from whoever got that peer's plan on its own
+     * control connection, whatever rank a message claims. */
+    uint64_t token;
+    uint32_t rank;     /* the sending peer's rank */
     uint32_t item;     /* index into that peer's plan items */
     uint64_t offset;   /* bytes into the item (items move in chunks) */
     uint64_t version;  /* refit version the bytes belong to */

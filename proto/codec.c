@@ -541,6 +541,7 @@ static wst_status_t convert_plan(const Wst__Plan *m, struct wst_plan_msg *out)
     out->n_layers = m->n_layers;
     out->mover = (enum wst_mover_kind)m->mover;
     out->caps = m->caps;
+    out->data_token = m->data_token;
     if (m->n_items > 0) {
         out->items = calloc(m->n_items, sizeof(*out->items));
         if (out->items == NULL) {
@@ -931,6 +932,7 @@ static wst_status_t build_plan(const struct wst_plan_msg *p, struct pb_build *b)
     b->plan.n_layers = p->n_layers;
     b->plan.mover = (uint32_t)p->mover;
     b->plan.caps = p->caps;
+    b->plan.data_token = p->data_token;
     b->plan.n_items = p->n_items;
     b->plan.n_regions = p->n_regions;
     return build_plan_arrays(p, b);

@@ -114,6 +114,7 @@ struct wst_plan_msg {
     uint32_t n_layers; /* >= 1 */
     enum wst_mover_kind mover;
     uint32_t caps;                   /* WST_CAP_* of the receiver */
+    uint64_t data_token;             /* its data messages carry it */
     size_t n_items;                  /* <= WST_MAX_PLAN_ITEMS */
     struct wst_plan_item *items;     /* owned; item.sender == sender */
     size_t n_regions;                /* <= WST_MAX_REGIONS */

@@ -1,10 +1,12 @@
 /* data.c - the receiver's side of the mover interface (common/movers/rx.h):
  * each sender's receiving half, opened for the mover its BEGIN names, and
  * what the half reports (bytes landed, a failure) fed to the refit state
- * machine; data messages from the worker routed by their header's token to
- * the sending rank's half (progress thread). Nothing here knows how a
- * mover works.
+ * machine; data messages from the worker routed by their header's rank to
+ * that rank's half, only when they carry the data token its plan did
+ * (others are dropped and counted as forged) (progress thread). Nothing
+ * here knows how a mover works.
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "am.h"
@@ -113,16 +115,40 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
     return st;
 }
 
+/* The peer whose plan's data token the message carries: the rank it
+ * claims must hold that secret (sent only on its own control connection). */
+static struct peer *token_peer(struct wst_receiver *r,
+                               const struct wst_data_hdr *hdr)
+{
+    struct peer *p = r->by_rank != NULL && hdr->rank < r->world_size
+                         ? r->by_rank[hdr->rank]
+                         : NULL;
+
+    return p != NULL && p->plan_sent && p->data_token == hdr->token ? p : NULL;
+}
+
 /* The sender of a data message, while its refit is the one receiving. */
 static struct peer *data_peer(struct wst_receiver *r,
                               const struct wst_data_hdr *hdr)
 {
-    struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
-                         ? r->by_rank[hdr->token]
-                         : NULL;
+    struct peer *p = token_peer(r, hdr);
 
-    if (p == NULL || p->rx == NULL ||
-        !wst_rm_takes_data(&r->rm, hdr->token, hdr->version))
+    if (p == NULL) {
+        /* Not from the sender it names: never its bytes, and no failure
+         * of its refit either (which would let anyone fail one). */
+        if (!r->forged_logged) {
+            WST_WARN(&r->log,
+                     "data claiming sender rank %u with a wrong token "
+                     "dropped (further ones are counted, not logged)",
+                     hdr->rank);
+            r->forged_logged = 1;
+        }
+        pthread_mutex_lock(&r->lock);
+        r->state.forged_data++;
+        pthread_mutex_unlock(&r->lock);
+        return NULL;
+    }
+    if (p->rx == NULL || !wst_rm_takes_data(&r->rm, hdr->rank, hdr->version))
         return NULL;
     return p;
 }
@@ -153,9 +179,7 @@ void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
                            void *dest, size_t len, wst_status_t status)
 {
     struct wst_receiver *r = arg;
-    struct peer *p = r->by_rank != NULL && hdr->token < r->world_size
-                         ? r->by_rank[hdr->token]
-                         : NULL;
+    struct peer *p = token_peer(r, hdr);
 
     /* Its half placed it, and decides (it may hold landing room). */
     if (p != NULL && p->rx != NULL && p->rx->ops->data_done != NULL) {

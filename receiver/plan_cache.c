@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 
 #include "clock.h"
 #include "codec.h"
@@ -109,7 +110,14 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
         wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
         return;
     }
-    for (size_t i = 0; i < r->n_regions; i++) {
+    /* Only the regions this sender's items write: others go with length 0,
+     * no base and no key (indices stay the plan's), so a sender learns
+     * nothing of memory it has no business in, and can put nowhere else
+     * (each region is registered, and its key packed, on its own). */
+    for (size_t k = first; k < first + n; k++) {
+        uint32_t i = pl->items[k].region;
+        if (i >= r->n_regions || regs[i].length != 0)
+            continue;
         regs[i].base = (uint64_t)(uintptr_t)r->regions[i].data;
         regs[i].length = r->regions[i].length;
         if (r->allow_put) {
@@ -124,11 +132,20 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
     }
     p->plan_hash =
         wst_plan_hash_items(pl->n_senders, pl->n_layers, &pl->items[first], n);
+    /* A new secret with every plan: data that claims this rank must come
+     * from whoever read this message. */
+    if (getrandom(&p->data_token, sizeof(p->data_token), 0) !=
+        (ssize_t)sizeof(p->data_token)) {
+        free(regs);
+        wst_recv_send_error(r, p, WST_ERR_IO, "no random data token");
+        return;
+    }
     m.u.plan.plan_hash = p->plan_hash;
     m.u.plan.sender = p->rank;
     m.u.plan.n_senders = pl->n_senders;
     m.u.plan.n_layers = pl->n_layers;
     m.u.plan.mover = r->allow_put ? WST_MOVER_PUT : WST_MOVER_AM;
+    m.u.plan.data_token = p->data_token;
     m.u.plan.caps =
         (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
         (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |

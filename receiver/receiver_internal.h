@@ -63,7 +63,8 @@ struct peer {
     int have_decoding; /* its manifest is being unpacked (have_decode.c) */
     int dropped;       /* dropped meanwhile: freed when the manifest is back */
     int plan_sent;
-    uint64_t plan_hash; /* hash of this sender's slice of the plan */
+    uint64_t plan_hash;  /* hash of this sender's slice of the plan */
+    uint64_t data_token; /* random, in its plan: its data messages carry it */
 
     /* This sender's slice of the plan, as its receiving halves see it:
      * rebuilt (and the halves destroyed) whenever a plan is sent to it. */
@@ -149,6 +150,9 @@ struct wst_receiver {
     struct wst_recv_pending *pending; /* events waiting for them */
     int stepping;
     int polling; /* holds the worker busy while a refit runs */
+    /* Data messages whose token is not the one the rank they claim was
+     * given are dropped and counted (state.forged_data), the first logged. */
+    int forged_logged;
 
     /* what API threads read: under lock */
     pthread_mutex_t lock;

@@ -183,8 +183,8 @@ static wst_status_t open_chunks(struct link *l)
         regs[i].rkey_len = l->plan.regions[i].rkey.len;
     }
     st = wst_wire_create(l->mover_kind, s->worker, wst_conn_data_ep(l->conn),
-                         l->plan.sender, regs, l->plan.n_regions, &s->log,
-                         &wire);
+                         l->plan.sender, l->plan.data_token, regs,
+                         l->plan.n_regions, &s->log, &wire);
     free(regs);
     if (st != WST_OK)
         return st;

@@ -16,9 +16,11 @@
  * says LAYER_DONE after its fence.
  *
  * Data that arrives as messages on the worker (am) comes in through
- * data_dest / data_done, routed by the receiver from the header's token to
- * the sender's receiving half; a half without data_dest takes no messages
- * (any is a protocol error: data outside its plan).
+ * data_dest / data_done, routed by the receiver from the header's rank to
+ * the sender's receiving half once the header's token is the one that
+ * rank's plan carried (receiver/data.c: others are dropped unseen here);
+ * a half without data_dest takes no messages (any is a protocol error:
+ * data outside its plan).
  *
  * Implementations: put_rx.c (nothing to do), am_rx.c (messages into their
  * destination, or through the landing ring into device memory), nccl_rx.c

@@ -225,6 +225,7 @@ static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
     if (r == NULL)
         return WST_ERR_NO_MEMORY;
     r->hdr.token = m->token;
+    r->hdr.rank = m->rank;
     r->hdr.item = mv->item;
     r->hdr.offset = mv->item_offset;
     r->hdr.version = mv->version;
@@ -289,6 +290,16 @@ static wst_status_t unpack_rkeys(struct wst_wire *m,
     if (m->rkeys == NULL)
         return WST_ERR_NO_MEMORY;
     for (size_t i = 0; i < m->n_regions; i++) {
+        /* A region no item of ours writes comes without base, length or
+         * key (receiver/plan_cache.c): nothing to unpack, and check_move
+         * refuses any move into it. */
+        if (regions[i].length == 0 && regions[i].rkey_len == 0)
+            continue;
+        if (regions[i].rkey_len == 0) {
+            WST_ERROR(m->log, "region %zu of %llu bytes has no remote key", i,
+                      (unsigned long long)regions[i].length);
+            return WST_ERR_PROTOCOL;
+        }
         ucs_status_t st =
             ucp_ep_rkey_unpack(m->ep, regions[i].rkey, &m->rkeys[i]);
         if (st != UCS_OK) {
@@ -302,7 +313,7 @@ static wst_status_t unpack_rkeys(struct wst_wire *m,
 
 wst_status_t wst_wire_create(enum wst_mover_kind kind,
                              struct wst_worker *worker, ucp_ep_h ep,
-                             uint32_t token,
+                             uint32_t rank, uint64_t token,
                              const struct wst_remote_region *regions,
                              size_t n_regions, const struct wst_logger *log,
                              struct wst_wire **mover_p)
@@ -316,6 +327,7 @@ wst_status_t wst_wire_create(enum wst_mover_kind kind,
     m->log = log;
     m->worker = worker;
     m->ep = ep;
+    m->rank = rank;
     m->token = token;
     m->n_regions = n_regions;
     m->regions = calloc(n_regions ? n_regions : 1, sizeof(*m->regions));

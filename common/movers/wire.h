@@ -42,6 +42,9 @@ struct wst_move {
 };
 
 /* A remote region as the receiver advertised it. */
+/* One region of the receiver's plan. A region none of this sender's items
+ * writes has length 0 and no key (the receiver grants only what the plan
+ * needs); indices stay those of the plan. */
 struct wst_remote_region {
     uint64_t base;
     uint64_t length;
@@ -67,7 +70,8 @@ struct wst_wire {
     const struct wst_logger *log;
     struct wst_worker *worker; /* told of requests in flight */
     ucp_ep_h ep;
-    uint32_t token; /* am: receiver-assigned id of this sender */
+    uint32_t rank;  /* am: this sender's rank */
+    uint64_t token; /* am: the receiver's secret for it (Plan.data_token) */
     size_t n_regions;
     struct wst_remote_region *regions; /* owned copy, rkey pointers cleared */
     ucp_rkey_h *rkeys;                 /* put only; owned */
@@ -98,7 +102,7 @@ struct wst_wire {
  * wst_wire_destroy). */
 wst_status_t wst_wire_create(enum wst_mover_kind kind,
                              struct wst_worker *worker, ucp_ep_h ep,
-                             uint32_t token,
+                             uint32_t rank, uint64_t token,
                              const struct wst_remote_region *regions,
                              size_t n_regions, const struct wst_logger *log,
                              struct wst_wire **mover_p);

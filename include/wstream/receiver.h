@@ -251,6 +251,10 @@ struct wst_receiver_state {
      * none. */
     uint64_t refit_version;
     char refit_phase[16];
+    /* Data messages dropped because they did not carry the data token of
+     * the sender rank they claimed (forged, or from a stale plan): their
+     * bytes were never written. */
+    uint64_t forged_data;
 };
 
 /* On success *receiver_p is owned by the caller. */

@@ -397,7 +397,8 @@ int main(int argc, char **argv)
     st = agent_start(&a);
     if (st == WST_OK) {
         /* Hooks write the status file at commits and failures; a plan
-         * refusal has no hook, so look for state changes meanwhile. */
+         * refusal or dropped forged data has no hook, so look for state
+         * changes meanwhile. */
         struct wst_receiver_state seen, now;
         struct timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
         wst_receiver_get_state(a.receiver, &seen);
@@ -406,6 +407,7 @@ int main(int argc, char **argv)
             if (now.usable != seen.usable ||
                 now.committed_version != seen.committed_version ||
                 now.refit_in_progress != seen.refit_in_progress ||
+                now.forged_data != seen.forged_data ||
                 strcmp(now.refit_phase, seen.refit_phase) != 0 ||
                 strcmp(now.reason, seen.reason) != 0) {
                 wst_status_file_write(&a);

@@ -146,6 +146,10 @@ static void scrape(struct wst_metrics *m, struct text *t)
              "wstream_rx_bytes_total{mover=\"nccl\"} %llu\n",
              (unsigned long long)m->rx_put, (unsigned long long)m->rx_am,
              (unsigned long long)m->rx_nccl);
+    print_metric(t, "wstream_forged_data_total", "counter",
+                 "Data messages dropped unwritten: they did not carry the "
+                 "data token of the sender rank they claimed.",
+                 (double)st.forged_data);
     print_metric(t, "wstream_last_refit_seconds", "gauge",
                  "Last committed refit, begin acknowledged to commit.",
                  st.last_refit_seconds);

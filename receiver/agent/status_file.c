@@ -47,6 +47,8 @@ void wst_status_file_write(struct agent *a)
                            json_object_new_double(a->register_s));
     json_object_object_add(o, "time_ns", json_object_new_uint64(wst_now_ns()));
     json_object_object_add(o, "reason", json_object_new_string(st.reason));
+    json_object_object_add(o, "forged_data",
+                           json_object_new_uint64(st.forged_data));
     /* The refit under way, if any: its version and phase ("ready":
      * paused, nothing written; "prepared": whole, waiting for its engine
      * group), or null. */

@@ -96,6 +96,7 @@ static void test_agent_metrics_and_probes(void **state)
     assert_true(sample(body, "wstream_refits_total{outcome=\"committed\"}") ==
                 1);
     assert_true(sample(body, "wstream_refits_total{outcome=\"failed\"}") == 0);
+    assert_true(sample(body, "wstream_forged_data_total") == 0);
     uint64_t bytes = 0;
     for (size_t i = 0; i < s.n_haves; i++)
         bytes += wst_model_shard_bytes(&s.haves[i]);

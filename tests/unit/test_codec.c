@@ -48,6 +48,19 @@ static uint8_t *pack_control(const Wst__Control *ctl, size_t *len_p)
     return buf;
 }
 
+/* Packs ctl and decodes it into *msg, which must succeed. */
+static void decode_control(const Wst__Control *ctl, struct wst_msg *msg)
+{
+    char err[ERRLEN];
+    size_t len;
+    uint8_t *buf = pack_control(ctl, &len);
+
+    assert_int_equal(
+        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, msg, err, ERRLEN),
+        WST_OK);
+    free(buf);
+}
+
 static void assert_control_refused(const Wst__Control *ctl, const char *reason)
 {
     size_t len;
@@ -889,20 +902,13 @@ static void test_codec_plan_valid_pb_accepted(void **state)
 {
     struct pb_plan p;
     struct wst_msg msg;
-    char err[ERRLEN];
-    uint8_t *buf;
-    size_t len;
 
     (void)state;
     pb_plan_init(&p);
-    buf = pack_control(&p.ctl, &len);
-    assert_int_equal(
-        wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &msg, err, ERRLEN),
-        WST_OK);
+    decode_control(&p.ctl, &msg);
     assert_int_equal(msg.u.plan.items[0].dst_offset, 64);
     assert_true(msg.u.plan.regions[0].base == 0x10000);
     wst_msg_release(&msg);
-    free(buf);
 }
 
 static void test_codec_plan_dst_overflow_refused(void **state)
@@ -949,6 +955,35 @@ static void test_codec_plan_item_past_region_refused(void **state)
     p.item.dst_offset = 4096 - 127; /* ends one byte past the region */
     assert_control_refused(&p.ctl, "plan item 0: dst_offset 3969 + length 128 "
                                    "past the end of region 0 (4096 bytes)");
+}
+
+/* A region the receiver withholds from this sender (none of its items
+ * writes it) comes with length 0, no base and no key, at its index: such
+ * a plan decodes, and an item that names it is refused. */
+static void test_codec_plan_withheld_region(void **state)
+{
+    struct pb_plan p;
+    Wst__Region withheld = WST__REGION__INIT;
+    Wst__Region *regions[2] = {&withheld, NULL};
+    struct wst_msg msg;
+
+    (void)state;
+    pb_plan_init(&p);
+    regions[1] = &p.region;
+    p.plan.n_regions = 2;
+    p.plan.regions = regions;
+    p.item.region = 1;
+    decode_control(&p.ctl, &msg);
+    assert_int_equal(msg.u.plan.n_regions, 2);
+    assert_true(msg.u.plan.regions[0].base == 0);
+    assert_true(msg.u.plan.regions[0].length == 0);
+    assert_int_equal(msg.u.plan.regions[0].rkey.len, 0);
+    assert_true(msg.u.plan.regions[1].length == 4096);
+    wst_msg_release(&msg);
+
+    p.item.region = 0;
+    assert_control_refused(&p.ctl, "plan item 0: dst_offset 64 + length 128 "
+                                   "past the end of region 0 (0 bytes)");
 }
 
 static void test_codec_plan_region_out_of_range_refused(void **state)
@@ -1342,6 +1377,7 @@ int main(void)
         cmocka_unit_test(test_codec_plan_unknown_caps_refused),
         cmocka_unit_test(test_codec_plan_src_overflow_refused),
         cmocka_unit_test(test_codec_plan_item_past_region_refused),
+        cmocka_unit_test(test_codec_plan_withheld_region),
         cmocka_unit_test(test_codec_plan_region_out_of_range_refused),
         cmocka_unit_test(test_codec_plan_layer_out_of_range_refused),
         cmocka_unit_test(test_codec_plan_bad_header_refused),

@@ -661,15 +661,17 @@ static void do_make_tx(void *arg)
         p->st = wst_tx_nccl_create(&np, f->nccl_id, &f->tx);
         return;
     }
-    struct wst_remote_region reg = {
+    /* Region 1 is one this sender writes nothing of, as a receiver's plan
+     * gives it: no base, length or key (receiver/plan_cache.c). */
+    struct wst_remote_region regs[2] = {{
         .base = (uint64_t)(uintptr_t)f->dst,
         .length = f->lay.dst_bytes,
         .rkey = f->rkey,
         .rkey_len = f->rkey_len,
-    };
+    }};
 
-    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0, &reg,
-                            1, &f->log, &wire);
+    p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0, 0,
+                            regs, 2, &f->log, &wire);
     if (p->st != WST_OK)
         return;
     struct wst_tx_chunks_params cp = {

@@ -623,8 +623,11 @@ static void data_send_start(struct pair *p, struct am_send *a, uint32_t item,
 {
     ops_init(&a->ops, p->cli.w);
     a->ep = wst_conn_data_ep(p->conn);
-    a->hdr = (struct wst_data_hdr){
-        .token = 7, .item = item, .version = 3, .count = 1};
+    a->hdr = (struct wst_data_hdr){.token = 0x5eed00000007ull,
+                                   .rank = 2,
+                                   .item = item,
+                                   .version = 3,
+                                   .count = 1};
     a->bytes = bytes;
     a->len = len;
     assert_int_equal(wst_worker_post(p->cli.w, do_am_send, a), WST_OK);
@@ -665,7 +668,8 @@ static void test_worker_data_lands_at_dest(void **state)
     data_send_wait(&a);
     assert_true(side_wait(&p->srv, &p->srv.n_done, 1));
     assert_int_equal(p->srv.done_status, WST_OK);
-    assert_int_equal(p->srv.done_hdr.token, 7);
+    assert_true(p->srv.done_hdr.token == 0x5eed00000007ull);
+    assert_int_equal(p->srv.done_hdr.rank, 2);
     assert_int_equal(p->srv.done_hdr.item, 4);
     assert_int_equal(p->srv.done_hdr.version, 3);
     assert_int_equal(p->srv.done_len, 256);

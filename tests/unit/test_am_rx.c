@@ -1,0 +1,209 @@
+/* test_am_rx.c - the am mover's receiving half (common/movers/am_rx.c) on
+ * its own, without UCX: a data message is given a destination only for
+ * the version being received and only inside one of its sender's items;
+ * everything else gets none, so nothing is written. Data of a version not
+ * in flight is dropped quietly; data outside the plan fails the refit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "am.h"
+
+#define REGION_LEN 4096
+
+struct fixture {
+    struct wst_logger log;
+    char *mem; /* the region */
+    struct wst_plan_item items[3];
+    size_t layer_first[3];
+    struct wst_rx_region region;
+    struct wst_rx_plan plan;
+    struct wst_rx *rx;
+    int n_failed;
+    uint64_t landed;
+};
+
+static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
+{
+    struct fixture *f = arg;
+
+    (void)layer;
+    f->landed += bytes;
+}
+
+static void on_failed(void *arg, wst_status_t status, const char *reason)
+{
+    struct fixture *f = arg;
+
+    (void)status;
+    (void)reason;
+    f->n_failed++;
+}
+
+/* Items: 100 bytes at 0 and 200 bytes at 100 (layer 0), 50 bytes at 1000
+ * (layer 1), all in one host region. */
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+
+    if (f == NULL || (f->mem = calloc(1, REGION_LEN)) == NULL)
+        return -1;
+    wst_logger_init(&f->log, "test_am_rx", WST_LOG_ERROR);
+    f->items[0] = (struct wst_plan_item){.dst_offset = 0, .length = 100};
+    f->items[1] = (struct wst_plan_item){.dst_offset = 100, .length = 200};
+    f->items[2] =
+        (struct wst_plan_item){.dst_offset = 1000, .length = 50, .layer = 1};
+    f->layer_first[0] = 0;
+    f->layer_first[1] = 2;
+    f->layer_first[2] = 3;
+    f->region = (struct wst_rx_region){
+        .base = f->mem, .length = REGION_LEN, .mem = WST_MEM_HOST};
+    f->plan = (struct wst_rx_plan){.items = f->items,
+                                   .n_items = 3,
+                                   .n_layers = 2,
+                                   .layer_first = f->layer_first,
+                                   .regions = &f->region,
+                                   .n_regions = 1};
+    struct wst_rx_am_params p = {
+        .log = &f->log,
+        .plan = &f->plan,
+        .events = {.arg = f, .landed = on_landed, .failed = on_failed},
+    };
+    if (wst_rx_am_create(&p, &f->rx) != WST_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    wst_rx_destroy(f->rx);
+    free(f->mem);
+    free(f);
+    return 0;
+}
+
+static wst_status_t dest(struct fixture *f, uint32_t item, uint64_t offset,
+                         uint64_t version, uint32_t count, size_t len,
+                         void **dest_p)
+{
+    struct wst_data_hdr h = {
+        .item = item, .offset = offset, .version = version, .count = count};
+
+    *dest_p = NULL;
+    return f->rx->ops->data_dest(f->rx, &h, len, dest_p);
+}
+
+/* The version not in flight (before begin, an older or a newer one,
+ * after abort): no destination, no failure. */
+static void test_am_rx_other_version_dropped(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    assert_int_equal(dest(f, 0, 0, 5, 1, 10, &d), WST_ERR_STATE);
+    assert_int_equal(f->rx->ops->begin(f->rx, 5), WST_OK);
+    assert_int_equal(dest(f, 0, 0, 4, 1, 10, &d), WST_ERR_STATE);
+    assert_null(d);
+    assert_int_equal(dest(f, 0, 0, 6, 1, 10, &d), WST_ERR_STATE);
+    assert_null(d);
+    assert_int_equal(dest(f, 0, 0, 5, 1, 10, &d), WST_OK);
+    assert_ptr_equal(d, f->mem);
+    f->rx->ops->abort(f->rx);
+    assert_int_equal(dest(f, 0, 0, 5, 1, 10, &d), WST_ERR_STATE);
+    assert_null(d);
+    assert_int_equal(f->n_failed, 0);
+}
+
+/* Inside the plan: the exact place, a chunk at its offset, and whole
+ * neighbouring items gathered. */
+static void test_am_rx_inside_plan(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest(f, 1, 50, 2, 1, 150, &d), WST_OK);
+    assert_ptr_equal(d, f->mem + 150);
+    assert_int_equal(dest(f, 0, 0, 2, 2, 300, &d), WST_OK);
+    assert_ptr_equal(d, f->mem);
+    assert_int_equal(dest(f, 2, 0, 2, 1, 50, &d), WST_OK);
+    assert_ptr_equal(d, f->mem + 1000);
+    assert_int_equal(f->n_failed, 0);
+}
+
+/* Outside the plan: no destination, and the refit fails. */
+static void test_am_rx_outside_plan_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct {
+        uint32_t item, count;
+        uint64_t offset;
+        size_t len;
+    } bad[] = {
+        {3, 1, 0, 1},               /* no such item */
+        {99999, 1, 0, 1},           /* far off */
+        {0, 1, 0, 101},             /* past the item's end */
+        {0, 1, 100, 1},             /* offset at the end, a byte */
+        {1, 1, 201, 0},             /* offset past the end */
+        {0, 1, UINT64_MAX - 5, 10}, /* offset that wraps */
+        {0, 2, 0, 299},             /* gathered, a byte short */
+        {0, 2, 10, 290},            /* gathered, not from the start */
+        {1, 2, 0, 250},             /* gathered across layers */
+        {2, 2, 0, 50},              /* gathered past the last item */
+        {0, 0, 0, 0},               /* count 0 */
+    };
+    void *d;
+
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(dest(f, bad[i].item, bad[i].offset, 2, bad[i].count,
+                              bad[i].len, &d),
+                         WST_ERR_PROTOCOL);
+        assert_null(d);
+        assert_int_equal(f->n_failed, (int)i + 1);
+    }
+}
+
+/* A message placed for a version that was aborted before its bytes were
+ * in counts for nothing. */
+static void test_am_rx_done_after_abort_not_counted(void **state)
+{
+    struct fixture *f = *state;
+    struct wst_data_hdr h = {.item = 0, .version = 3, .count = 1};
+    void *d;
+
+    assert_int_equal(f->rx->ops->begin(f->rx, 3), WST_OK);
+    assert_int_equal(f->rx->ops->data_dest(f->rx, &h, 100, &d), WST_OK);
+    f->rx->ops->abort(f->rx);
+    f->rx->ops->data_done(f->rx, &h, d, 100, WST_OK);
+    assert_int_equal(f->landed, 0);
+    assert_int_equal(f->rx->ops->begin(f->rx, 4), WST_OK);
+    f->rx->ops->data_done(f->rx, &h, d, 100, WST_OK); /* v3, late */
+    assert_int_equal(f->landed, 0);
+    assert_int_equal(f->n_failed, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_am_rx_other_version_dropped, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_inside_plan, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_outside_plan_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_done_after_abort_not_counted,
+                                        setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
