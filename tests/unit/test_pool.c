@@ -1,6 +1,6 @@
-/* test_pool.c - common/pool.c: every job of a batch runs exactly once, in
- * increasing order of start; a cancelled batch skips the jobs not started
- * and finish returns only once none runs; a second batch waits its turn. */
+/* test_pool.c - common/pool.c: every job of a batch runs exactly once; a
+ * cancelled batch skips the jobs not started and finish returns only once
+ * none runs; a second batch waits its turn. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,7 +18,6 @@
 struct batch {
     pthread_mutex_t lock;
     int runs[N_JOBS];
-    size_t order[N_JOBS]; /* indexes, in the order they started */
     size_t n_started;
     int running, max_running, after_finish;
     int finished;      /* set by the test once finish returned */
@@ -30,7 +29,7 @@ static void job(void *arg, size_t i)
     struct batch *b = arg;
 
     pthread_mutex_lock(&b->lock);
-    b->order[b->n_started++] = i;
+    b->n_started++;
     b->runs[i]++;
     b->running++;
     if (b->running > b->max_running)
@@ -60,10 +59,10 @@ static void test_pool_runs_every_job_once_in_order(void **state)
     wst_pool_finish(p, 0);
     assert_int_equal(wst_pool_pending(p), 0);
     assert_int_equal(b.n_started, N_JOBS);
-    for (size_t i = 0; i < N_JOBS; i++) {
+    /* Indexes are handed out in order, but a thread may be descheduled
+     * between taking one and recording it: only "each once" is exact. */
+    for (size_t i = 0; i < N_JOBS; i++)
         assert_int_equal(b.runs[i], 1);
-        assert_int_equal(b.order[i], i); /* started in index order */
-    }
     assert_int_equal(b.running, 0);
     /* Another batch, and an empty one. */
     memset(b.runs, 0, sizeof(b.runs));
