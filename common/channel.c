@@ -30,6 +30,10 @@
 #define HS_TIMEOUT_NS ((uint64_t)(WST_CHANNEL_HS_TIMEOUT_S * 1e9))
 #define READ_BUDGET (4u << 20) /* bytes read per event, then others' turn */
 #define RX_STEP (64u << 10)
+/* A receive buffer grown past this for one large frame (a manifest, up
+ * to max_control_msg) is given back once the frame was delivered: an
+ * idle connection holds no more. */
+#define RX_KEEP (256u << 10)
 
 struct wst_out {
     struct wst_out *next;
@@ -316,6 +320,13 @@ static void deliver_frames(struct wst_conn *c)
         memmove(c->rx, c->rx + off, c->rx_len - off);
         c->rx_len -= off;
     }
+    if (c->rx_cap > RX_KEEP && c->rx_len + RX_STEP <= RX_KEEP) {
+        uint8_t *p = realloc(c->rx, RX_KEEP);
+        if (p != NULL) {
+            c->rx = p;
+            c->rx_cap = RX_KEEP;
+        }
+    }
 }
 
 static void on_readable(struct wst_conn *c)
@@ -581,4 +592,9 @@ err_close:
     WST_ERROR(w->log, "listen: %s", strerror(err));
     close(fd);
     return err == EADDRINUSE ? WST_ERR_BUSY : WST_ERR_IO;
+}
+
+size_t wst_conn_rx_held(const wst_conn_t *c)
+{
+    return c->rx_cap;
 }

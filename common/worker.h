@@ -235,6 +235,10 @@ void wst_conn_close_later(wst_conn_t *conn, double linger_s);
  * (heartbeats included). */
 uint64_t wst_conn_silent_ns(const wst_conn_t *conn);
 
+/* Progress thread: bytes conn's control channel holds for receiving (its
+ * buffer's size: grown for a large message, given back after it). */
+size_t wst_conn_rx_held(const wst_conn_t *conn);
+
 void wst_conn_set_user(wst_conn_t *conn, void *user);
 void *wst_conn_user(const wst_conn_t *conn);
 

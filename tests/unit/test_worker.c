@@ -721,6 +721,42 @@ static void test_worker_data_parked_until_resume(void **state)
 /* ---- failures ---- */
 
 /* The client closes its connection: the server's fails, once. */
+struct held_call {
+    wst_conn_t *conn;
+    size_t held;
+};
+
+static void do_held(void *arg)
+{
+    struct held_call *h = arg;
+
+    h->held = wst_conn_rx_held(h->conn);
+}
+
+/* A large control message grows the receiver's buffer while it is read,
+ * and the buffer is given back once it was delivered: before, every
+ * connection that ever carried a 64 MiB manifest kept 64 MiB. */
+static void test_worker_large_message_buffer_given_back(void **state)
+{
+    struct pair *p = *state;
+    const size_t big = 4u << 20;
+    char *text = malloc(big + 1);
+
+    assert_non_null(text);
+    memset(text, 'm', big);
+    text[big] = '\0';
+    client_says(p, "hello");
+    assert_non_null(p->srv.accepted);
+    client_says(p, text);
+    free(text);
+    client_says(p, "after");
+    struct held_call h = {.conn = p->srv.accepted};
+    assert_int_equal(wst_worker_call(p->srv.w, do_held, &h), WST_OK);
+    fprintf(stderr, "receive buffer after a %zu-byte message: %zu bytes\n", big,
+            h.held);
+    assert_true(h.held <= (256u << 10));
+}
+
 static void test_worker_conn_failed_on_peer_close(void **state)
 {
     struct pair *p = *state;
@@ -962,6 +998,9 @@ int main(void)
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_conn_failed_on_peer_close,
                                         pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_worker_large_message_buffer_given_back, pair_setup,
+            pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_heartbeat_timeout,
                                         pair_setup_heartbeat, pair_teardown),
         cmocka_unit_test(test_worker_no_emulated_rma),
