@@ -95,14 +95,6 @@ void wst_pool_finish(wst_pool_t *p, int cancel)
     pthread_mutex_unlock(&p->lock);
 }
 
-size_t wst_pool_pending(wst_pool_t *p)
-{
-    pthread_mutex_lock(&p->lock);
-    size_t n = p->n - p->next + p->running;
-    pthread_mutex_unlock(&p->lock);
-    return n;
-}
-
 void wst_pool_destroy(wst_pool_t *p)
 {
     if (p == NULL)

@@ -29,9 +29,6 @@ wst_status_t wst_pool_start(wst_pool_t *pool, wst_pool_fn fn, void *arg,
  * the batch runs, and another may start. */
 void wst_pool_finish(wst_pool_t *pool, int cancel);
 
-/* Number of jobs of the batch that have not completed (0 without one). */
-size_t wst_pool_pending(wst_pool_t *pool);
-
 /* Cancels the batch, then stops and joins the threads. NULL: no-op. */
 void wst_pool_destroy(wst_pool_t *pool);
 

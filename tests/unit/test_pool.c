@@ -57,7 +57,8 @@ static void test_pool_runs_every_job_once_in_order(void **state)
     assert_int_equal(wst_pool_create(4, &p), WST_OK);
     assert_int_equal(wst_pool_start(p, job, &b, N_JOBS), WST_OK);
     wst_pool_finish(p, 0);
-    assert_int_equal(wst_pool_pending(p), 0);
+    /* Nothing pending: the pool takes another batch (an empty one). */
+    assert_int_equal(wst_pool_start(p, job, &b, 0), WST_OK);
     assert_int_equal(b.n_started, N_JOBS);
     /* Indexes are handed out in order, but a thread may be descheduled
      * between taking one and recording it: only "each once" is exact. */
@@ -107,7 +108,6 @@ static void test_pool_cancel_and_busy(void **state)
     assert_int_equal(b.running, 0); /* nothing runs once finish returned */
     pthread_mutex_unlock(&b.lock);
     assert_true(started > 0 && started < N_JOBS);
-    assert_int_equal(wst_pool_pending(p), 0);
     nanosleep(&ts, NULL);
     assert_int_equal(b.after_finish, 0);
     assert_int_equal(b.n_started, started);
