@@ -524,8 +524,11 @@ static void test_topology_gpu_by_bus_id(void **state)
     assert_int_equal(t->topo.n_gpus, 2);
 }
 
-/* This host's own /sys: whatever it has, the scan reads it, and the
- * verbs cross-check (where built) agrees with it. */
+/* This host's own /sys: whatever it has, the scan reads it and the verbs
+ * cross-check (where built) runs over it. Differences are printed, not
+ * failed: a device without a user-space provider, or a port changing state
+ * in between, is the host's, not the scan's (the fixtures check the
+ * scan). Skipped, loudly, without libibverbs. */
 static void test_topology_this_host(void **state)
 {
     struct tree *t = *state;
@@ -534,8 +537,10 @@ static void test_topology_this_host(void **state)
 
     assert_int_equal(wst_topology_scan("/sys", &t->lg, &t->topo), WST_OK);
     status = wst_topology_verbs_check(&t->topo, &t->lg, &n_devices, &n_differ);
-    if (status == WST_ERR_UNSUPPORTED)
-        return;
+    if (status == WST_ERR_UNSUPPORTED) {
+        print_message("built without libibverbs: no cross-check\n");
+        skip();
+    }
     assert_int_equal(status, WST_OK);
     print_message("this host: %zu RDMA device(s) in sysfs, %zu listed by "
                   "ibverbs, %zu difference(s), %zu gpu(s)\n",
