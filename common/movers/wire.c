@@ -37,6 +37,13 @@ static void mover_free(struct wst_wire *m)
     free(m);
 }
 
+/* A destroyed mover is freed once no request and no callback holds it. */
+static void free_if_released(struct wst_wire *m)
+{
+    if (m->destroyed && m->outstanding == 0 && m->in_callback == 0)
+        mover_free(m);
+}
+
 static wst_status_t flush(struct wst_wire *m, wst_wire_cb cb, void *arg);
 
 /* The fence's moves have all completed here: am's bytes are at the
@@ -91,8 +98,7 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
         cb(arg, st);
     m->in_callback--;
     if (m->destroyed) {
-        if (m->outstanding == 0 && m->in_callback == 0)
-            mover_free(m);
+        free_if_released(m);
         return;
     }
     maybe_fire_fence(m);
@@ -129,8 +135,7 @@ static wst_status_t track(struct wst_wire *m, struct move_req *r,
         req_release(m, r);
         WST_ERROR(m->log, "move failed: %s",
                   ucs_status_string(UCS_PTR_STATUS(req)));
-        if (m->destroyed && m->outstanding == 0 && m->in_callback == 0)
-            mover_free(m);
+        free_if_released(m);
         return st;
     }
     wst_worker_busy(m->worker, +1);
@@ -265,8 +270,7 @@ static wst_status_t epoch_fence(struct wst_wire *m, wst_wire_cb cb, void *arg)
 static void mover_ops_destroy(struct wst_wire *m)
 {
     m->destroyed = 1;
-    if (m->outstanding == 0 && m->in_callback == 0)
-        mover_free(m);
+    free_if_released(m);
 }
 
 static const struct wst_wire_ops put_ops = {
