@@ -147,6 +147,54 @@ static void confine_ucx(wst_worker_t *w, ucp_config_t *config)
              ifname, w->confine_ip);
 }
 
+/* The UCX worker data arrives on: its data handler, its address, and its
+ * wake-up fd in our epoll set. */
+static ucs_status_t data_worker_open(wst_worker_t *w)
+{
+    ucs_status_t st;
+    ucp_worker_params_t wp = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+
+    st = ucp_worker_create(w->context, &wp, &w->worker);
+    if (st != UCS_OK)
+        return st;
+    st = ucp_worker_get_efd(w->worker, &w->ucp_fd);
+    if (st != UCS_OK)
+        goto err_destroy_worker;
+    st = ucp_worker_get_address(w->worker, &w->address, &w->address_len);
+    if (st != UCS_OK)
+        goto err_destroy_worker;
+    if (set_am_handler(w, WST_AM_DATA, wst_data_am_recv) != WST_OK) {
+        st = UCS_ERR_NO_RESOURCE;
+        goto err_release_address;
+    }
+    /* ptr NULL: a wake-up only (channel.c's sockets carry their own). */
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->ucp_fd, &ev) != 0) {
+        st = UCS_ERR_IO_ERROR;
+        goto err_release_address;
+    }
+    return UCS_OK;
+
+err_release_address:
+    ucp_worker_release_address(w->worker, w->address);
+    w->address = NULL;
+err_destroy_worker:
+    ucp_worker_destroy(w->worker);
+    w->worker = NULL;
+    return st;
+}
+
+static void data_worker_close(wst_worker_t *w)
+{
+    ucp_worker_release_address(w->worker, w->address);
+    w->address = NULL;
+    ucp_worker_destroy(w->worker);
+    w->worker = NULL;
+}
+
 static wst_status_t ucx_init(wst_worker_t *w)
 {
     ucp_config_t *config = NULL;
@@ -172,37 +220,11 @@ static wst_status_t ucx_init(wst_worker_t *w)
     if (ucp_context_query(w->context, &ca) == UCS_OK)
         w->supports_cuda = wst_ucx_mem_types_have_cuda(ca.memory_types);
 
-    ucp_worker_params_t wp = {
-        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
-    };
-    st = ucp_worker_create(w->context, &wp, &w->worker);
+    st = data_worker_open(w);
     if (st != UCS_OK)
         goto err_cleanup_context;
-    st = ucp_worker_get_efd(w->worker, &w->ucp_fd);
-    if (st != UCS_OK)
-        goto err_destroy_worker;
-    st = ucp_worker_get_address(w->worker, &w->address, &w->address_len);
-    if (st != UCS_OK)
-        goto err_destroy_worker;
-    if (set_am_handler(w, WST_AM_DATA, wst_data_am_recv) != WST_OK) {
-        st = UCS_ERR_NO_RESOURCE;
-        goto err_release_address;
-    }
-    /* ptr NULL: a wake-up only (channel.c's sockets carry their own). */
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->ucp_fd, &ev) != 0) {
-        st = UCS_ERR_IO_ERROR;
-        goto err_release_address;
-    }
     return WST_OK;
 
-err_release_address:
-    ucp_worker_release_address(w->worker, w->address);
-    w->address = NULL;
-err_destroy_worker:
-    ucp_worker_destroy(w->worker);
-    w->worker = NULL;
 err_cleanup_context:
     ucp_cleanup(w->context);
     w->context = NULL;
@@ -242,8 +264,7 @@ static void ucx_fini(wst_worker_t *w)
         ucp_worker_progress(w->worker);
     ucp_request_param_t fp = {.op_attr_mask = 0};
     wait_request(w, ucp_worker_flush_nbx(w->worker, &fp));
-    ucp_worker_release_address(w->worker, w->address);
-    ucp_worker_destroy(w->worker);
+    data_worker_close(w);
     ucp_cleanup(w->context);
     free(w->transports);
     wst_auth_secret_release(&w->secret);
