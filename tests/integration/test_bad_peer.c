@@ -808,8 +808,15 @@ static void test_bad_peer_heartbeats_during_big_plan(void **state)
      * while they were unpacked on the progress thread). */
     assert_true(gap < 5.0);
     assert_true(it_agent_alive(&f->agent));
-    free(rc->beats);
+    /* The client's progress thread still records heartbeats: the array
+     * goes under its lock, with its capacity (freed alone, the next
+     * heartbeat was written through NULL: CI's run died here). */
+    pthread_mutex_lock(&rc->lock);
+    double *beats = rc->beats;
     rc->beats = NULL;
+    rc->beats_cap = rc->n_beats = 0;
+    pthread_mutex_unlock(&rc->lock);
+    free(beats);
 }
 
 int main(int argc, char **argv)
