@@ -10,8 +10,10 @@
 #include "ucx_status.h"
 #include "worker_internal.h"
 
-/* A data message being received into its destination. */
+/* A data message being received into its destination; linked in
+ * w->receiving until UCX reports it (or its worker is reset). */
 struct wst_pending_data {
+    struct wst_pending_data *prev, *next;
     wst_worker_t *worker;
     struct wst_data_hdr hdr;
     size_t len;
@@ -51,20 +53,48 @@ static void am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
         done(NULL, UCS_PTR_STATUS(req), 0, arg);
 }
 
+static void pending_link(wst_worker_t *w, struct wst_pending_data *pd)
+{
+    pd->prev = NULL;
+    pd->next = w->receiving;
+    if (w->receiving != NULL)
+        w->receiving->prev = pd;
+    w->receiving = pd;
+    w->n_receiving++;
+    w->busy++;
+}
+
+/* Reports pd to the owner, and frees it. */
+static void pending_end(struct wst_pending_data *pd, wst_status_t status)
+{
+    wst_worker_t *w = pd->worker;
+
+    if (pd->prev != NULL)
+        pd->prev->next = pd->next;
+    else
+        w->receiving = pd->next;
+    if (pd->next != NULL)
+        pd->next->prev = pd->prev;
+    w->n_receiving--;
+    w->busy--;
+    if (w->ops.data_done != NULL)
+        w->ops.data_done(w->ops.arg, &pd->hdr, pd->dest, pd->len, status);
+    free(pd);
+}
+
 static void data_recv_done(void *request, ucs_status_t status, size_t length,
                            void *user_data)
 {
-    struct wst_pending_data *pd = user_data;
-    wst_worker_t *w = pd->worker;
-
     (void)length;
-    if (w->ops.data_done != NULL)
-        w->ops.data_done(w->ops.arg, &pd->hdr, pd->dest, pd->len,
-                         wst_status_from_ucs(status));
-    w->busy--;
-    free(pd);
+    pending_end(user_data, wst_status_from_ucs(status));
     if (request != NULL)
         ucp_request_free(request);
+}
+
+void wst_data_am_cancel_receiving(wst_worker_t *w)
+{
+    while (w->receiving != NULL)
+        pending_end(w->receiving, WST_ERR_CANCELED);
 }
 
 /* Receives one accepted data message into 'dest': a rendezvous descriptor
@@ -90,7 +120,7 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
         return;
     }
     pd->worker = w;
-    w->busy++;
+    pending_link(w, pd);
     pd->hdr = *hdr;
     pd->len = length;
     pd->dest = dest;
@@ -159,20 +189,20 @@ drop:
     return UCS_OK;
 }
 
-static void parked_free(wst_worker_t *w, struct wst_parked_data *pk)
+static void parked_free(wst_worker_t *w, struct wst_parked_data *pk,
+                        int release)
 {
-    if (pk->desc != NULL)
+    if (pk->desc != NULL && release)
         ucp_am_data_release(w->worker, pk->desc);
     free(pk);
 }
 
-/* At shutdown: releases every parked data message. */
-void wst_data_am_drop_parked(wst_worker_t *w)
+void wst_data_am_drop_parked(wst_worker_t *w, int release)
 {
     while (w->parked != NULL) {
         struct wst_parked_data *pk = w->parked;
         w->parked = pk->next;
-        parked_free(w, pk);
+        parked_free(w, pk, release);
     }
     w->parked_tail = NULL;
 }
@@ -200,7 +230,7 @@ void wst_worker_data_resume(wst_worker_t *w)
             data_receive(w, &pk->hdr, pk->desc, pk->bytes, pk->len, dest, 0);
             free(pk);
         } else {
-            parked_free(w, pk);
+            parked_free(w, pk, 1);
         }
     }
 }

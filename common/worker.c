@@ -189,6 +189,7 @@ err_destroy_worker:
 
 static void data_worker_close(wst_worker_t *w)
 {
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->ucp_fd, NULL);
     ucp_worker_release_address(w->worker, w->address);
     w->address = NULL;
     ucp_worker_destroy(w->worker);
@@ -246,9 +247,88 @@ static void wait_request(wst_worker_t *w, ucs_status_ptr_t req)
     ucp_request_free(req);
 }
 
+/* The first connection (from 'c' on) that has a data endpoint. */
+static struct wst_conn *with_data_ep(struct wst_conn *c)
+{
+    while (c != NULL && c->data_ep == NULL)
+        c = c->next;
+    return c;
+}
+
+/* Replaces the data worker with a new one (see wst_worker_data_reset).
+ * Outside ucp_worker_progress. The old one is never progressed again, so
+ * nothing it still holds lands anywhere; nor is it destroyed: UCX 1.13
+ * asserts when a worker goes with receives its endpoints still track,
+ * and it cancels them only through progress, which could land them. */
+static void data_reset(wst_worker_t *w)
+{
+    size_t n = w->n_receiving;
+    struct wst_conn *c;
+
+    w->data_reset_due = 0;
+    w->in_progress = 1; /* no reset from the callbacks below */
+    /* Its endpoints stay with it. Their connections fail: no data flows
+     * on them any more. */
+    while ((c = with_data_ep(w->conns)) != NULL) {
+        c->data_ep = NULL;
+        wst_conn_fail(c, WST_ERR_PEER_FAILED, "the data worker was reset");
+    }
+    for (c = w->to_close; c != NULL; c = c->next)
+        c->data_ep = NULL;
+    w->n_graveyard = 0;
+    wst_data_am_drop_parked(w, 0);
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->ucp_fd, NULL);
+    ucp_worker_release_address(w->worker, w->address);
+    w->address = NULL;
+    w->retired[w->n_retired++] = w->worker;
+    w->worker = NULL;
+    /* UCX never reports them now: each is cancelled here. */
+    wst_data_am_cancel_receiving(w);
+    ucs_status_t st = data_worker_open(w);
+    w->in_progress = 0;
+    w->data_resets++;
+    if (st != UCS_OK) {
+        /* No data can arrive; senders are told (an empty address). */
+        WST_ERROR(w->log, "data worker reset: a new UCX worker: %s",
+                  ucs_status_string(st));
+        return;
+    }
+    WST_INFO(w->log,
+             "data worker reset: %zu receives in flight will never land "
+             "(%d of %d retired workers held); new UCX address",
+             n, w->n_retired, WST_DATA_RETIRED_MAX);
+}
+
+int wst_worker_data_reset(wst_worker_t *w)
+{
+    if (w->data_reset_due || w->worker == NULL ||
+        w->n_retired == WST_DATA_RETIRED_MAX)
+        return 0;
+    if (w->in_progress)
+        w->data_reset_due = 1;
+    else
+        data_reset(w);
+    return 1;
+}
+
+size_t wst_worker_data_receiving(const wst_worker_t *w)
+{
+    return w->n_receiving;
+}
+
+uint64_t wst_worker_data_resets(const wst_worker_t *w)
+{
+    return w->data_resets;
+}
+
+int wst_worker_data_reset_room(const wst_worker_t *w)
+{
+    return WST_DATA_RETIRED_MAX - w->n_retired;
+}
+
 static void ucx_fini(wst_worker_t *w)
 {
-    wst_data_am_drop_parked(w);
+    wst_data_am_drop_parked(w, 1);
     while (w->conns != NULL)
         wst_conn_close(w->conns);
     while (w->unauth != NULL)
@@ -262,10 +342,15 @@ static void ucx_fini(wst_worker_t *w)
     uint64_t deadline = wst_now_ns() + 2000000000ull;
     while (w->closing > 0 && wst_now_ns() < deadline)
         ucp_worker_progress(w->worker);
-    ucp_request_param_t fp = {.op_attr_mask = 0};
-    wait_request(w, ucp_worker_flush_nbx(w->worker, &fp));
-    data_worker_close(w);
-    ucp_cleanup(w->context);
+    if (w->worker != NULL) {
+        ucp_request_param_t fp = {.op_attr_mask = 0};
+        wait_request(w, ucp_worker_flush_nbx(w->worker, &fp));
+        data_worker_close(w);
+    }
+    /* Retired workers cannot be destroyed (see data_reset), nor then
+     * the context: both are left to the process's exit. */
+    if (w->n_retired == 0)
+        ucp_cleanup(w->context);
     free(w->transports);
     wst_auth_secret_release(&w->secret);
 }
@@ -313,11 +398,17 @@ static void progress_loop(wst_worker_t *w)
          * a VM where the kernel's socket copies were slow failed on a 5 s
          * peer timeout until bursts were bounded in time (NOTES.md). */
         uint64_t burst_end = wst_now_ns() + BURST_NS;
-        for (int i = 0; i < 256 && ucp_worker_progress(w->worker) != 0; i++) {
+        w->in_progress = 1;
+        for (int i = 0; w->worker != NULL && i < 256 &&
+                        ucp_worker_progress(w->worker) != 0;
+             i++) {
             busy = 1;
             if (wst_now_ns() >= burst_end)
                 break;
         }
+        w->in_progress = 0;
+        if (w->data_reset_due)
+            data_reset(w);
         if (w->to_close != NULL) {
             wst_conn_close_pending(w);
             busy = 1;
@@ -333,7 +424,8 @@ static void progress_loop(wst_worker_t *w)
         /* Sockets are looked at every round; the thread sleeps only
          * when nothing is pending. */
         int timeout = 0;
-        if (!busy && !w->stop && ucp_worker_arm(w->worker) != UCS_ERR_BUSY)
+        if (!busy && !w->stop &&
+            (w->worker == NULL || ucp_worker_arm(w->worker) != UCS_ERR_BUSY))
             timeout =
                 w->busy > 0 ? 1 : (int)((next_tick - now) / 1000000ull) + 1;
         struct epoll_event evs[32];
@@ -517,7 +609,7 @@ wst_status_t wst_worker_address(wst_worker_t *w, const void **addr_p,
                                 size_t *len_p)
 {
     *addr_p = w->address;
-    *len_p = w->address_len;
+    *len_p = w->address != NULL ? w->address_len : 0;
     return WST_OK;
 }
 

@@ -169,7 +169,32 @@ void wst_worker_data_resume(wst_worker_t *worker);
 /* Progress thread: how many data messages have been parked so far. */
 uint64_t wst_worker_parked_total(const wst_worker_t *worker);
 
-/* Progress thread: this worker's address (owned by the worker). */
+/* Progress thread: replaces the UCX worker that data arrives on with a
+ * new one, which has a new address. UCX 1.13 cannot cancel a posted
+ * rendezvous receive, and such a receive may still be writing its
+ * destination long after the refit it belonged to failed (a stopped
+ * sender resumes): the old worker is never progressed again, so none of
+ * them writes another byte. It is kept, not destroyed (UCX asserts on
+ * destroying a worker whose endpoints track receives), until the process
+ * exits: at most 16 (wst_worker_data_reset_room says how many more; at 0
+ * this does nothing). Each receive is reported to data_done as
+ * WST_ERR_CANCELED; parked messages are dropped; every connection with a
+ * data endpoint of its own fails. Peers reach the new address only by
+ * connecting again (the receiver's HELLO carries it). Called inside UCX's
+ * progress (a data callback), it happens as soon as progress returns.
+ * Returns 1 when this call made or scheduled a reset, 0 when one was
+ * already due or none can be made. */
+int wst_worker_data_reset(wst_worker_t *worker);
+int wst_worker_data_reset_room(const wst_worker_t *worker);
+
+/* Progress thread: data receives posted and not yet reported, and how
+ * many times the data worker was reset. */
+size_t wst_worker_data_receiving(const wst_worker_t *worker);
+uint64_t wst_worker_data_resets(const wst_worker_t *worker);
+
+/* Progress thread: this worker's address (owned by the worker; changed
+ * by wst_worker_data_reset; empty when a reset could not make a new
+ * worker). */
 wst_status_t wst_worker_address(wst_worker_t *worker, const void **addr_p,
                                 size_t *len_p);
 

@@ -19,10 +19,14 @@
 
 /* Unauthenticated connections accepted at once; more are refused. */
 #define WST_CHANNEL_UNAUTH_MAX 16
+/* Data workers replaced by wst_worker_data_reset and kept, never
+ * progressed, until the process exits. */
+#define WST_DATA_RETIRED_MAX 16
 /* Seconds a connection has to complete its handshake. */
 #define WST_CHANNEL_HS_TIMEOUT_S 5.0
 
 struct wst_post;
+struct wst_pending_data;
 struct wst_parked_data;
 struct wst_out;
 
@@ -92,6 +96,13 @@ struct wst_worker {
     ucp_ep_h *graveyard;       /* see conn_close.c */
     size_t n_graveyard, graveyard_cap;
     int busy; /* UCX requests in flight (wst_worker_busy) */
+    struct wst_pending_data *receiving; /* data receives UCX holds */
+    size_t n_receiving;
+    int in_progress;    /* inside ucp_worker_progress: no reset now */
+    int data_reset_due; /* a reset asked for inside progress */
+    uint64_t data_resets;
+    ucp_worker_h retired[WST_DATA_RETIRED_MAX]; /* see data_reset */
+    int n_retired;
     struct wst_parked_data *parked, *parked_tail;
     uint64_t parked_total; /* messages ever parked */
 
@@ -153,8 +164,12 @@ void wst_channel_release(struct wst_conn *c);
 ucs_status_t wst_data_am_recv(void *arg, const void *header,
                               size_t header_length, void *data, size_t length,
                               const ucp_am_recv_param_t *param);
-/* At shutdown: releases every parked data message. */
-void wst_data_am_drop_parked(wst_worker_t *w);
+/* Drops every parked data message; 'release' hands rendezvous descriptors
+ * back to UCX (not when their worker is about to be destroyed). */
+void wst_data_am_drop_parked(wst_worker_t *w, int release);
+/* After the worker the receives were posted on was destroyed: reports each
+ * receive still held as WST_ERR_CANCELED and frees it. */
+void wst_data_am_cancel_receiving(wst_worker_t *w);
 
 /* heartbeat.c: closes lingering connections that are due, sends the
  * heartbeats that are due and fails connections gone silent. */

@@ -127,16 +127,35 @@ static void rx_begin(struct wst_receiver *r, struct peer *p,
 }
 
 /* No receive may go on writing live memory once the refit failed (NCCL's
- * communicators are aborted; the senders reconnect and set up new ones). */
+ * communicators are aborted; the senders reconnect and set up new ones).
+ * UCX receives already posted into live memory cannot be cancelled, and
+ * one whose sender was stopped may land long after the next version was
+ * checked: the data worker they were posted on is replaced, never to be
+ * progressed again (every sender of a failed refit connects again, and
+ * its HELLO gives the new address). */
 static void abort_rx(struct wst_receiver *r, struct peer *p,
                      const struct wst_rm_action *a)
 {
-    (void)r;
     (void)a;
     if (p->rx != NULL)
         p->rx->ops->abort(p->rx);
     if (p->nccl_rx != NULL && p->nccl_rx != p->rx)
         p->nccl_rx->ops->abort(p->nccl_rx);
+    if (wst_worker_data_receiving(r->worker) == 0)
+        return;
+    if (wst_worker_data_reset_room(r->worker) == 0) {
+        WST_ERROR(&r->log,
+                  "%zu receives of a failed refit are in flight and the data "
+                  "worker cannot be replaced again: late bytes may land in a "
+                  "later version; restart the agent",
+                  wst_worker_data_receiving(r->worker));
+        return;
+    }
+    if (!wst_worker_data_reset(r->worker))
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->state.data_resets++;
+    pthread_mutex_unlock(&r->lock);
 }
 
 static void rx_allow(struct wst_receiver *r, struct peer *p,

@@ -255,6 +255,9 @@ struct wst_receiver_state {
      * the sender rank they claimed (forged, or from a stale plan): their
      * bytes were never written. */
     uint64_t forged_data;
+    /* Times the UCX worker data arrives on was replaced because a failed
+     * refit left receives in flight (their bytes can then never land). */
+    uint64_t data_resets;
 };
 
 /* On success *receiver_p is owned by the caller. */

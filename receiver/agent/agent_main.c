@@ -408,6 +408,7 @@ int main(int argc, char **argv)
                 now.committed_version != seen.committed_version ||
                 now.refit_in_progress != seen.refit_in_progress ||
                 now.forged_data != seen.forged_data ||
+                now.data_resets != seen.data_resets ||
                 strcmp(now.refit_phase, seen.refit_phase) != 0 ||
                 strcmp(now.reason, seen.reason) != 0) {
                 wst_status_file_write(&a);

@@ -150,6 +150,10 @@ static void scrape(struct wst_metrics *m, struct text *t)
                  "Data messages dropped unwritten: they did not carry the "
                  "data token of the sender rank they claimed.",
                  (double)st.forged_data);
+    print_metric(t, "wstream_data_resets_total", "counter",
+                 "Data workers replaced because a failed refit left UCX "
+                 "receives in flight (their bytes never land).",
+                 (double)st.data_resets);
     print_metric(t, "wstream_last_refit_seconds", "gauge",
                  "Last committed refit, begin acknowledged to commit.",
                  st.last_refit_seconds);

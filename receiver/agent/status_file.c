@@ -49,6 +49,8 @@ void wst_status_file_write(struct agent *a)
     json_object_object_add(o, "reason", json_object_new_string(st.reason));
     json_object_object_add(o, "forged_data",
                            json_object_new_uint64(st.forged_data));
+    json_object_object_add(o, "data_resets",
+                           json_object_new_uint64(st.data_resets));
     /* The refit under way, if any: its version and phase ("ready":
      * paused, nothing written; "prepared": whole, waiting for its engine
      * group), or null. */

@@ -55,6 +55,10 @@ struct side {
     size_t dest_len;
     int hold;
     int n_dest_calls;
+    /* Run on the progress thread at data_dest call number dest_hook_at. */
+    void (*dest_hook)(void *arg);
+    void *dest_hook_arg;
+    int dest_hook_at;
     int n_done;
     wst_status_t done_status;
     struct wst_data_hdr done_hdr;
@@ -140,6 +144,8 @@ static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
 
     pthread_mutex_lock(&s->lock);
     s->n_dest_calls++;
+    if (s->dest_hook != NULL && s->n_dest_calls == s->dest_hook_at)
+        s->dest_hook(s->dest_hook_arg);
     if (s->hold)
         st = WST_ERR_BUSY;
     else if (hdr->offset + len > s->dest_len)
@@ -718,6 +724,203 @@ static void test_worker_data_parked_until_resume(void **state)
     free(big);
 }
 
+/* ---- a failed refit's receive, and the data worker reset ---- */
+
+/* The client's progress thread, stopped (as a stopped sender's is) once
+ * its message was announced: it waits until 'go'. */
+struct stall {
+    wst_worker_t *w;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stopped, go;
+};
+
+static void do_stall(void *arg)
+{
+    struct stall *st = arg;
+
+    pthread_mutex_lock(&st->lock);
+    st->stopped = 1;
+    pthread_cond_broadcast(&st->cond);
+    while (!st->go)
+        pthread_cond_wait(&st->cond, &st->lock);
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* The server's data_dest hook: posted before the server answers the
+ * announcement, it runs before the client's progress can see the answer
+ * (a woken progress thread runs posted functions first). */
+static void post_stall(void *arg)
+{
+    struct stall *st = arg;
+
+    wst_worker_post(st->w, do_stall, st);
+}
+
+static void stall_release(struct stall *st)
+{
+    pthread_mutex_lock(&st->lock);
+    st->go = 1;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->lock);
+}
+
+struct reset_call {
+    wst_worker_t *w;
+    size_t receiving_before, receiving_after;
+    uint64_t resets;
+    int made, room;
+};
+
+static void do_data_reset(void *arg)
+{
+    struct reset_call *c = arg;
+
+    c->receiving_before = wst_worker_data_receiving(c->w);
+    c->made = wst_worker_data_reset(c->w);
+    c->receiving_after = wst_worker_data_receiving(c->w);
+    c->resets = wst_worker_data_resets(c->w);
+    c->room = wst_worker_data_reset_room(c->w);
+}
+
+static int all_zero(const unsigned char *b, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (b[i] != 0)
+            return 0;
+    return 1;
+}
+
+#define LATE_LEN (8u << 20) /* many rendezvous fragments */
+
+/* A rendezvous message whose receive the server has posted (its data_dest
+ * gave the destination) while the client's thread is stopped, as when a
+ * sender is stopped mid-refit; then (reset) the server resets its data
+ * worker, and the client resumes. Without the reset the bytes land after
+ * whatever the server decided meanwhile; with it they never do, the
+ * receive is reported cancelled, and the server's new address takes data
+ * on a new connection. */
+static void late_receive(struct pair *p, int reset)
+{
+    struct am_send a;
+    struct open_data_call oc = {0};
+    struct stall st = {.w = p->cli.w};
+    struct address_call old_addr = {.w = p->srv.w};
+    unsigned char *small = pattern(256, 5);
+    unsigned char *big = pattern(LATE_LEN, 6);
+
+    p->srv.dest = calloc(1, LATE_LEN);
+    p->srv.dest_len = LATE_LEN;
+    assert_non_null(p->srv.dest);
+    client_says(p, "hello");
+    open_data(p, 1, &oc);
+    /* Wired up: the big message's announcement leaves with its send. */
+    data_send_start(p, &a, 1, small, 256);
+    data_send_wait(&a);
+    assert_true(side_wait(&p->srv, &p->srv.n_done, 1));
+    memset(p->srv.dest, 0, 256);
+
+    pthread_mutex_init(&st.lock, NULL);
+    pthread_cond_init(&st.cond, NULL);
+    pthread_mutex_lock(&p->srv.lock);
+    p->srv.dest_hook = post_stall;
+    p->srv.dest_hook_arg = &st;
+    p->srv.dest_hook_at = 2;
+    pthread_mutex_unlock(&p->srv.lock);
+    data_send_start(p, &a, 2, big, LATE_LEN);
+    int placed = side_wait(&p->srv, &p->srv.n_dest_calls, 2);
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
+    pthread_mutex_lock(&st.lock);
+    while (placed && !st.stopped &&
+           wst_cond_wait_until(&st.cond, &st.lock, deadline) == WST_OK)
+        ;
+    int stopped = st.stopped;
+    pthread_mutex_unlock(&st.lock);
+    int done_before = side_count(&p->srv, &p->srv.n_done);
+    wst_worker_call(p->srv.w, do_address, &old_addr);
+    struct reset_call rc = {.w = p->srv.w};
+    wst_status_t call_st = WST_OK;
+    if (reset)
+        call_st = wst_worker_call(p->srv.w, do_data_reset, &rc);
+    /* Released before any check: a failed one must not leave the client
+     * stopped for the teardown to wait on. */
+    stall_release(&st);
+    assert_true(placed);
+    assert_true(stopped);
+    assert_int_equal(done_before, 1);
+    assert_non_null(old_addr.addr);
+    if (reset) {
+        assert_int_equal(call_st, WST_OK);
+        assert_int_equal(rc.made, 1);
+        assert_int_equal(rc.receiving_before, 1);
+        assert_int_equal(rc.receiving_after, 0);
+        assert_int_equal(rc.resets, 1);
+        assert_int_equal(rc.room, 15);
+        assert_int_equal(side_count(&p->srv, &p->srv.n_done), 2);
+        assert_int_equal(p->srv.done_status, WST_ERR_CANCELED);
+        assert_int_equal(p->srv.done_hdr.item, 2);
+    }
+    if (!reset) {
+        /* The control: the stopped sender's bytes do land, late. */
+        assert_true(side_wait(&p->srv, &p->srv.n_done, 2));
+        assert_int_equal(p->srv.done_status, WST_OK);
+        assert_memory_equal(p->srv.dest, big, LATE_LEN);
+    } else {
+        /* Given every chance to land: none does. */
+        usleep(500000);
+        assert_int_equal(side_count(&p->srv, &p->srv.n_done), 2);
+        pthread_mutex_lock(&p->srv.lock);
+        assert_true(all_zero(p->srv.dest, LATE_LEN));
+        pthread_mutex_unlock(&p->srv.lock);
+
+        /* A new address, and data on it lands. */
+        struct address_call new_addr = {.w = p->srv.w};
+        struct connect_call cc = {.w = p->cli.w, .port = p->port};
+        struct open_data_call oc2 = {0};
+        struct am_send b;
+        assert_int_equal(wst_worker_call(p->srv.w, do_address, &new_addr),
+                         WST_OK);
+        assert_non_null(new_addr.addr);
+        assert_true(new_addr.len != old_addr.len ||
+                    memcmp(new_addr.addr, old_addr.addr, old_addr.len) != 0);
+        free(new_addr.addr);
+        assert_int_equal(wst_worker_call(p->cli.w, do_connect, &cc), WST_OK);
+        assert_int_equal(cc.st, WST_OK);
+        open_data_on(p, cc.conn, 1, &oc2);
+        ops_init(&b.ops, p->cli.w);
+        b.ep = wst_conn_data_ep(cc.conn);
+        b.hdr = a.hdr;
+        b.hdr.item = 3;
+        b.bytes = small;
+        b.len = 256;
+        assert_int_equal(wst_worker_post(p->cli.w, do_am_send, &b), WST_OK);
+        data_send_wait(&b);
+        assert_true(side_wait(&p->srv, &p->srv.n_done, 3));
+        assert_int_equal(p->srv.done_status, WST_OK);
+        assert_int_equal(p->srv.done_hdr.item, 3);
+        assert_memory_equal(p->srv.dest, small, 256);
+    }
+    free(old_addr.addr);
+    /* The client's worker goes first, with the send it may still hold. */
+    wst_worker_destroy(p->cli.w);
+    p->cli.w = NULL;
+    ops_fini(&a.ops);
+    pthread_cond_destroy(&st.cond);
+    pthread_mutex_destroy(&st.lock);
+    free(small);
+    free(big);
+}
+
+static void test_worker_late_receive_lands(void **state)
+{
+    late_receive(*state, 0);
+}
+
+static void test_worker_data_reset_stops_late_receive(void **state)
+{
+    late_receive(*state, 1);
+}
+
 /* ---- failures ---- */
 
 /* The client closes its connection: the server's fails, once. */
@@ -996,6 +1199,11 @@ int main(void)
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_data_parked_until_resume,
                                         pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_late_receive_lands,
+                                        pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_worker_data_reset_stops_late_receive, pair_setup,
+            pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_conn_failed_on_peer_close,
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(
