@@ -288,8 +288,11 @@ static void data_reset(wst_worker_t *w)
     w->in_progress = 0;
     w->data_resets++;
     if (st != UCS_OK) {
-        /* No data can arrive; senders are told (an empty address). */
-        WST_ERROR(w->log, "data worker reset: a new UCX worker: %s",
+        /* No data can arrive; senders are told (an empty address) until
+         * wst_worker_address makes one. */
+        WST_ERROR(w->log,
+                  "data worker reset: no new UCX worker yet (%s); tried "
+                  "again when a sender connects",
                   ucs_status_string(st));
         return;
     }
@@ -608,6 +611,16 @@ wst_status_t wst_worker_call(wst_worker_t *w, wst_worker_fn fn, void *arg)
 wst_status_t wst_worker_address(wst_worker_t *w, const void **addr_p,
                                 size_t *len_p)
 {
+    /* A reset that could not make its new worker (the network device was
+     * down: a partition) tries again when a peer asks. */
+    if (w->worker == NULL && !w->in_progress) {
+        ucs_status_t st = data_worker_open(w);
+        if (st == UCS_OK)
+            WST_INFO(w->log, "data worker made again; new UCX address");
+        else
+            WST_WARN(w->log, "data worker: still none: %s",
+                     ucs_status_string(st));
+    }
     *addr_p = w->address;
     *len_p = w->address != NULL ? w->address_len : 0;
     return WST_OK;

@@ -193,8 +193,8 @@ size_t wst_worker_data_receiving(const wst_worker_t *worker);
 uint64_t wst_worker_data_resets(const wst_worker_t *worker);
 
 /* Progress thread: this worker's address (owned by the worker; changed
- * by wst_worker_data_reset; empty when a reset could not make a new
- * worker). */
+ * by wst_worker_data_reset). When a reset could not make its new worker,
+ * this tries again, and the address is empty if that fails too. */
 wst_status_t wst_worker_address(wst_worker_t *worker, const void **addr_p,
                                 size_t *len_p);
 
