@@ -655,6 +655,17 @@ static unsigned char *pattern(size_t len, unsigned seed)
     return b;
 }
 
+/* A zeroed destination of 'len' bytes on the server, and the client's
+ * data endpoint (peer-failure mode) to it. */
+static void data_ready(struct pair *p, size_t len, struct open_data_call *oc)
+{
+    p->srv.dest = calloc(1, len);
+    p->srv.dest_len = len;
+    assert_non_null(p->srv.dest);
+    client_says(p, "hello");
+    open_data(p, 1, oc);
+}
+
 /* An eager and a rendezvous message, each where data_dest put it. */
 static void test_worker_data_lands_at_dest(void **state)
 {
@@ -664,11 +675,7 @@ static void test_worker_data_lands_at_dest(void **state)
     unsigned char *small = pattern(256, 1);
     unsigned char *big = pattern(BIG_LEN, 2);
 
-    p->srv.dest = calloc(1, BIG_LEN);
-    p->srv.dest_len = BIG_LEN;
-    assert_non_null(p->srv.dest);
-    client_says(p, "hello");
-    open_data(p, 1, &oc);
+    data_ready(p, BIG_LEN, &oc);
 
     data_send_start(p, &a, 4, small, 256);
     data_send_wait(&a);
@@ -702,11 +709,8 @@ static void test_worker_data_parked_until_resume(void **state)
     struct am_send a;
     unsigned char *big = pattern(BIG_LEN, 3);
 
-    p->srv.dest = calloc(1, BIG_LEN);
-    p->srv.dest_len = BIG_LEN;
+    data_ready(p, BIG_LEN, &oc);
     p->srv.hold = 1;
-    client_says(p, "hello");
-    open_data(p, 1, &oc);
 
     data_send_start(p, &a, 9, big, BIG_LEN);
     assert_true(side_wait(&p->srv, &p->srv.n_dest_calls, 1));
@@ -809,11 +813,7 @@ static void late_receive(struct pair *p, int reset)
     unsigned char *small = pattern(256, 5);
     unsigned char *big = pattern(LATE_LEN, 6);
 
-    p->srv.dest = calloc(1, LATE_LEN);
-    p->srv.dest_len = LATE_LEN;
-    assert_non_null(p->srv.dest);
-    client_says(p, "hello");
-    open_data(p, 1, &oc);
+    data_ready(p, LATE_LEN, &oc);
     /* Wired up: the big message's announcement leaves with its send. */
     data_send_start(p, &a, 1, small, 256);
     data_send_wait(&a);
