@@ -187,13 +187,17 @@ err_destroy_worker:
     return st;
 }
 
-static void data_worker_close(wst_worker_t *w)
+/* Takes the data worker out of our epoll set and off w, and returns it:
+ * nothing wakes us for it or progresses it any more. */
+static ucp_worker_h data_worker_detach(wst_worker_t *w)
 {
+    ucp_worker_h worker = w->worker;
+
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->ucp_fd, NULL);
-    ucp_worker_release_address(w->worker, w->address);
+    ucp_worker_release_address(worker, w->address);
     w->address = NULL;
-    ucp_worker_destroy(w->worker);
     w->worker = NULL;
+    return worker;
 }
 
 static wst_status_t ucx_init(wst_worker_t *w)
@@ -277,16 +281,11 @@ static void data_reset(wst_worker_t *w)
         c->data_ep = NULL;
     w->n_graveyard = 0;
     wst_data_am_drop_parked(w, 0);
-    epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->ucp_fd, NULL);
-    ucp_worker_release_address(w->worker, w->address);
-    w->address = NULL;
-    w->retired[w->n_retired++] = w->worker;
-    w->worker = NULL;
+    w->retired[w->n_retired++] = data_worker_detach(w);
     /* UCX never reports them now: each is cancelled here. */
     wst_data_am_cancel_receiving(w);
     ucs_status_t st = data_worker_open(w);
     w->in_progress = 0;
-    w->data_resets++;
     if (st != UCS_OK) {
         /* No data can arrive; senders are told (an empty address) until
          * wst_worker_address makes one. */
@@ -319,11 +318,6 @@ size_t wst_worker_data_receiving(const wst_worker_t *w)
     return w->n_receiving;
 }
 
-uint64_t wst_worker_data_resets(const wst_worker_t *w)
-{
-    return w->data_resets;
-}
-
 int wst_worker_data_reset_room(const wst_worker_t *w)
 {
     return WST_DATA_RETIRED_MAX - w->n_retired;
@@ -348,7 +342,7 @@ static void ucx_fini(wst_worker_t *w)
     if (w->worker != NULL) {
         ucp_request_param_t fp = {.op_attr_mask = 0};
         wait_request(w, ucp_worker_flush_nbx(w->worker, &fp));
-        data_worker_close(w);
+        ucp_worker_destroy(data_worker_detach(w));
     }
     /* Retired workers cannot be destroyed (see data_reset), nor then
      * the context: both are left to the process's exit. */

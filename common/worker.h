@@ -187,10 +187,8 @@ uint64_t wst_worker_parked_total(const wst_worker_t *worker);
 int wst_worker_data_reset(wst_worker_t *worker);
 int wst_worker_data_reset_room(const wst_worker_t *worker);
 
-/* Progress thread: data receives posted and not yet reported, and how
- * many times the data worker was reset. */
+/* Progress thread: data receives posted and not yet reported. */
 size_t wst_worker_data_receiving(const wst_worker_t *worker);
-uint64_t wst_worker_data_resets(const wst_worker_t *worker);
 
 /* Progress thread: this worker's address (owned by the worker; changed
  * by wst_worker_data_reset). When a reset could not make its new worker,

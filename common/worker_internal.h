@@ -100,7 +100,6 @@ struct wst_worker {
     size_t n_receiving;
     int in_progress;    /* inside ucp_worker_progress: no reset now */
     int data_reset_due; /* a reset asked for inside progress */
-    uint64_t data_resets;
     ucp_worker_h retired[WST_DATA_RETIRED_MAX]; /* see data_reset */
     int n_retired;
     struct wst_parked_data *parked, *parked_tail;
