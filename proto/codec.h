@@ -23,8 +23,9 @@
 #include "mover_kind.h"
 #include "planner.h"
 
-/* 2: data headers carry an item count; 3: engine groups (Barrier) */
-#define WST_PROTOCOL_VERSION 3
+/* 2: data headers carry an item count; 3: engine groups (Barrier); 4:
+ * plans carry a data token, and data headers that token and the rank */
+#define WST_PROTOCOL_VERSION 4
 #define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
 #define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
 #define WST_MAX_PLAN_ITEMS (1u << 24)
