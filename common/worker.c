@@ -337,7 +337,7 @@ static void ucx_fini(wst_worker_t *w)
     wst_conn_close_pending(w);
     wst_conn_close_graveyard(w);
     uint64_t deadline = wst_now_ns() + 2000000000ull;
-    while (w->closing > 0 && wst_now_ns() < deadline)
+    while (w->worker != NULL && w->closing > 0 && wst_now_ns() < deadline)
         ucp_worker_progress(w->worker);
     if (w->worker != NULL) {
         ucp_request_param_t fp = {.op_attr_mask = 0};
@@ -396,7 +396,9 @@ static void progress_loop(wst_worker_t *w)
          * peer timeout until bursts were bounded in time (NOTES.md). */
         uint64_t burst_end = wst_now_ns() + BURST_NS;
         w->in_progress = 1;
-        for (int i = 0; w->worker != NULL && i < 256 &&
+        /* A reset asked for inside progress stops the burst: the worker
+         * to be retired lands nothing more. */
+        for (int i = 0; w->worker != NULL && !w->data_reset_due && i < 256 &&
                         ucp_worker_progress(w->worker) != 0;
              i++) {
             busy = 1;

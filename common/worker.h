@@ -174,12 +174,15 @@ uint64_t wst_worker_parked_total(const wst_worker_t *worker);
  * rendezvous receive, and such a receive may still be writing its
  * destination long after the refit it belonged to failed (a stopped
  * sender resumes): the old worker is never progressed again, so none of
- * them writes another byte. It is kept, not destroyed (UCX asserts on
- * destroying a worker whose endpoints track receives), until the process
- * exits: at most 16 (wst_worker_data_reset_room says how many more; at 0
- * this does nothing). Each receive is reported to data_done as
- * WST_ERR_CANCELED; parked messages are dropped; every connection with a
- * data endpoint of its own fails. Peers reach the new address only by
+ * them writes another byte where our progress does the writing (tcp,
+ * shared memory; not a NIC's put into memory whose registration the
+ * context keeps: RDMA is not covered). Meant for a receiving worker: one
+ * with data endpoints of its own fails their connections. It is kept, not
+ * destroyed (UCX asserts on destroying a worker whose endpoints track
+ * receives), until the process exits: at most 16 (wst_worker_data_reset_room
+ * says how many more; at 0 this does nothing). Each receive is reported to
+ * data_done as WST_ERR_CANCELED; parked messages are dropped; every connection
+ * with a data endpoint of its own fails. Peers reach the new address only by
  * connecting again (the receiver's HELLO carries it). Called inside UCX's
  * progress (a data callback), it happens as soon as progress returns.
  * Returns 1 when this call made or scheduled a reset, 0 when one was
