@@ -128,34 +128,16 @@ static void rx_begin(struct wst_receiver *r, struct peer *p,
 
 /* No receive may go on writing live memory once the refit failed (NCCL's
  * communicators are aborted; the senders reconnect and set up new ones).
- * UCX receives already posted into live memory cannot be cancelled, and
- * one whose sender was stopped may land long after the next version was
- * checked: the data worker they were posted on is replaced, never to be
- * progressed again (every sender of a failed refit connects again, and
- * its HELLO gives the new address). */
+ * UCX receives already posted cannot be: see retire_receives. */
 static void abort_rx(struct wst_receiver *r, struct peer *p,
                      const struct wst_rm_action *a)
 {
+    (void)r;
     (void)a;
     if (p->rx != NULL)
         p->rx->ops->abort(p->rx);
     if (p->nccl_rx != NULL && p->nccl_rx != p->rx)
         p->nccl_rx->ops->abort(p->nccl_rx);
-    if (wst_worker_data_receiving(r->worker) == 0)
-        return;
-    if (wst_worker_data_reset_room(r->worker) == 0) {
-        WST_ERROR(&r->log,
-                  "%zu receives of a failed refit are in flight and the data "
-                  "worker cannot be replaced again: late bytes may land in a "
-                  "later version; restart the agent",
-                  wst_worker_data_receiving(r->worker));
-        return;
-    }
-    if (!wst_worker_data_reset(r->worker))
-        return;
-    pthread_mutex_lock(&r->lock);
-    r->state.data_resets++;
-    pthread_mutex_unlock(&r->lock);
 }
 
 static void rx_allow(struct wst_receiver *r, struct peer *p,
@@ -211,6 +193,34 @@ static void poll_worker(struct wst_receiver *r, int on)
         return;
     wst_worker_busy(r->worker, on ? +1 : -1);
     r->polling = on;
+}
+
+/* At a refit's end, UCX receives still posted into live memory belong to
+ * a refit that failed (a whole one has every byte in), and UCX 1.13
+ * cannot cancel them: one whose sender was stopped may land long after
+ * the next version was checked. The data worker they were posted on is
+ * replaced, never to be progressed again (every sender of a failed refit
+ * connects again, and its HELLO gives the new address). Once per refit,
+ * whichever senders are still there. */
+static void retire_receives(struct wst_receiver *r)
+{
+    size_t n = wst_worker_data_receiving(r->worker);
+
+    if (n == 0)
+        return;
+    if (wst_worker_data_reset_room(r->worker) == 0) {
+        WST_ERROR(&r->log,
+                  "%zu receives of a failed refit are in flight and the data "
+                  "worker cannot be replaced again: late bytes may land in a "
+                  "later version; restart the agent",
+                  n);
+        return;
+    }
+    if (!wst_worker_data_reset(r->worker))
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->state.data_resets++;
+    pthread_mutex_unlock(&r->lock);
 }
 
 static void started(struct wst_receiver *r, uint64_t version)
@@ -340,6 +350,7 @@ static void run_action(struct wst_receiver *r, const struct wst_rm_action *a)
         tell_engine(r, wst_recv_job_resume, a);
         break;
     case WST_RM_ACT_END:
+        retire_receives(r);
         poll_worker(r, 0);
         break;
     case WST_RM_ACT_REASON:
