@@ -256,15 +256,15 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
         refuse_have(r, p, err);
         return;
     }
-    if (is_have && p->have_decoding) {
-        /* A second one while its first is being unpacked. */
+    if (is_have && (!p->hello_done || p->have_done || p->have_decoding)) {
+        /* Before hello, or a second one (while the first is unpacked, or
+         * after): refused from its wire bytes, never unpacked here. */
         wst_recv_send_error(r, p, WST_ERR_PROTOCOL, "unexpected have manifest");
         return;
     }
     /* The manifest a sender is expected to send: unpacked on the
      * planner thread (have_decode.c), it comes back to wst_recv_on_msg. */
-    if (is_have && p->hello_done && !p->have_done &&
-        wst_recv_decode_have(r, p, buf, len) == WST_OK)
+    if (is_have && wst_recv_decode_have(r, p, buf, len) == WST_OK)
         return;
     wst_status_t st =
         wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
