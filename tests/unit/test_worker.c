@@ -751,14 +751,21 @@ static void do_stall(void *arg)
     pthread_mutex_unlock(&st->lock);
 }
 
-/* The server's data_dest hook: posted before the server answers the
- * announcement, it runs before the client's progress can see the answer
- * (a woken progress thread runs posted functions first). */
+/* The server's data_dest hook, on its progress thread before it answers
+ * the announcement: the client is stopped before the answer can reach it
+ * (waited for here, bounded; the test checks 'stopped'). */
 static void post_stall(void *arg)
 {
     struct stall *st = arg;
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
 
-    wst_worker_post(st->w, do_stall, st);
+    if (wst_worker_post(st->w, do_stall, st) != WST_OK)
+        return;
+    pthread_mutex_lock(&st->lock);
+    while (!st->stopped &&
+           wst_cond_wait_until(&st->cond, &st->lock, deadline) == WST_OK)
+        ;
+    pthread_mutex_unlock(&st->lock);
 }
 
 static void stall_release(struct stall *st)
