@@ -277,7 +277,7 @@ static void deliver_frames(struct wst_conn *c)
 {
     wst_worker_t *w = c->worker;
     enum wst_hs_role peer = c->server_side ? WST_HS_CLIENT : WST_HS_SERVER;
-    size_t off = 0;
+    size_t off = 0, partial = 0; /* the bytes a partly read frame needs */
 
     while (!c->io_dead) {
         uint32_t len = 0;
@@ -286,6 +286,7 @@ static void deliver_frames(struct wst_conn *c)
             wst_frame_open(c->hs.session, peer, c->rx_seq, c->rx + off,
                            c->rx_len - off, w->max_control_msg, &len, &need);
         if (st == WST_INPROGRESS) {
+            partial = need;
             if (need > 0 && rx_reserve(c, need) != WST_OK)
                 channel_fail(c, WST_ERR_NO_MEMORY,
                              "no memory for a control message");
@@ -320,7 +321,10 @@ static void deliver_frames(struct wst_conn *c)
         memmove(c->rx, c->rx + off, c->rx_len - off);
         c->rx_len -= off;
     }
-    if (c->rx_cap > RX_KEEP && c->rx_len + RX_STEP <= RX_KEEP) {
+    /* Given back once delivered: not while a frame still arrives into it
+     * (it was reserved whole just above). */
+    if (c->rx_cap > RX_KEEP && c->rx_len + RX_STEP <= RX_KEEP &&
+        partial <= RX_KEEP) {
         uint8_t *p = realloc(c->rx, RX_KEEP);
         if (p != NULL) {
             c->rx = p;
