@@ -17,7 +17,8 @@
 #include "receiver_config.h"
 #include "receiver_internal.h"
 
-uint64_t wst_recv_manifest_limit(const struct wst_receiver *r)
+/* Shards one sender's manifest may list: limits.entries, or auto. */
+static uint64_t manifest_limit(const struct wst_receiver *r)
 {
     uint64_t n = r->limits.entries;
 
@@ -32,7 +33,7 @@ uint64_t wst_recv_manifest_limit(const struct wst_receiver *r)
 wst_status_t wst_recv_limit_have(const struct wst_receiver *r, size_t n_entries,
                                  char *why, size_t len)
 {
-    uint64_t max = wst_recv_manifest_limit(r);
+    uint64_t max = manifest_limit(r);
     uint64_t bytes = (uint64_t)n_entries * sizeof(struct wst_have);
 
     if (n_entries > max) {

@@ -2,8 +2,8 @@
  * rank, with its connection, its manifest and its part in the current
  * refit (progress thread).
  *
- * Senders are identified by rank: the data header's token is the rank the
- * plan was made for.
+ * Senders are identified by rank; a data message is theirs only when it
+ * also carries the data token their plan gave them (data.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

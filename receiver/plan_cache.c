@@ -183,7 +183,8 @@ static void pub_plan_time(struct wst_receiver *r, void *arg)
 
 /* A plan computed on the planner thread from a snapshot of the manifests
  * (borrowed: a peer dropped meanwhile keeps its manifest until the job is
- * back, wst_recv_peer_release_have), posted back with its generation. */
+ * back: it waits on r->retired, wst_recv_release_retired), posted back
+ * with its generation. */
 struct plan_job {
     struct wst_receiver *r;
     uint64_t generation; /* r->plan_generation when it was taken */

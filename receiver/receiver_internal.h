@@ -116,7 +116,7 @@ struct wst_receiver {
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
 
     /* What authenticated senders may make it hold (control.c): entries
-     * 0 is auto, from the wants (wst_recv_manifest_limit). */
+     * 0 is auto, from the wants (peer_limits.c). */
     struct {
         uint64_t entries;  /* per sender's manifest */
         uint64_t bytes;    /* all manifests held, decoded */
@@ -207,8 +207,6 @@ void wst_recv_release_retired(struct wst_receiver *r);
 wst_status_t wst_recv_set_world(struct wst_receiver *r, uint32_t world);
 
 /* peer_limits.c: what authenticated senders may make the receiver hold */
-/* Shards one sender's manifest may list: limits.entries, or auto. */
-uint64_t wst_recv_manifest_limit(const struct wst_receiver *r);
 /* WST_OK when a manifest of n_entries may be kept; else why[] says which
  * limit it is over (WST_ERR_TOO_LARGE). */
 wst_status_t wst_recv_limit_have(const struct wst_receiver *r, size_t n_entries,

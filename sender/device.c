@@ -10,7 +10,8 @@ struct wst_send_device {
     const struct wst_logger *log;
     int device;
     struct wst_bounce_ring *ring;   /* progress thread; NULL: none */
-    struct wst_digest_batch digest; /* application thread */
+    struct wst_digest_batch digest; /* pool threads, one at a time
+                                       (s->dev_hash_lock) */
 };
 
 wst_status_t wst_send_device_create(const struct wst_logger *log,

@@ -6,12 +6,14 @@
  * data does not wait for digests, so hashing overlaps sending. A layer's
  * LAYER_DONE carries its digest (pump.c), in layer order.
  *
- * Jobs read the link's plan and the shards. The plan may be dropped on the
- * progress thread (a receiver failed) while jobs run: they hold
- * s->plan_lock for reading and skip a plan whose generation changed. A new
- * plan comes only while push connects, before which the batch of the
- * previous push was stopped. The shards are the caller's until wait or
- * destroy returns, and both stop the batch first (wst_send_stop_digests).
+ * Jobs read the link's plan and the shards. Every path that drops or
+ * replaces a plan (connect, a new PLAN, close) runs after the batch was
+ * stopped (wst_send_stop_digests); a failed link keeps its plan. Jobs
+ * still hold s->plan_lock for reading and skip a plan whose generation
+ * changed, so that a new path that forgets the stop reads no freed plan.
+ * A failed link's jobs are not skipped: wait hashes them for nothing. The
+ * shards are the caller's until wait or destroy returns, and both stop
+ * the batch first.
  */
 #include <stdlib.h>
 
