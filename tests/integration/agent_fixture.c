@@ -403,6 +403,17 @@ int it_agent_log_has(const struct it_agent *a, const char *needle)
     return it_file_has(a->log_path, needle);
 }
 
+int it_agent_wait_log(const struct it_agent *a, const char *needle,
+                      double timeout_s)
+{
+    for (double waited = 0; !it_agent_log_has(a, needle); waited += 0.01) {
+        if (waited >= timeout_s)
+            return 0;
+        usleep(10000);
+    }
+    return 1;
+}
+
 int it_sender_load(struct it_sender *s, const struct it_agent *a)
 {
     memset(s, 0, sizeof(*s));

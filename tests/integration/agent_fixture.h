@@ -115,6 +115,11 @@ int it_file_has(const char *path, const char *needle);
 /* Nonzero when the agent's log contains 'needle'. */
 int it_agent_log_has(const struct it_agent *a, const char *needle);
 
+/* Waits until the agent's log contains 'needle' (looked at every 10 ms),
+ * at most timeout_s: nonzero when it does. */
+int it_agent_wait_log(const struct it_agent *a, const char *needle,
+                      double timeout_s);
+
 /* Loads the model's shards for rank 0 of 1 into s->haves (nothing else). */
 int it_sender_load(struct it_sender *s, const struct it_agent *a);
 

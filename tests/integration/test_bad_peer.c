@@ -274,9 +274,7 @@ static void garbage_peer(struct bad_peer_fixture *f)
     for (size_t i = 0; i < 100; i++)
         buf[i] = (uint8_t)(rand() >> 7);
     raw_send(&f->client, f->agent.port, buf, 100);
-    for (int i = 0; i < 500 && !it_agent_log_has(&f->agent, "bad message"); i++)
-        sleep_s(0.01);
-    assert_true(it_agent_log_has(&f->agent, "bad message"));
+    assert_true(it_agent_wait_log(&f->agent, "bad message", 5.0));
     assert_true(it_agent_alive(&f->agent));
     assert_int_equal(it_agent_status(&f->agent, &committed, &usable), 0);
     assert_true(usable);
@@ -328,9 +326,7 @@ static void current_version_peer(struct bad_peer_fixture *f)
     /* It holds rank 0 while it is connected (a second rank 0 would be
      * refused): it hangs up, so the good sender after it may have it. */
     assert_int_equal(wst_worker_call(rc->worker, close_conn, conn), WST_OK);
-    for (int i = 0; i < 500 && !it_agent_log_has(&f->agent, "disconnected");
-         i++)
-        sleep_s(0.01);
+    assert_true(it_agent_wait_log(&f->agent, "disconnected", 5.0));
 }
 
 /* (b) a hello of protocol version 99: an ERROR with WST_ERR_VERSION. */
@@ -463,10 +459,7 @@ static void silent_peer(struct bad_peer_fixture *f)
 static void silent_peer_dropped(struct bad_peer_fixture *f)
 {
     raw_send(&f->client, f->agent.port, NULL, 0);
-    for (int i = 0; i < 600 && !it_agent_log_has(&f->agent, "no message for");
-         i++)
-        sleep_s(0.01);
-    assert_true(it_agent_log_has(&f->agent, "no message for"));
+    assert_true(it_agent_wait_log(&f->agent, "no message for", 6.0));
     assert_true(it_agent_alive(&f->agent));
 }
 
@@ -662,9 +655,7 @@ static void test_bad_peer_unranked_over_limit(void **state)
     assert_true(it_agent_log_has(&f->agent, "refused sender 127.0.0.1:"));
     assert_int_equal(wst_worker_call(f->client.worker, close_conn, first),
                      WST_OK);
-    for (int i = 0; i < 500 && !it_agent_log_has(&f->agent, "disconnected");
-         i++)
-        sleep_s(0.01);
+    assert_true(it_agent_wait_log(&f->agent, "disconnected", 5.0));
     good_refit(f, 1);
     assert_true(it_agent_alive(&f->agent));
 }

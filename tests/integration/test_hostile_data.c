@@ -218,8 +218,7 @@ static void attacker_reach_worker(struct attacker *at, const struct it_agent *a)
                      WST_OK);
     assert_int_equal(j.st, WST_OK);
     assert_non_null(at->ep);
-    for (int i = 0; i < 500 && !it_agent_log_has(a, "disconnected"); i++)
-        sleep_s(0.01);
+    assert_true(it_agent_wait_log(a, "disconnected", 5.0));
 }
 
 static void forged_done(void *request, ucs_status_t status, void *user_data)
