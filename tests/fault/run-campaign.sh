@@ -26,11 +26,14 @@ if ! { cmake -S "$root" -B "$build" -DWST_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDeb
     echo "build failed: see build.txt" | tee "$out/campaign.txt"
     exit 1
 fi
+# Only this run's kept workdirs are packed: older ones are not its failures.
+touch "$out/started"
 "$build/bin/wstream-campaign" --out "$out/campaign.json" "$@" >"$out/campaign.txt" 2>&1
 rc=$?
 tail -40 "$out/campaign.txt"
 # The campaign keeps a failed trial's workdir, /tmp/wstream-campaign-*.
-kept=$(cd /tmp && ls -d wstream-campaign-* 2>/dev/null)
+kept=$(cd /tmp && find . -maxdepth 1 -name 'wstream-campaign-*' \
+    -newer "$out/started" -printf '%f\n' 2>/dev/null)
 if [ -n "$kept" ]; then
     # shellcheck disable=SC2086
     tar -czf "$out/failed.tar.gz" -C /tmp $kept 2>/dev/null
