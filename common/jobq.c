@@ -1,4 +1,4 @@
-/* jobq.c - a mutex/condvar FIFO drained by one thread. */
+/* jobq.c - a mutex/condvar FIFO drained by one thread or a few. */
 #include "jobq.h"
 
 #include <pthread.h>
@@ -11,7 +11,8 @@ struct job {
 };
 
 struct wst_jobq {
-    pthread_t thread;
+    pthread_t *threads;
+    unsigned n_threads;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct job *head, *tail;
@@ -41,22 +42,50 @@ static void *jobq_main(void *arg)
     return NULL;
 }
 
-wst_status_t wst_jobq_create(wst_jobq_t **q_p)
+/* Stops the threads started so far and frees q. */
+static void jobq_stop(struct wst_jobq *q)
 {
-    struct wst_jobq *q = calloc(1, sizeof(*q));
+    pthread_mutex_lock(&q->lock);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    for (unsigned i = 0; i < q->n_threads; i++)
+        pthread_join(q->threads[i], NULL);
+    pthread_cond_destroy(&q->cond);
+    pthread_mutex_destroy(&q->lock);
+    free(q->threads);
+    free(q);
+}
 
+wst_status_t wst_jobq_create_threads(unsigned n_threads, wst_jobq_t **q_p)
+{
+    struct wst_jobq *q;
+
+    if (n_threads == 0)
+        return WST_ERR_INVALID;
+    q = calloc(1, sizeof(*q));
     if (q == NULL)
         return WST_ERR_NO_MEMORY;
-    pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->cond, NULL);
-    if (pthread_create(&q->thread, NULL, jobq_main, q) != 0) {
-        pthread_cond_destroy(&q->cond);
-        pthread_mutex_destroy(&q->lock);
+    q->threads = calloc(n_threads, sizeof(*q->threads));
+    if (q->threads == NULL) {
         free(q);
         return WST_ERR_NO_MEMORY;
     }
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->cond, NULL);
+    for (; q->n_threads < n_threads; q->n_threads++)
+        if (pthread_create(&q->threads[q->n_threads], NULL, jobq_main, q) !=
+            0) {
+            jobq_stop(q);
+            return WST_ERR_NO_MEMORY;
+        }
     *q_p = q;
     return WST_OK;
+}
+
+wst_status_t wst_jobq_create(wst_jobq_t **q_p)
+{
+    return wst_jobq_create_threads(1, q_p);
 }
 
 wst_status_t wst_jobq_post(wst_jobq_t *q, wst_job_fn fn, void *arg)
@@ -81,14 +110,6 @@ wst_status_t wst_jobq_post(wst_jobq_t *q, wst_job_fn fn, void *arg)
 
 void wst_jobq_destroy(wst_jobq_t *q)
 {
-    if (q == NULL)
-        return;
-    pthread_mutex_lock(&q->lock);
-    q->stop = 1;
-    pthread_cond_signal(&q->cond);
-    pthread_mutex_unlock(&q->lock);
-    pthread_join(q->thread, NULL);
-    pthread_cond_destroy(&q->cond);
-    pthread_mutex_destroy(&q->lock);
-    free(q);
+    if (q != NULL)
+        jobq_stop(q);
 }
