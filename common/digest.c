@@ -34,14 +34,27 @@ void wst_digest_update(struct wst_digest *d, const void *run, size_t len)
     d->pos = pos;
 }
 
-uint64_t wst_digest_final(const struct wst_digest *d)
+uint64_t wst_digest_part(const void *run, size_t len, uint64_t pos)
+{
+    struct wst_digest d = {.sum = 0, .pos = pos};
+
+    wst_digest_update(&d, run, len);
+    return d.sum;
+}
+
+uint64_t wst_digest_from_sum(uint64_t sum, uint64_t total)
 {
     unsigned char le[8];
     int i;
 
     for (i = 0; i < 8; i++)
-        le[i] = (unsigned char)(d->sum >> (8 * i));
-    return XXH3_64bits_withSeed(le, sizeof(le), d->pos);
+        le[i] = (unsigned char)(sum >> (8 * i));
+    return XXH3_64bits_withSeed(le, sizeof(le), total);
+}
+
+uint64_t wst_digest_final(const struct wst_digest *d)
+{
+    return wst_digest_from_sum(d->sum, d->pos);
 }
 
 uint64_t wst_digest_buffer(const void *buf, size_t len)

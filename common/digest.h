@@ -32,6 +32,15 @@ void wst_digest_update(struct wst_digest *d, const void *run, size_t len);
 
 uint64_t wst_digest_final(const struct wst_digest *d);
 
+/* Piecewise, in any order (the receiver hashes data as it lands): the sum
+ * of the chunk hashes of a run of 'len' bytes that starts at stream
+ * position 'pos'. The same bytes cut at a WST_DIGEST_CHUNK multiple from
+ * the run's start give parts that add up to the whole run's part. */
+uint64_t wst_digest_part(const void *run, size_t len, uint64_t pos);
+
+/* D of the definition from S (every part added) and T (total bytes). */
+uint64_t wst_digest_from_sum(uint64_t sum, uint64_t total);
+
 /* The digest of one run. */
 uint64_t wst_digest_buffer(const void *buf, size_t len);
 
