@@ -14,13 +14,16 @@
 #include "put.h"
 #include "receiver_internal.h"
 
-static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
+static void on_landed(void *arg, uint32_t layer, uint64_t bytes,
+                      uint64_t hashed, uint64_t sum)
 {
     struct peer *p = arg;
     struct wst_rm_event ev = {.kind = WST_RM_EV_LANDED,
                               .rank = wst_recv_peer_rank(p),
                               .layer = layer,
-                              .bytes = bytes};
+                              .bytes = bytes,
+                              .hashed = hashed,
+                              .sum = sum};
 
     wst_recv_refit_event(p->r, &ev);
 }
@@ -103,6 +106,8 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
             .landing = r->landing,
             .plan = &p->rx_plan,
             .events = ev,
+            .hashers = r->hashers,
+            .worker = r->worker,
         };
         st = wst_rx_am_create(&ap, &p->rx);
         break;

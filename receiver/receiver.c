@@ -60,9 +60,15 @@ static wst_status_t apply_params(struct wst_receiver *r,
             WST_OK)
         return WST_ERR_INVALID;
     r->allow_put = strcmp(wst_recv_mover_names[set.mover], "am") != 0;
-    if (f & WST_RECEIVER_PARAM_VERIFY)
+    if (f & WST_RECEIVER_PARAM_VERIFY) {
         set.verify = p->verify != 0;
+        if (p->verify_threads > WST_RECV_VERIFY_THREADS_MAX)
+            return WST_ERR_INVALID;
+        if (p->verify_threads != 0)
+            set.verify_threads = p->verify_threads;
+    }
     r->verify = set.verify;
+    r->verify_threads = (unsigned)set.verify_threads;
     if (f & WST_RECEIVER_PARAM_HEARTBEAT) {
         set.heartbeat_s = p->heartbeat_s;
         set.peer_timeout_s = p->peer_timeout_s;
@@ -171,6 +177,11 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = wst_jobq_create(&r->planner);
     if (st != WST_OK)
         goto err_destroy_repacker;
+    if (r->verify) {
+        st = wst_jobq_create_threads(r->verify_threads, &r->hashers);
+        if (st != WST_OK)
+            goto err_destroy_planner;
+    }
     struct wst_worker_params wp = {
         .log = &r->log,
         .ops = {.arg = r,
@@ -188,7 +199,7 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     wp.rma = r->allow_put ? WST_WORKER_RMA_HARDWARE : WST_WORKER_RMA_NEVER;
     st = wst_worker_create(&wp, &r->worker);
     if (st != WST_OK)
-        goto err_destroy_planner;
+        goto err_destroy_hashers;
     /* No remote key leaves a worker whose puts UCX would emulate: those
      * write wherever the peer says. Senders then use am. */
     const char *why = NULL;
@@ -199,6 +210,8 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     *receiver_p = r;
     return WST_OK;
 
+err_destroy_hashers:
+    wst_jobq_destroy(r->hashers);
 err_destroy_planner:
     wst_jobq_destroy(r->planner);
 err_destroy_repacker:
@@ -418,6 +431,8 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_jobq_destroy(r->planner);
     wst_jobq_destroy(r->repacker);
     wst_jobq_destroy(r->engine);
+    /* Hashes still reading landed bytes end before the regions go. */
+    wst_jobq_destroy(r->hashers);
     wst_landing_stop(r->landing); /* copies done, none posted after this */
     for (size_t i = 0; i < r->n_regions; i++) {
         free(r->regions[i].rkey);

@@ -12,6 +12,7 @@ const char *const wst_recv_mover_names[] = {"auto", "am", NULL};
 #define HEARTBEAT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_INTERVAL_DEFAULT)
 #define PEER_TIMEOUT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_TIMEOUT_DEFAULT)
 #define SLOTS_MAX WST_CONFIG_QUOTE(WST_RECV_STAGING_SLOTS_MAX)
+#define VERIFY_THREADS_MAX WST_CONFIG_QUOTE(WST_RECV_VERIFY_THREADS_MAX)
 #define MULTIPLE WST_CONFIG_QUOTE(WST_RECV_MANIFEST_WANT_MULTIPLE)
 #define ENTRIES_MIN WST_CONFIG_QUOTE(WST_RECV_MANIFEST_ENTRIES_MIN)
 
@@ -40,6 +41,11 @@ const struct wst_config_entry wst_recv_config[] = {
     [WST_RECV_CONFIG_VERIFY] = {"verify", WST_CONFIG_BOOL, "yes",
                                 "check every layer's digest", FIELD(verify),
                                 NULL, NULL},
+    [WST_RECV_CONFIG_VERIFY_THREADS] = {"verify-threads", WST_CONFIG_UINT, "2",
+                                        "threads (1.." VERIFY_THREADS_MAX
+                                        ") that hash data as it lands, "
+                                        "with verify",
+                                        FIELD(verify_threads), NULL, NULL},
     [WST_RECV_CONFIG_LOG_LEVEL] = {"log-level", WST_CONFIG_ENUM, "info",
                                    "error, warn, info, debug, trace",
                                    FIELD(log_level), wst_log_level_names, NULL},

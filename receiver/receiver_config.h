@@ -17,6 +17,9 @@
 
 #include "config.h"
 
+/* Hashing threads a receiver takes (wst_receiver_params.verify_threads). */
+#define WST_RECV_VERIFY_THREADS_MAX 64
+
 /* Staging slots a receiver takes (wst_receiver_params.staging_slots). */
 #define WST_RECV_STAGING_SLOTS_MAX 64
 
@@ -28,6 +31,7 @@ struct wst_recv_settings {
     int mover; /* index into wst_recv_mover_names */
     uint64_t staging_slots;
     int verify;
+    uint64_t verify_threads;
     int log_level;                 /* enum wst_log_level */
     uint64_t max_manifest_entries; /* per sender; 0: auto (wst_recv_limits) */
     uint64_t max_manifest_bytes;   /* all senders' manifests together */
@@ -42,6 +46,7 @@ enum wst_recv_config_key {
     WST_RECV_CONFIG_MOVER,
     WST_RECV_CONFIG_STAGING_SLOTS,
     WST_RECV_CONFIG_VERIFY,
+    WST_RECV_CONFIG_VERIFY_THREADS,
     WST_RECV_CONFIG_LOG_LEVEL,
     WST_RECV_CONFIG_MAX_MANIFEST_ENTRIES,
     WST_RECV_CONFIG_MAX_MANIFEST_BYTES,

@@ -7,6 +7,8 @@
  *    touches peers and refit state: messages, data arrival, failures, ticks;
  *  - the engine thread (a wst_jobq) runs digest checks and every engine
  *    hook, then posts the result back to the progress thread;
+ *  - the hashing threads (a wst_jobq of verify_threads) hash data
+ *    messages as they land (common/movers/am_rx.c);
  *  - the repack thread (another wst_jobq) replays staged experts;
  *  - the planner thread (another wst_jobq) unpacks the senders' have
  *    manifests (have_decode.c) and builds plans from a snapshot of them
@@ -93,11 +95,13 @@ struct wst_receiver {
     double timeout_s;
     int allow_put;
     int verify;
+    unsigned verify_threads;
     struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     struct wst_receiver_hooks hooks;
 
     wst_worker_t *worker;
     wst_jobq_t *engine;
+    wst_jobq_t *hashers; /* hash data as it lands; NULL: verify off */
     int started;
 
     struct region *regions;
@@ -172,6 +176,9 @@ struct job {
     uint32_t rank;
     uint32_t layer;
     uint64_t digest; /* expected */
+    uint64_t bytes;  /* verify: the layer's */
+    uint64_t hashed; /* verify: bytes hashed as they landed */
+    uint64_t sum;    /* verify: their chunk hashes, added up */
     double seconds;  /* repack or finalize, measured where it ran */
     wst_status_t status;
     char reason[WST_ERROR_MSG_MAX];

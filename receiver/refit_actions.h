@@ -58,13 +58,17 @@ struct wst_rm_action {
     uint64_t version;
     uint64_t generation; /* jobs carry it back in their result */
     uint64_t digest;
+    /* VERIFY: of the layer's 'bytes', 'hashed' were hashed as they
+     * landed, their chunk hashes adding up to 'sum' */
+    uint64_t hashed;
+    uint64_t sum;
     wst_status_t status;
     const char *text;   /* why (machine's; valid until the next step) */
     const char *reason; /* REFUSED: what the state says afterwards */
     double at;          /* seconds from the begin acknowledgement */
     double seconds;     /* repack, finalize; COMMITTED: the whole refit */
     /* COMMITTED: every byte of the plan, and by the mover that brought
-     * it ([enum wst_mover_kind]) */
+     * it ([enum wst_mover_kind]); VERIFY: the layer's */
     uint64_t bytes;
     uint64_t bytes_by_mover[WST_RM_MOVER_KINDS];
 };

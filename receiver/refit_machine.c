@@ -89,6 +89,10 @@ static void reset_sender(struct wst_refit_machine *m, uint32_t rank)
            m->lay.n_layers * sizeof(*m->cells.landed));
     memset(&m->cells.digests[cell(m, rank, 0)], 0,
            m->lay.n_layers * sizeof(*m->cells.digests));
+    memset(&m->cells.hashed[cell(m, rank, 0)], 0,
+           m->lay.n_layers * sizeof(*m->cells.hashed));
+    memset(&m->cells.sums[cell(m, rank, 0)], 0,
+           m->lay.n_layers * sizeof(*m->cells.sums));
 }
 
 /* ---- the refit's end ---- */
@@ -426,14 +430,18 @@ static void on_go(struct wst_refit_machine *m, const struct wst_rm_event *ev,
 static void queue_verify(struct wst_refit_machine *m, uint32_t rank,
                          uint32_t layer, struct wst_rm_actions *out)
 {
-    m->cells.marks[cell(m, rank, layer)] = WST_RM_MARK_CHECKING;
-    emit(out, (struct wst_rm_action){
-                  .kind = WST_RM_ACT_VERIFY,
-                  .rank = rank,
-                  .layer = layer,
-                  .version = m->version,
-                  .generation = m->generation,
-                  .digest = m->cells.digests[cell(m, rank, layer)]});
+    size_t c = cell(m, rank, layer);
+
+    m->cells.marks[c] = WST_RM_MARK_CHECKING;
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_VERIFY,
+                                     .rank = rank,
+                                     .layer = layer,
+                                     .version = m->version,
+                                     .generation = m->generation,
+                                     .digest = m->cells.digests[c],
+                                     .bytes = expected(m, rank, layer),
+                                     .hashed = m->cells.hashed[c],
+                                     .sum = m->cells.sums[c]});
 }
 
 static void on_layer_done(struct wst_refit_machine *m,
@@ -478,6 +486,8 @@ static void on_landed(struct wst_refit_machine *m,
         return;
     size_t c = cell(m, ev->rank, ev->layer);
     m->cells.landed[c] += ev->bytes;
+    m->cells.hashed[c] += ev->hashed;
+    m->cells.sums[c] += ev->sum;
     m->progress_ns = ev->now_ns;
     if (m->cells.marks[c] == WST_RM_MARK_WAITING &&
         m->cells.landed[c] == expected(m, ev->rank, ev->layer))

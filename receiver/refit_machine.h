@@ -36,6 +36,10 @@
  * its refit was refused lets the engine resume only if the receiver is
  * usable (else the engine hears it is unusable, with the standing reason).
  *
+ * A digest check gets what was hashed as it landed (LANDED's hashed and
+ * sum, added up): when that is every byte of the layer, the check need
+ * not read the layer again.
+ *
  * Run to completion: the caller runs every action of a step before it
  * feeds the next event (an action that fails feeds its failure afterwards).
  * Texts in actions are the machine's, valid until its next step.
@@ -102,6 +106,8 @@ struct wst_rm_event {
     uint64_t version;
     uint64_t generation; /* of the job whose result this is */
     uint64_t bytes;      /* LAYER_DONE: the sender's count; LANDED: landed */
+    uint64_t hashed;     /* LANDED: of those bytes, hashed as they landed */
+    uint64_t sum;        /* LANDED: their chunk hashes (wst_digest_part) */
     uint64_t digest;
     uint32_t mover;      /* BEGIN: enum wst_mover_kind */
     int counts_bytes;    /* RX_OPENED: the half reports every byte landed */
@@ -157,6 +163,8 @@ struct wst_rm_cells {
     uint8_t *marks; /* enum wst_rm_mark */
     uint64_t *landed;
     uint64_t *digests; /* from LAYER_DONE */
+    uint64_t *hashed;  /* landed bytes hashed as they landed */
+    uint64_t *sums;    /* their chunk hashes, added up */
 };
 
 /* Zero is a valid machine: idle, usable, no senders, no plan. */

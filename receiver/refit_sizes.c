@@ -12,6 +12,8 @@ static void free_cells(struct wst_rm_cells *c)
     free(c->marks);
     free(c->landed);
     free(c->digests);
+    free(c->hashed);
+    free(c->sums);
 }
 
 /* Zeroed, for world x n_layers. */
@@ -23,7 +25,10 @@ static wst_status_t alloc_cells(struct wst_rm_cells *c, uint32_t world,
     c->marks = calloc(n, 1);
     c->landed = calloc(n, sizeof(*c->landed));
     c->digests = calloc(n, sizeof(*c->digests));
-    if (c->marks != NULL && c->landed != NULL && c->digests != NULL)
+    c->hashed = calloc(n, sizeof(*c->hashed));
+    c->sums = calloc(n, sizeof(*c->sums));
+    if (c->marks != NULL && c->landed != NULL && c->digests != NULL &&
+        c->hashed != NULL && c->sums != NULL)
         return WST_OK;
     free_cells(c);
     return WST_ERR_NO_MEMORY;

@@ -7,6 +7,7 @@
 #ifndef WST_MOVERS_AM_H
 #define WST_MOVERS_AM_H
 
+#include "jobq.h"
 #include "landing.h"
 #include "log.h"
 #include "rx.h"
@@ -16,6 +17,12 @@ struct wst_rx_am_params {
     struct wst_landing *landing;    /* borrowed; NULL: host regions only */
     const struct wst_rx_plan *plan; /* borrowed for the half's lifetime */
     struct wst_rx_events events;
+    /* Hashing as data lands (both borrowed until the half is freed, which
+     * is after its last hash came back): messages into host memory are
+     * hashed on 'hashers' while they are still in cache, and the result
+     * is posted to 'worker's progress thread. NULL hashers: not hashed. */
+    wst_jobq_t *hashers;
+    wst_worker_t *worker;
 };
 
 /* On success *rx_p is owned by the caller (wst_rx_destroy). */

@@ -8,9 +8,17 @@
  * credit. Anything else fails the refit: bytes outside the plan are never
  * written.
  *
- * Copies to the GPU outlive a failed refit: each carries the half's epoch
- * (bumped by begin and abort), and a late one is not counted. The half
- * itself is freed only once its last copy completed.
+ * A message into host memory is hashed as it lands, on the hashing
+ * threads, while its bytes are still in cache: the layer's digest check
+ * then adds up the parts instead of reading the layer again from memory
+ * (a serial pass over every byte at the end of the refit otherwise). It
+ * counts as landed once hashed. A message not cut at digest chunk
+ * boundaries (our senders always cut there) is not hashed, and its
+ * layer is read again.
+ *
+ * Copies to the GPU and hashes outlive a failed refit: each carries the
+ * half's epoch (bumped by begin and abort), and a late one is not counted.
+ * The half itself is freed only once its last copy and hash completed.
  */
 #include "am.h"
 
@@ -18,13 +26,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "digest.h"
+
 struct am_rx {
     struct wst_rx rx; /* first */
     const struct wst_logger *log;
     struct wst_landing *landing; /* borrowed; NULL: host regions only */
+    wst_jobq_t *hashers;         /* borrowed; NULL: not hashed as it lands */
+    wst_worker_t *worker;        /* borrowed: hashes come back to it */
+    uint64_t *pos; /* [n_items]: each item's stream position in its layer */
     uint32_t epoch;
     uint64_t copies; /* landing copies in flight */
+    uint64_t hashes; /* hash jobs in flight */
     int destroyed;
+};
+
+/* One landed message to hash: runs of bytes from src, one per item, each
+ * with its stream position. Owned by the job until it is back. */
+struct hash_job {
+    struct am_rx *a;
+    uint32_t epoch;
+    uint32_t layer;
+    const char *src;
+    uint64_t len;
+    uint64_t sum;
+    uint32_t n_runs;
+    struct hash_run {
+        uint64_t len;
+        uint64_t pos;
+    } runs[];
 };
 
 static void fail(struct am_rx *a, wst_status_t status, const char *fmt, ...)
@@ -111,7 +141,18 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
 
 static void am_free(struct am_rx *a)
 {
+    free(a->pos);
     free(a);
+}
+
+/* A destroyed half goes once nothing of it is in flight. */
+static int am_gone(struct am_rx *a)
+{
+    if (!a->destroyed)
+        return 0;
+    if (a->copies == 0 && a->hashes == 0)
+        am_free(a);
+    return 1;
 }
 
 static void am_copied(void *ctx, uint64_t tag, size_t len, wst_status_t status)
@@ -120,18 +161,85 @@ static void am_copied(void *ctx, uint64_t tag, size_t len, wst_status_t status)
     uint32_t layer = (uint32_t)tag, epoch = (uint32_t)(tag >> 32);
 
     a->copies--;
-    if (a->destroyed) {
-        if (a->copies == 0)
-            am_free(a);
+    if (am_gone(a))
         return;
-    }
     if (epoch != a->epoch || !a->rx.receiving)
         return; /* a refit that is over */
     if (status != WST_OK) {
         fail(a, status, "copying data to the GPU failed");
         return;
     }
-    a->rx.ev.landed(a->rx.ev.arg, layer, len);
+    a->rx.ev.landed(a->rx.ev.arg, layer, len, 0, 0);
+}
+
+/* Progress thread: a message's hash is back; it has landed now. */
+static void hash_back(void *arg)
+{
+    struct hash_job *j = arg;
+    struct am_rx *a = j->a;
+
+    a->hashes--;
+    if (!am_gone(a) && j->epoch == a->epoch && a->rx.receiving)
+        a->rx.ev.landed(a->rx.ev.arg, j->layer, j->len, j->len, j->sum);
+    free(j);
+}
+
+/* A hashing thread: reads only the landed bytes and the job. */
+static void hash_run(void *arg)
+{
+    struct hash_job *j = arg;
+    const char *src = j->src;
+
+    for (uint32_t k = 0; k < j->n_runs; k++) {
+        j->sum += wst_digest_part(src, j->runs[k].len, j->runs[k].pos);
+        src += j->runs[k].len;
+    }
+    if (wst_worker_post(j->a->worker, hash_back, j) != WST_OK)
+        WST_ERROR(j->a->log,
+                  "a hashed message of layer %u is lost: no "
+                  "memory (its refit will time out)",
+                  j->layer);
+}
+
+/* Queues the hash of a message data_fits placed at dest in host memory;
+ * 0 when it is not hashed (it has landed now). A chunk of one item must
+ * start and end on digest chunk boundaries of that item. */
+static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
+                       const void *dest, size_t len)
+{
+    const struct wst_plan_item *it = &a->rx.plan->items[hdr->item];
+    struct hash_job *j;
+
+    if (a->hashers == NULL)
+        return 0;
+    if (hdr->count == 1 &&
+        (hdr->offset % WST_DIGEST_CHUNK != 0 ||
+         (len % WST_DIGEST_CHUNK != 0 && hdr->offset + len != it->length)))
+        return 0;
+    j = malloc(sizeof(*j) + (size_t)hdr->count * sizeof(j->runs[0]));
+    if (j == NULL)
+        return 0;
+    *j = (struct hash_job){.a = a,
+                           .epoch = a->epoch,
+                           .layer = it->layer,
+                           .src = dest,
+                           .len = len,
+                           .n_runs = hdr->count};
+    if (hdr->count == 1) {
+        j->runs[0].len = len;
+        j->runs[0].pos = a->pos[hdr->item] + hdr->offset;
+    } else {
+        for (uint32_t k = 0; k < hdr->count; k++) {
+            j->runs[k].len = it[k].length;
+            j->runs[k].pos = a->pos[hdr->item + k];
+        }
+    }
+    if (wst_jobq_post(a->hashers, hash_run, j) != WST_OK) {
+        free(j);
+        return 0;
+    }
+    a->hashes++;
+    return 1;
 }
 
 static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
@@ -150,7 +258,8 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
     }
     const struct wst_plan_item *it = &rx->plan->items[hdr->item];
     if (!landed) {
-        rx->ev.landed(rx->ev.arg, it->layer, len);
+        if (!hash_landed(a, hdr, dest, len))
+            rx->ev.landed(rx->ev.arg, it->layer, len, 0, 0);
         return;
     }
     /* In the landing ring: counted once it is on the GPU (am_copied). */
@@ -194,8 +303,7 @@ static void am_destroy(struct wst_rx *rx)
 
     a->destroyed = 1;
     rx->receiving = 0;
-    if (a->copies == 0)
-        am_free(a);
+    am_gone(a);
 }
 
 static const struct wst_rx_ops am_rx_ops = {
@@ -221,6 +329,24 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
     a->rx.plan = p->plan;
     a->log = p->log;
     a->landing = p->landing;
+    if (p->hashers != NULL && p->worker != NULL) {
+        const struct wst_rx_plan *pl = p->plan;
+        a->pos = calloc(pl->n_items ? pl->n_items : 1, sizeof(*a->pos));
+        if (a->pos == NULL) {
+            free(a);
+            return WST_ERR_NO_MEMORY;
+        }
+        for (uint32_t l = 0; l < pl->n_layers; l++) {
+            uint64_t pos = 0;
+            for (size_t k = pl->layer_first[l]; k < pl->layer_first[l + 1];
+                 k++) {
+                a->pos[k] = pos;
+                pos += pl->items[k].length;
+            }
+        }
+        a->hashers = p->hashers;
+        a->worker = p->worker;
+    }
     *rx_p = &a->rx;
     return WST_OK;
 }

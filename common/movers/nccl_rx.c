@@ -44,7 +44,7 @@ static void received(void *arg, wst_status_t status)
     }
     for (size_t k = pl->layer_first[layer]; k < pl->layer_first[layer + 1]; k++)
         bytes += pl->items[k].length;
-    n->rx.ev.landed(n->rx.ev.arg, layer, bytes);
+    n->rx.ev.landed(n->rx.ev.arg, layer, bytes, 0, 0);
     post_layers(n); /* room for the next */
 }
 

@@ -9,7 +9,11 @@
  *    the bound have their staging slot (their credit);
  *  - abort(): the refit failed; nothing may be written any more.
  * and hears back, on the progress thread,
- *  - landed(layer, bytes): bytes of a layer are in their destination;
+ *  - landed(layer, bytes, hashed, sum): bytes of a layer are in their
+ *    destination; 'hashed' of them (all or none) were hashed as they
+ *    landed, their chunk hashes adding up to 'sum' (wst_digest_part, with
+ *    each item's stream position in its layer), so the layer's digest
+ *    check need not read them again;
  *  - failed(status, reason): the refit cannot go on.
  * A mover whose bytes the receiver cannot see arrive (put: one-sided) does
  * not count them (counts_bytes 0): its layer is visible when the sender
@@ -60,7 +64,8 @@ struct wst_rx_plan {
 
 struct wst_rx_events {
     void *arg;
-    void (*landed)(void *arg, uint32_t layer, uint64_t bytes);
+    void (*landed)(void *arg, uint32_t layer, uint64_t bytes, uint64_t hashed,
+                   uint64_t sum);
     void (*failed)(void *arg, wst_status_t status, const char *reason);
 };
 

@@ -31,6 +31,7 @@ struct agent_settings {
     double peer_timeout;
     int mover;
     uint64_t staging_slots;
+    uint64_t verify_threads;
     int verify;
     int log_level;
     uint64_t max_manifest_entries;

@@ -84,6 +84,9 @@ static const struct wst_config_entry agent_config[] = {
     WST_CONFIG_LIKE_ENTRY("verify", NULL,
                           offsetof(struct agent_settings, verify),
                           &wst_recv_config[WST_RECV_CONFIG_VERIFY]),
+    WST_CONFIG_LIKE_ENTRY("verify-threads", NULL,
+                          offsetof(struct agent_settings, verify_threads),
+                          &wst_recv_config[WST_RECV_CONFIG_VERIFY_THREADS]),
     WST_CONFIG_LIKE_ENTRY("log-level", NULL,
                           offsetof(struct agent_settings, log_level),
                           &wst_recv_config[WST_RECV_CONFIG_LOG_LEVEL]),
@@ -256,6 +259,11 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.staging_slots);
         return WST_ERR_CONFIG;
     }
+    if (a->set.verify_threads < 1 || a->set.verify_threads > 64) {
+        WST_ERROR(&a->log, "--verify-threads: %llu is not in 1..64",
+                  (unsigned long long)a->set.verify_threads);
+        return WST_ERR_CONFIG;
+    }
     if (a->set.max_manifest_entries > (1u << 20) ||
         a->set.max_manifest_bytes == 0 || a->set.max_unranked_peers == 0 ||
         a->set.max_unranked_peers > UINT32_MAX) {
@@ -309,6 +317,7 @@ static wst_status_t agent_start(struct agent *a)
         .timeout_s = a->set.timeout,
         .mover = wst_recv_mover_names[a->set.mover],
         .verify = a->set.verify,
+        .verify_threads = (uint32_t)a->set.verify_threads,
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,

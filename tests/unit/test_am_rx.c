@@ -29,11 +29,14 @@ struct fixture {
     uint64_t landed;
 };
 
-static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
+static void on_landed(void *arg, uint32_t layer, uint64_t bytes,
+                      uint64_t hashed, uint64_t sum)
 {
     struct fixture *f = arg;
 
     (void)layer;
+    (void)hashed;
+    (void)sum;
     f->landed += bytes;
 }
 

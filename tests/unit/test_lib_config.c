@@ -54,7 +54,8 @@ static void test_lib_config_sender_defaults(void **state)
                      WST_SEND_CONFIG_DIGEST_THREADS + 1);
 }
 
-/* include/wstream/receiver.h: timeout 30, mover auto, verify 1, log level
+/* include/wstream/receiver.h: timeout 30, mover auto, verify 1 with 2
+ * hashing threads, log level
  * 2 (info), heartbeat 1, peer timeout 5, staging slots 2, manifest entries
  * auto (0), manifest bytes 512 MiB, unranked peers 8. */
 static void test_lib_config_receiver_defaults(void **state)
@@ -66,6 +67,7 @@ static void test_lib_config_receiver_defaults(void **state)
     assert_true(set.timeout_s == 30.0);
     assert_string_equal(wst_recv_mover_names[set.mover], "auto");
     assert_int_equal(set.verify, 1);
+    assert_int_equal(set.verify_threads, 2);
     assert_int_equal(set.log_level, WST_LOG_INFO);
     assert_true(set.heartbeat_s == 1.0);
     assert_true(set.peer_timeout_s == 5.0);

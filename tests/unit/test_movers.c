@@ -272,10 +272,13 @@ static void on_nccl_ready(void *arg, wst_status_t status)
     pthread_mutex_unlock(&f->lock);
 }
 
-static void on_landed(void *arg, uint32_t layer, uint64_t bytes)
+static void on_landed(void *arg, uint32_t layer, uint64_t bytes,
+                      uint64_t hashed, uint64_t sum)
 {
     struct fixture *f = arg;
 
+    (void)hashed;
+    (void)sum;
     pthread_mutex_lock(&f->lock);
     if (layer < f->lay.n_layers)
         f->landed[layer] += bytes;

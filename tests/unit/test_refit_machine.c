@@ -825,6 +825,54 @@ static void test_refit_machine_layer_done_checks(void **state)
     rig_free(&g);
 }
 
+static struct wst_rm_event hashed(uint32_t layer, uint64_t bytes,
+                                  uint64_t hashed_bytes, uint64_t sum)
+{
+    struct wst_rm_event ev = landed(0, layer, bytes);
+
+    ev.hashed = hashed_bytes;
+    ev.sum = sum;
+    return ev;
+}
+
+/* The check of a layer gets what was hashed as it landed, added up (mod
+ * 2^64), and a refit after a failed one starts from nothing. */
+static void test_refit_machine_verify_gets_hashed_parts(void **state)
+{
+    struct rig g;
+
+    (void)state;
+    dense_rig(&g);
+    dense_receiving(&g, 7, 1);
+    QUIET(&g, hashed(0, 60, 60, 5));
+    QUIET(&g, hashed(0, 40, 40, UINT64_MAX));
+    feed(&g, layer_done(0, 7, 0, 100, 9));
+    assert_int_equal(g.out.n, 1);
+    assert_int_equal(g.out.v[0].kind, WST_RM_ACT_VERIFY);
+    assert_int_equal(g.out.v[0].bytes, 100);
+    assert_int_equal(g.out.v[0].hashed, 100);
+    assert_int_equal(g.out.v[0].sum, 4);
+    /* Part of a layer unhashed: the check reads it again. */
+    QUIET(&g, hashed(1, 20, 20, 3));
+    QUIET(&g, hashed(1, 30, 0, 0));
+    feed(&g, layer_done(0, 7, 1, 50, 9));
+    assert_int_equal(g.out.n, 1);
+    assert_int_equal(g.out.v[0].bytes, 50);
+    assert_int_equal(g.out.v[0].hashed, 20);
+    assert_int_equal(g.out.v[0].sum, 3);
+    feed(&g, (struct wst_rm_event){.kind = WST_RM_EV_FAIL,
+                                   .status = WST_ERR_IO,
+                                   .reason = "lost"});
+    assert_false(wst_rm_usable(&g.m));
+    dense_receiving(&g, 8, 3);
+    QUIET(&g, hashed(0, 100, 100, 11));
+    feed(&g, layer_done(0, 8, 0, 100, 9));
+    assert_int_equal(g.out.n, 1);
+    assert_int_equal(g.out.v[0].hashed, 100);
+    assert_int_equal(g.out.v[0].sum, 11);
+    rig_free(&g);
+}
+
 static void test_refit_machine_deadline(void **state)
 {
     const uint64_t limit = 30 * SEC;
@@ -1014,6 +1062,7 @@ int main(void)
         cmocka_unit_test(test_refit_machine_ready_waits_for_every_sender),
         cmocka_unit_test(test_refit_machine_begin_checks),
         cmocka_unit_test(test_refit_machine_layer_done_checks),
+        cmocka_unit_test(test_refit_machine_verify_gets_hashed_parts),
         cmocka_unit_test(test_refit_machine_deadline),
         cmocka_unit_test(test_refit_machine_failure_when_committing),
         cmocka_unit_test(test_refit_machine_group_barriers),
