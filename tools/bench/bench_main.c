@@ -6,13 +6,19 @@
  * process (tools/demo/cluster.h), over UCX_TLS=tcp or sm,tcp. The first
  * refit (connect, HELLO/HAVE, plan) is reported on its own; then --repeats
  * refits, each of fresh data (the senders refill every version, untimed),
- * and the last one is checked byte for byte. Then, with the cluster gone,
- * ucx_perftest measures each of its bandwidth tests --repeats times with the
- * same UCX_TLS, the message size of wstream's data chunks and about a
- * refit's bytes per run; the best test's median is the ceiling.
+ * and the last one is checked byte for byte. Around each timed refit the
+ * bench samples every thread's CPU time of both processes (thread_cpu.h)
+ * and reads the agent's status file for where the time went (stages.h).
+ * Then, with the cluster gone, ucx_perftest measures each of its bandwidth
+ * tests --repeats times with the same UCX_TLS and about a refit's bytes per
+ * run, twice (ceiling.h): with wstream's 8 MiB data chunk, and with
+ * messages the refit's footprint (256 MiB or --size), which do not stay in
+ * the CPU's caches as one 8 MiB buffer does. Every figure over repeats is
+ * a median: the machines this runs on are shared.
  *
  * Exit 0 only when every refit succeeded, the last one verified, UCX used
- * the lanes asked for, and at least one perftest test gave a number.
+ * the lanes asked for, and at least one perftest test gave a number at
+ * each message size measured.
  */
 #include <limits.h>
 #include <signal.h>
@@ -23,12 +29,18 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "ceiling.h"
 #include "cluster.h"
 #include "config.h"
+#include "host_memory.h"
 #include "log.h"
+#include "median.h"
 #include "model.h"
 #include "perftest.h"
+#include "refill.h"
 #include "sender_config.h"
+#include "stages.h"
+#include "thread_cpu.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
@@ -43,7 +55,9 @@ struct bench_settings {
     char *perftest_bin;
     char *perftest_tests;
     uint64_t chunk;
+    uint64_t perftest_footprint;
     uint64_t perftest_bytes;
+    int verify;
     uint64_t seed;
     double timeout;
     int log_level;
@@ -85,9 +99,18 @@ static const struct wst_config_entry bench_config[] = {
     {"chunk", WST_CONFIG_UINT, "8m",
      "perftest message size (wstream's data chunk: 8 MiB)",
      offsetof(struct bench_settings, chunk), NULL, NULL},
+    {"perftest-footprint", WST_CONFIG_UINT, "256m",
+     "perftest message size for the footprint ceiling (at most --size: "
+     "messages that do not stay in cache, as a refit's bytes do not); 0: "
+     "skip that run",
+     offsetof(struct bench_settings, perftest_footprint), NULL, NULL},
     {"perftest-bytes", WST_CONFIG_UINT, "0",
      "bytes per perftest run (0: the refit size, at least 1 GiB)",
      offsetof(struct bench_settings, perftest_bytes), NULL, NULL},
+    {"verify", WST_CONFIG_BOOL, "y",
+     "the agent checks every layer's digests (its --verify); the bench's "
+     "byte-for-byte check of the last version runs either way",
+     offsetof(struct bench_settings, verify), NULL, NULL},
     {"seed", WST_CONFIG_UINT, "1", "data generator seed",
      offsetof(struct bench_settings, seed), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "120",
@@ -132,10 +155,15 @@ struct bench_result {
     double sender_register_s;
     double agent_register_s;
     double plan_s;
+    struct wst_thread_cpu_table cpu[2]; /* sender, agent */
+    int cpu_ok;                         /* every sample was read */
+    double refill_s_per_gib;            /* < 0: not measured */
+    struct wst_bench_stages stages;
     int n_tests;
-    char tests[8][32];
-    double test_gbps[8]; /* median; < 0: failed */
-    int best;            /* index into tests; -1: none */
+    char tests[WST_CEILING_MAX_TESTS][32];
+    struct wst_bench_ceiling chunk;     /* at --chunk */
+    struct wst_bench_ceiling footprint; /* at --perftest-footprint */
+    int have_footprint;
 };
 
 struct bench {
@@ -145,33 +173,11 @@ struct bench {
     int own_workdir;
     struct wst_cluster cluster;
     struct bench_result r;
-    double last_push_s;
 };
 
 static const char *opt(const char *s)
 {
     return s != NULL && s[0] != '\0' ? s : NULL;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* Median of n values (n >= 1); sorts a copy. */
-static double median(const double *v, size_t n)
-{
-    double *c = malloc(n * sizeof(*c)), m;
-
-    if (c == NULL)
-        return v[0];
-    memcpy(c, v, n * sizeof(*c));
-    qsort(c, n, sizeof(*c), compare_double);
-    m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
-    free(c);
-    return m;
 }
 
 /* See demo_main.c: the transport asked for must be the one UCX used. */
@@ -189,27 +195,27 @@ static int lanes_match(int transport, const char *lanes)
 
 /* ---- the wstream side ---- */
 
-/* Pushes one version; returns its push-to-commit seconds, or -1. */
-static double refit(struct bench *b, uint64_t version)
+/* Pushes one version; its result into *res. -1 after saying why. */
+static int refit(struct bench *b, uint64_t version,
+                 struct wst_sender_result *res)
 {
-    struct wst_sender_result res;
-
     if (wst_cluster_push(&b->cluster, version) != 0 ||
-        wst_cluster_result(&b->cluster, 0, b->set.timeout + 10, &res) != 0) {
+        wst_cluster_result(&b->cluster, 0, b->set.timeout + 10, res) != 0) {
         fprintf(stderr, "wstream-bench: the sender died in version %llu\n",
                 (unsigned long long)version);
         return -1;
     }
-    if (res.status != WST_OK) {
+    if (res->status != WST_OK) {
         fprintf(stderr, "wstream-bench: version %llu: %s: %s\n",
                 (unsigned long long)version,
-                wst_status_string((wst_status_t)res.status), res.error);
+                wst_status_string((wst_status_t)res->status), res->error);
         return -1;
     }
-    snprintf(b->r.mover, sizeof(b->r.mover), "%s", res.mover);
-    snprintf(b->r.lanes, sizeof(b->r.lanes), "%s", res.lanes);
-    b->last_push_s = res.push_seconds;
-    return res.seconds > 0 ? res.seconds : 1e-9;
+    if (res->seconds <= 0)
+        res->seconds = 1e-9;
+    snprintf(b->r.mover, sizeof(b->r.mover), "%s", res->mover);
+    snprintf(b->r.lanes, sizeof(b->r.lanes), "%s", res->lanes);
+    return 0;
 }
 
 static void print_refit(const char *what, double s, uint64_t live)
@@ -218,28 +224,66 @@ static void print_refit(const char *what, double s, uint64_t live)
     fflush(stdout);
 }
 
+/* Samples both processes' threads into cpu[0..2); -1 if one is gone. */
+static int sample_cpu(struct bench *b, struct wst_thread_cpu_sample *cpu)
+{
+    return wst_thread_cpu_sample(b->cluster.senders[0].pid, &cpu[0]) ==
+                       WST_OK &&
+                   wst_thread_cpu_sample(b->cluster.agents[0].pid, &cpu[1]) ==
+                       WST_OK
+               ? 0
+               : -1;
+}
+
+/* One timed refit, v of n: CPU samples around it, its stages after. */
+static int timed_refit(struct bench *b, uint64_t v)
+{
+    static struct wst_thread_cpu_sample before[2], after[2];
+    struct wst_sender_result res;
+    uint64_t version = v + 2;
+    char what[64];
+
+    if (sample_cpu(b, before) != 0)
+        b->r.cpu_ok = 0;
+    if (refit(b, version, &res) != 0)
+        return -1;
+    /* The stages wait for the agent's status file: it is written just
+     * after the commit, and its CPU belongs to this refit too. */
+    if (wst_bench_stages_add(&b->r.stages, v, &b->cluster, version, &res) !=
+        WST_OK)
+        fprintf(stderr,
+                "wstream-bench: version %llu: the agent's status file did "
+                "not show it committed; no agent stages\n",
+                (unsigned long long)version);
+    if (sample_cpu(b, after) != 0)
+        b->r.cpu_ok = 0;
+    if (b->r.cpu_ok)
+        for (int p = 0; p < 2; p++)
+            wst_thread_cpu_table_add(&b->r.cpu[p], v, &before[p], &after[p]);
+    b->r.refit_s[v] = res.seconds;
+    b->r.push_s[v] = res.push_seconds;
+    snprintf(what, sizeof(what), "refit %llu/%llu", (unsigned long long)v + 1,
+             (unsigned long long)b->set.repeats);
+    print_refit(what, res.seconds, b->cluster.live_bytes);
+    return 0;
+}
+
 static int run_refits(struct bench *b)
 {
     uint64_t live = b->cluster.live_bytes, n = b->set.repeats, v;
+    struct wst_sender_result res;
     struct wst_agent_status st;
-    char what[64];
 
-    b->r.first_s = refit(b, 1);
-    if (b->r.first_s < 0)
+    if (refit(b, 1, &res) != 0)
         return -1;
+    b->r.first_s = res.seconds;
     print_refit("first refit (connect, plan, move)", b->r.first_s, live);
-    for (v = 0; v < n; v++) {
-        double s = refit(b, v + 2);
-        if (s < 0)
+    b->r.cpu_ok = 1;
+    for (v = 0; v < n; v++)
+        if (timed_refit(b, v) != 0)
             return -1;
-        b->r.refit_s[v] = s;
-        b->r.push_s[v] = b->last_push_s;
-        snprintf(what, sizeof(what), "refit %llu/%llu",
-                 (unsigned long long)v + 1, (unsigned long long)n);
-        print_refit(what, s, live);
-    }
-    b->r.median_s = median(b->r.refit_s, n);
-    b->r.median_push_s = median(b->r.push_s, n);
+    b->r.median_s = wst_bench_median(b->r.refit_s, n);
+    b->r.median_push_s = wst_bench_median(b->r.push_s, n);
     printf("push returned in: median %.3f ms (the caller's thread)\n",
            b->r.median_push_s * 1e3);
     if (wst_cluster_verify(&b->cluster, n + 1) != 0) {
@@ -278,7 +322,8 @@ static int parse_tests(struct bench *b)
     while (*s != '\0') {
         size_t n = strcspn(s, ",");
         if (n > 0) {
-            if (b->r.n_tests == 8 || n >= sizeof(b->r.tests[0]))
+            if (b->r.n_tests == WST_CEILING_MAX_TESTS ||
+                n >= sizeof(b->r.tests[0]))
                 return -1;
             memcpy(b->r.tests[b->r.n_tests], s, n);
             b->r.tests[b->r.n_tests++][n] = '\0';
@@ -288,92 +333,118 @@ static int parse_tests(struct bench *b)
     return b->r.n_tests > 0 ? 0 : -1;
 }
 
-/* Runs test 't' --repeats times; its median GB/s, or -1 if any run
- * failed (a failed run gives no number, and neither does the test). */
-static double run_test(struct bench *b, const char *test, uint64_t iters,
-                       uint64_t warmup, const char *log)
+/* Both ceilings: at the chunk size, then (unless skipped) at the refit's
+ * footprint. -1 when a size measured gave no number at all. */
+static int run_perftest(struct bench *b)
 {
-    uint64_t n = b->set.repeats;
-    double *gbps = calloc(n, sizeof(*gbps)), m = -1;
-    char err[512];
-    uint64_t i;
+    uint64_t bytes = b->set.perftest_bytes;
+    uint64_t live = b->cluster.live_bytes;
+    uint64_t foot = b->set.perftest_footprint;
+    char log[1200];
+    int ok;
 
-    if (gbps == NULL)
-        return -1;
-    struct wst_perftest_params p = {
+    if (bytes == 0)
+        bytes = live > GIB ? live : GIB;
+    snprintf(log, sizeof(log), "%s/perftest.log", b->workdir);
+    printf("perftest: log %s\n", b->own_workdir ? "(removed)" : log);
+    struct wst_perftest_params base = {
         .bin = b->set.perftest_bin,
-        .test = test,
         .tls = transport_tls[b->set.transport],
         .host = opt(b->set.agent_host) ? b->set.agent_host : "127.0.0.1",
         .server_netns = opt(b->set.agent_netns),
         .client_netns = opt(b->set.sender_netns),
         .log_path = log,
-        .msg_bytes = b->set.chunk,
-        .iters = iters,
-        .warmup = warmup,
         .timeout_s = b->set.timeout,
     };
-    printf("perftest %s:", test);
-    for (i = 0; i < n; i++) {
-        double mib_s;
-        if (wst_perftest_run(&p, &mib_s, err, sizeof(err)) != 0) {
-            printf(" FAILED\n");
-            fprintf(stderr, "wstream-bench: perftest %s\n", err);
-            goto out;
-        }
-        gbps[i] = mib_s * MIB / 1e9; /* perftest's MB/s are MiB/s */
-        printf(" %.2f", gbps[i]);
-        fflush(stdout);
-    }
-    m = median(gbps, n);
-    printf(" GB/s, median %.2f\n", m);
-out:
-    fflush(stdout);
-    free(gbps);
-    return m;
-}
-
-static int run_perftest(struct bench *b)
-{
-    uint64_t bytes = b->set.perftest_bytes;
-    uint64_t iters, warmup;
-    char log[1200];
-
-    if (bytes == 0)
-        bytes = b->cluster.live_bytes > GIB ? b->cluster.live_bytes : GIB;
-    iters = (bytes + b->set.chunk - 1) / b->set.chunk;
-    warmup = iters / 8 > 2 ? iters / 8 : 2;
-    snprintf(log, sizeof(log), "%s/perftest.log", b->workdir);
-    printf("perftest: UCX_TLS=%s, %llu x %llu bytes per run (+%llu warm-up), "
-           "log %s\n",
-           transport_tls[b->set.transport] ? transport_tls[b->set.transport]
-                                           : "(unset)",
-           (unsigned long long)iters, (unsigned long long)b->set.chunk,
-           (unsigned long long)warmup, b->own_workdir ? "(removed)" : log);
-    b->r.best = -1;
-    for (int t = 0; t < b->r.n_tests; t++) {
-        b->r.test_gbps[t] = run_test(b, b->r.tests[t], iters, warmup, log);
-        if (b->r.test_gbps[t] > 0 &&
-            (b->r.best < 0 || b->r.test_gbps[t] > b->r.test_gbps[b->r.best]))
-            b->r.best = t;
-    }
-    return b->r.best >= 0 ? 0 : -1;
+    ok = wst_bench_ceiling_run(&base, (const char(*)[32])b->r.tests,
+                               b->r.n_tests, "chunk", b->set.chunk, bytes,
+                               b->set.repeats, &b->r.chunk) == WST_OK;
+    if (foot == 0)
+        return ok ? 0 : -1;
+    if (foot > live)
+        foot = live;
+    b->r.have_footprint = 1;
+    if (wst_bench_ceiling_run(&base, (const char(*)[32])b->r.tests,
+                              b->r.n_tests, "footprint", foot, bytes,
+                              b->set.repeats, &b->r.footprint) != WST_OK)
+        ok = 0;
+    return ok ? 0 : -1;
 }
 
 /* ---- report ---- */
+
+/* "%.3f" of ws/pt into buf, or "n/a" without a ceiling. */
+static const char *ratio(char *buf, size_t len, double ws, double pt)
+{
+    if (pt > 0)
+        snprintf(buf, len, "%.3f", ws / pt);
+    else
+        snprintf(buf, len, "n/a");
+    return buf;
+}
+
+static const char *best_mode(const struct bench_result *r,
+                             const struct wst_bench_ceiling *c)
+{
+    return c->best >= 0 ? r->tests[c->best] : "none";
+}
+
+static void report_cpu(const struct bench *b)
+{
+    const struct bench_result *r = &b->r;
+    double gib = (double)b->cluster.live_bytes / GIB;
+
+    if (!r->cpu_ok) {
+        printf("CPU per GiB: n/a (a process could not be sampled)\n\n");
+        return;
+    }
+    printf("CPU per GiB moved (median of %llu refits; utime+stime of "
+           "/proc/PID/task/TID/stat, sampled before and after each refit; "
+           "busy: CPU time / time between the samples):\n",
+           (unsigned long long)b->set.repeats);
+    printf("| process | tid | thread (comm) | start order | CPU s/GiB | "
+           "CPU s/refit | busy |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (int p = 0; p < 2; p++)
+        wst_thread_cpu_table_print(&r->cpu[p], gib);
+    if (r->refill_s_per_gib >= 0)
+        printf("(the sender's main thread also regenerates the shards "
+               "before each push, untimed: %.3f CPU s/GiB measured here)\n",
+               r->refill_s_per_gib);
+    printf("\n");
+}
+
+static void report_ceilings(const struct bench *b, double ws)
+{
+    const struct bench_result *r = &b->r;
+    const struct wst_bench_ceiling *c[2] = {&r->chunk, &r->footprint};
+    char rt[32];
+
+    if (!b->set.perftest)
+        return;
+    printf("| perftest at | message | wstream GB/s (median) | perftest GB/s "
+           "(best mode median) | best mode | ratio |\n");
+    printf("|---|---|---|---|---|---|\n");
+    for (int i = 0; i < 1 + r->have_footprint; i++)
+        printf("| %s | %.0f MiB | %.2f | %.2f | %s | %s |\n", c[i]->what,
+               c[i]->msg_bytes / (double)MIB, ws, wst_bench_ceiling_gbps(c[i]),
+               best_mode(r, c[i]),
+               ratio(rt, sizeof(rt), ws, wst_bench_ceiling_gbps(c[i])));
+    printf("\n");
+}
 
 static void report(const struct bench *b)
 {
     const struct bench_result *r = &b->r;
     uint64_t live = b->cluster.live_bytes;
     double ws = r->median_s > 0 ? live / r->median_s / 1e9 : 0;
-    double pt = r->best >= 0 ? r->test_gbps[r->best] : 0;
-    const char *mode = r->best >= 0 ? r->tests[r->best] : "none";
+    double pt = wst_bench_ceiling_gbps(&r->chunk);
+    double pf = wst_bench_ceiling_gbps(&r->footprint);
     const char *tr = transport_choices[b->set.transport];
-    char ratio[32];
+    char rt[32], rf[32];
 
-    snprintf(ratio, sizeof(ratio), pt > 0 ? "%.3f" : "n/a",
-             pt > 0 ? ws / pt : 0);
+    ratio(rt, sizeof(rt), ws, pt);
+    ratio(rf, sizeof(rf), ws, pf);
     printf("\nregistration: sender %.2f ms, agent %.2f ms (ucp_mem_map of "
            "every shard and region, once)\n",
            r->sender_register_s * 1e3, r->agent_register_s * 1e3);
@@ -384,29 +455,56 @@ static void report(const struct bench *b)
     for (uint64_t i = 0; i < b->set.repeats; i++)
         printf(" %.2f", live / r->refit_s[i] / 1e9);
     printf("\n\n");
+    printf("stages (median of %llu refits; %u layers; agent verify %s):\n",
+           (unsigned long long)b->set.repeats, r->stages.layers,
+           b->set.verify ? "on" : "off");
+    wst_bench_stages_print(&r->stages);
+    printf("\n");
+    report_cpu(b);
+    report_ceilings(b, ws);
     printf("| transport | lanes | mover | size | wstream GB/s (median) | "
-           "perftest GB/s (best mode median) | ratio |\n");
-    printf("|---|---|---|---|---|---|---|\n");
-    printf("| %s | %s | %s | %.0f MiB | %.2f | %.2f (%s) | %s |\n\n", tr,
-           r->lanes, r->mover, live / (double)MIB, ws, pt, mode, ratio);
+           "perftest GB/s at chunk | ratio | perftest GB/s at footprint | "
+           "ratio footprint |\n");
+    printf("|---|---|---|---|---|---|---|---|---|\n");
+    printf("| %s | %s | %s | %.0f MiB | %.2f | %.2f (%s) | %s | %.2f (%s) | "
+           "%s |\n\n",
+           tr, r->lanes, r->mover, live / (double)MIB, ws, pt,
+           best_mode(r, &r->chunk), rt, pf, best_mode(r, &r->footprint), rf);
     if (b->set.csv) {
         printf("csv,transport,lanes,mover,size_bytes,wstream_gbps,"
-               "perftest_gbps,perftest_mode,ratio\n");
-        printf("csv,%s,\"%s\",%s,%llu,%.3f,%.3f,%s,%s\n\n", tr, r->lanes,
-               r->mover, (unsigned long long)live, ws, pt, mode, ratio);
+               "perftest_gbps,perftest_mode,ratio,perftest_footprint_gbps,"
+               "perftest_footprint_mode,ratio_footprint\n");
+        printf("csv,%s,\"%s\",%s,%llu,%.3f,%.3f,%s,%s,%.3f,%s,%s\n\n", tr,
+               r->lanes, r->mover, (unsigned long long)live, ws, pt,
+               best_mode(r, &r->chunk), rt, pf, best_mode(r, &r->footprint),
+               rf);
     }
     printf("wstream-bench: transport=%s mover=%s lanes=%s size=%llu "
            "repeats=%llu wstream_gbps=%.3f perftest_gbps=%.3f "
-           "perftest_mode=%s ratio=%s first_refit_s=%.4f "
+           "perftest_mode=%s ratio=%s perftest_footprint_gbps=%.3f "
+           "perftest_footprint_mode=%s ratio_footprint=%s first_refit_s=%.4f "
            "sender_register_s=%.6f agent_register_s=%.6f plan_s=%.6f "
            "push_return_s=%.6f",
            tr, r->mover, r->lanes, (unsigned long long)live,
-           (unsigned long long)b->set.repeats, ws, pt, mode, ratio, r->first_s,
+           (unsigned long long)b->set.repeats, ws, pt, best_mode(r, &r->chunk),
+           rt, pf, best_mode(r, &r->footprint), rf, r->first_s,
            r->sender_register_s, r->agent_register_s, r->plan_s,
            r->median_push_s);
+    if (r->stages.have_agent)
+        printf(" agent_window_s=%.6f commit_tail_s=%.6f outside_s=%.6f",
+               wst_bench_stages_median(&r->stages, WST_STAGE_AGENT),
+               wst_bench_stages_median(&r->stages, WST_STAGE_TAIL),
+               wst_bench_stages_median(&r->stages, WST_STAGE_OUTSIDE));
+    if (r->cpu_ok)
+        printf(" sender_cpu_s_per_gib=%.3f agent_cpu_s_per_gib=%.3f",
+               wst_thread_cpu_table_process_s(&r->cpu[0]) / live * GIB,
+               wst_thread_cpu_table_process_s(&r->cpu[1]) / live * GIB);
     for (int t = 0; t < r->n_tests; t++)
-        printf(" %s_gbps=%.3f", r->tests[t], r->test_gbps[t]);
-    printf(" verified=%s\n", r->verified ? "yes" : "no");
+        printf(" %s_gbps=%.3f", r->tests[t], r->chunk.gbps[t]);
+    for (int t = 0; r->have_footprint && t < r->n_tests; t++)
+        printf(" %s_footprint_gbps=%.3f", r->tests[t], r->footprint.gbps[t]);
+    printf(" agent_verify=%s verified=%s\n", b->set.verify ? "yes" : "no",
+           r->verified ? "yes" : "no");
     fflush(stdout);
 }
 
@@ -432,6 +530,8 @@ static int check_settings(struct bench *b)
                  b->set.perftest_tests);
         st = WST_ERR_CONFIG;
     }
+    if (st == WST_OK)
+        st = wst_bench_host_memory_check(b->set.size, err, sizeof(err));
     if (st != WST_OK)
         fprintf(stderr, "wstream-bench: %s\n", err);
     return st == WST_OK ? 0 : -1;
@@ -451,14 +551,15 @@ static int prepare(struct bench *b, const char *agent_bin)
     b->r.refit_s = calloc(b->set.repeats, sizeof(*b->r.refit_s));
     b->r.push_s = calloc(b->set.repeats, sizeof(*b->r.push_s));
     if (b->r.refit_s == NULL || b->r.push_s == NULL ||
+        wst_bench_stages_init(&b->r.stages, b->set.repeats) != WST_OK ||
         wst_cluster_workdir("wstream-bench", b->set.workdir, b->workdir,
                             sizeof(b->workdir), &b->own_workdir) != 0)
         return -1;
     printf("wstream-bench: %s (%zu tensors in %u layers), 1 sender -> 1 "
-           "agent, transport %s, mover %s, %llu repeats\n",
+           "agent, transport %s, mover %s, agent verify %s, %llu repeats\n",
            b->model.preset, b->model.n_tensors, b->model.n_layers,
            transport_choices[b->set.transport],
-           wst_send_mover_names[b->set.mover],
+           wst_send_mover_names[b->set.mover], b->set.verify ? "on" : "off",
            (unsigned long long)b->set.repeats);
     fflush(stdout);
     struct wst_cluster_params cp = {
@@ -478,7 +579,19 @@ static int prepare(struct bench *b, const char *agent_bin)
         .shm_data = b->set.transport == WST_TRANSPORT_SHM,
         .secret_file = b->set.auth_secret_file,
     };
-    return wst_cluster_start(&b->cluster, &cp);
+    /* The agent takes its settings from WST_* variables too (its config
+     * table), and inherits this process's environment. */
+    setenv("WST_VERIFY", b->set.verify ? "yes" : "no", 1);
+    if (wst_cluster_start(&b->cluster, &cp) != 0)
+        return -1;
+    if (wst_thread_cpu_table_init(&b->r.cpu[0], "sender",
+                                  b->cluster.senders[0].pid,
+                                  b->set.repeats) != WST_OK ||
+        wst_thread_cpu_table_init(&b->r.cpu[1], "agent",
+                                  b->cluster.agents[0].pid,
+                                  b->set.repeats) != WST_OK)
+        return -1;
+    return 0;
 }
 
 static void teardown(struct bench *b)
@@ -487,6 +600,9 @@ static void teardown(struct bench *b)
         wst_cluster_workdir_remove("wstream-bench", b->workdir);
     free(b->r.refit_s);
     free(b->r.push_s);
+    wst_thread_cpu_table_release(&b->r.cpu[0]);
+    wst_thread_cpu_table_release(&b->r.cpu[1]);
+    wst_bench_stages_release(&b->r.stages);
     wst_model_release(&b->model);
 }
 
@@ -499,8 +615,14 @@ static int run(struct bench *b, const char *agent_bin)
     wst_cluster_stop(&b->cluster);
     if (!ok)
         return -1;
+    /* The refill's cost on the same generator, so that the sender main
+     * thread's CPU can be read; on a slice, not the whole model. */
+    if (wst_bench_refill_cost(b->set.size / MIB < 256 ? b->set.size / MIB : 256,
+                              b->set.seed, &b->r.refill_s_per_gib) != WST_OK)
+        b->r.refill_s_per_gib = -1;
     if (b->set.perftest && run_perftest(b) != 0) {
-        fprintf(stderr, "wstream-bench: no perftest test gave a number\n");
+        fprintf(stderr, "wstream-bench: at some message size no perftest "
+                        "test gave a number\n");
         ok = 0;
     }
     report(b);
@@ -513,7 +635,9 @@ int main(int argc, char **argv)
     char agent_bin[PATH_MAX];
     int rc;
 
-    b.r.best = -1;
+    b.r.chunk.best = -1;
+    b.r.footprint.best = -1;
+    b.r.refill_s_per_gib = -1;
     wst_config_cli(bench_config, &b.set, argc, argv, "wstream-bench",
                    "wstream-bench [options]", &rc);
     if (rc >= 0)

@@ -1,6 +1,7 @@
 #!/bin/sh
-# smoke.sh - ctest smoke test of wstream-bench: the refit verified and a
-# ratio against ucx_perftest was printed. It asserts no speed.
+# smoke.sh - ctest smoke test of wstream-bench: the refit verified, both
+# ratios against ucx_perftest (8 MiB and footprint) and the CPU per GiB
+# were printed. It asserts no speed.
 # usage: smoke.sh WSTREAM_BENCH [flags...]
 bench="$1"
 shift
@@ -18,6 +19,14 @@ case "$line" in
 esac
 if ! printf '%s\n' "$line" | grep -Eq ' ratio=[0-9]+\.[0-9]+ '; then
     echo "smoke: no numeric ratio in the summary line" >&2
+    exit 1
+fi
+if ! printf '%s\n' "$line" | grep -Eq ' ratio_footprint=[0-9]+\.[0-9]+ '; then
+    echo "smoke: no numeric ratio_footprint in the summary line" >&2
+    exit 1
+fi
+if ! printf '%s\n' "$line" | grep -Eq ' sender_cpu_s_per_gib=[0-9.]+ agent_cpu_s_per_gib=[0-9.]+ '; then
+    echo "smoke: no CPU per GiB in the summary line" >&2
     exit 1
 fi
 if ! printf '%s\n' "$out" | grep -Eq '^\| (tcp|shm|auto) \|.*\| [0-9]+\.[0-9]+ \|$'; then
