@@ -59,8 +59,7 @@ wst_status_t wst_pci_path_read(const char *root, const char *sysfs_link,
                                const struct wst_logger *lg,
                                struct wst_pci_path *path_p)
 {
-    char root_real[PATH_MAX], dev_real[PATH_MAX], file[PATH_MAX + 16];
-    char numa[32];
+    char root_real[PATH_MAX], dev_real[PATH_MAX], numa[32];
     const char *hb = NULL;
     struct wst_pci_path path;
     size_t root_len;
@@ -89,16 +88,15 @@ wst_status_t wst_pci_path_read(const char *root, const char *sysfs_link,
         return WST_ERR_IO;
     }
     path.numa_node = -1;
-    snprintf(file, sizeof(file), "%s/numa_node", dev_real);
-    if (wst_sysfs_read_line(file, numa, sizeof(numa)) == 0) {
+    if (wst_sysfs_read_attr(dev_real, "numa_node", numa, sizeof(numa)) == 0) {
         errno = 0;
         node = strtol(numa, &end, 10);
         if (errno == 0 && end != numa && *end == '\0' && node >= -1 &&
             node <= INT_MAX)
             path.numa_node = (int)node;
         else
-            WST_WARN(lg, "%s: numa_node '%s' is not a number: taken as -1",
-                     file, numa);
+            WST_WARN(lg, "%s/numa_node: '%s' is not a number: taken as -1",
+                     dev_real, numa);
     }
     *path_p = path;
     return WST_OK;

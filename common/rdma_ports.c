@@ -27,28 +27,23 @@ static int join(char *out, size_t len, const struct wst_logger *lg,
     return 0;
 }
 
-static int not_dot(const struct dirent *e)
-{
-    return e->d_name[0] != '.';
-}
-
 /* "4: ACTIVE" */
 static wst_status_t read_state(const char *dir, const struct wst_logger *lg,
                                struct wst_rdma_port *port)
 {
-    char file[PATH_MAX + 16], line[64], *end;
+    char line[64], *end;
     long state;
 
-    snprintf(file, sizeof(file), "%s/state", dir);
-    if (wst_sysfs_read_line(file, line, sizeof(line)) != 0) {
-        WST_ERROR(lg, "%s: cannot read the port state: %s", file,
+    if (wst_sysfs_read_attr(dir, "state", line, sizeof(line)) != 0) {
+        WST_ERROR(lg, "%s/state: cannot read the port state: %s", dir,
                   strerror(errno));
         return WST_ERR_IO;
     }
     errno = 0;
     state = strtol(line, &end, 10);
     if (errno != 0 || end == line || *end != ':' || state < 0 || state > 16) {
-        WST_ERROR(lg, "%s: port state '%s' is not '<n>: <NAME>'", file, line);
+        WST_ERROR(lg, "%s/state: port state '%s' is not '<n>: <NAME>'", dir,
+                  line);
         return WST_ERR_IO;
     }
     end++;
@@ -63,17 +58,16 @@ static wst_status_t read_state(const char *dir, const struct wst_logger *lg,
 static wst_status_t read_rate(const char *dir, const struct wst_logger *lg,
                               struct wst_rdma_port *port)
 {
-    char file[PATH_MAX + 16], line[64], *end;
+    char line[64], *end;
     int active = port->state == WST_TOPO_PORT_ACTIVE;
     double rate;
 
     port->rate_gbps = 0;
-    snprintf(file, sizeof(file), "%s/rate", dir);
-    if (wst_sysfs_read_line(file, line, sizeof(line)) != 0) {
+    if (wst_sysfs_read_attr(dir, "rate", line, sizeof(line)) != 0) {
         if (!active)
             return WST_OK;
-        WST_ERROR(lg, "%s: cannot read the rate of an ACTIVE port: %s", file,
-                  strerror(errno));
+        WST_ERROR(lg, "%s/rate: cannot read the rate of an ACTIVE port: %s",
+                  dir, strerror(errno));
         return WST_ERR_IO;
     }
     errno = 0;
@@ -82,7 +76,7 @@ static wst_status_t read_rate(const char *dir, const struct wst_logger *lg,
         strncmp(end, " Gb/sec", 7) != 0) {
         if (!active)
             return WST_OK;
-        WST_ERROR(lg, "%s: rate '%s' is not '<number> Gb/sec'", file, line);
+        WST_ERROR(lg, "%s/rate: rate '%s' is not '<number> Gb/sec'", dir, line);
         return WST_ERR_IO;
     }
     port->rate_gbps = rate;
@@ -94,7 +88,7 @@ static wst_status_t read_port(const char *dev_dir, const char *dev,
                               const struct wst_logger *lg,
                               struct wst_rdma_port *port)
 {
-    char ports[PATH_MAX], dir[PATH_MAX], file[PATH_MAX + 16], *end;
+    char ports[PATH_MAX], dir[PATH_MAX], *end;
     unsigned long n;
     wst_status_t status;
 
@@ -121,28 +115,60 @@ static wst_status_t read_port(const char *dev_dir, const char *dev,
     status = read_rate(dir, lg, port);
     if (status != WST_OK)
         return status;
-    snprintf(file, sizeof(file), "%s/link_layer", dir);
-    if (wst_sysfs_read_line(file, port->link_layer, sizeof(port->link_layer)) !=
-        0)
+    if (wst_sysfs_read_attr(dir, "link_layer", port->link_layer,
+                            sizeof(port->link_layer)) != 0)
         snprintf(port->link_layer, sizeof(port->link_layer), "unknown");
     return WST_OK;
 }
 
-/* Reads one device's ports; pci is its PCI path (depth 0 when none). */
-static wst_status_t read_device(const char *root, const char *class_dir,
-                                const char *dev, const struct wst_logger *lg,
-                                struct wst_topology *topo)
+struct device_scan {
+    const char *root;
+    const char *dev_dir, *dev; /* the device being read */
+    struct wst_pci_path pci;
+    const struct wst_logger *lg;
+    struct wst_topology *topo;
+};
+
+/* One entry of <device>/ports: the port is added to the topology. */
+static wst_status_t scan_port(void *arg, const char *ports_dir,
+                              const char *name)
 {
-    char dev_dir[PATH_MAX], ports_dir[PATH_MAX + 8], link[PATH_MAX + 8];
-    struct wst_pci_path pci = {.depth = 0, .numa_node = -1};
-    struct dirent **ents = NULL;
+    struct device_scan *sc = arg;
+    struct wst_topology *topo = sc->topo;
     struct wst_rdma_port *port;
+    wst_status_t status;
+
+    (void)ports_dir;
+    status = wst_array_grow(&topo->ports, &topo->cap_ports, topo->n_ports + 1,
+                            sizeof(*topo->ports));
+    if (status != WST_OK)
+        return status;
+    port = &topo->ports[topo->n_ports];
+    status = read_port(sc->dev_dir, sc->dev, name, sc->lg, port);
+    if (status != WST_OK)
+        return status;
+    port->pci = sc->pci;
+    topo->n_ports++;
+    return WST_OK;
+}
+
+/* One entry of <root>/class/infiniband: the device's ports; its PCI path
+ * (depth 0 when none) goes with each. */
+static wst_status_t scan_device(void *arg, const char *class_dir,
+                                const char *dev)
+{
+    const struct device_scan *scan = arg;
+    struct device_scan sc = *scan;
+    char dev_dir[PATH_MAX], ports_dir[PATH_MAX + 8], link[PATH_MAX + 8];
+    const struct wst_logger *lg = sc.lg;
     wst_status_t status = WST_OK;
     struct stat st;
-    int n, i;
 
     if (join(dev_dir, sizeof(dev_dir), lg, class_dir, dev) != 0)
         return WST_ERR_IO;
+    sc.dev_dir = dev_dir;
+    sc.dev = dev;
+    sc.pci = (struct wst_pci_path){.depth = 0, .numa_node = -1};
     snprintf(link, sizeof(link), "%s/device", dev_dir);
     if (lstat(link, &st) != 0) {
         WST_WARN(lg,
@@ -150,57 +176,35 @@ static wst_status_t read_device(const char *root, const char *class_dir,
                  "distance to GPUs is unknown",
                  dev_dir);
     } else {
-        status = wst_pci_path_read(root, link, lg, &pci);
+        status = wst_pci_path_read(sc.root, link, lg, &sc.pci);
         if (status != WST_OK)
             return status;
     }
     snprintf(ports_dir, sizeof(ports_dir), "%s/ports", dev_dir);
-    n = scandir(ports_dir, &ents, not_dot, versionsort);
-    if (n < 0) {
+    if (wst_sysfs_list(ports_dir, versionsort, scan_port, &sc, &status) != 0) {
         WST_ERROR(lg, "%s: cannot list the ports: %s", ports_dir,
                   strerror(errno));
         return WST_ERR_IO;
     }
-    for (i = 0; i < n && status == WST_OK; i++) {
-        status = wst_array_grow(&topo->ports, &topo->cap_ports,
-                                topo->n_ports + 1, sizeof(*topo->ports));
-        if (status != WST_OK)
-            break;
-        port = &topo->ports[topo->n_ports];
-        status = read_port(dev_dir, dev, ents[i]->d_name, lg, port);
-        if (status != WST_OK)
-            break;
-        port->pci = pci;
-        topo->n_ports++;
-    }
-    for (i = 0; i < n; i++)
-        free(ents[i]);
-    free(ents);
-    topo->n_devices++;
+    sc.topo->n_devices++;
     return status;
 }
 
 wst_status_t wst_rdma_ports_scan(const char *root, const struct wst_logger *lg,
                                  struct wst_topology *topo)
 {
+    struct device_scan sc = {.root = root, .lg = lg, .topo = topo};
     char class_dir[PATH_MAX];
-    struct dirent **ents = NULL;
     wst_status_t status = WST_OK;
-    int n, i;
 
     snprintf(class_dir, sizeof(class_dir), "%s/class/infiniband", root);
-    n = scandir(class_dir, &ents, not_dot, versionsort);
-    if (n < 0) {
+    if (wst_sysfs_list(class_dir, versionsort, scan_device, &sc, &status) !=
+        0) {
         if (errno == ENOENT)
             return WST_OK; /* no RDMA stack loaded: no devices */
         WST_ERROR(lg, "%s: cannot list the RDMA devices: %s", class_dir,
                   strerror(errno));
         return WST_ERR_IO;
     }
-    for (i = 0; i < n && status == WST_OK; i++)
-        status = read_device(root, class_dir, ents[i]->d_name, lg, topo);
-    for (i = 0; i < n; i++)
-        free(ents[i]);
-    free(ents);
     return status;
 }

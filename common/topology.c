@@ -14,20 +14,14 @@
 
 #define WST_PCI_VENDOR_NVIDIA 0x10deUL
 
-static int not_dot(const struct dirent *e)
-{
-    return e->d_name[0] != '.';
-}
-
 /* A hex number file such as vendor ("0x10de") or class ("0x030200");
  * -1 when missing or malformed. */
 static long read_hex(const char *dir, const char *name)
 {
-    char file[PATH_MAX + 16], line[32], *end;
+    char line[32], *end;
     unsigned long v;
 
-    snprintf(file, sizeof(file), "%s/%s", dir, name);
-    if (wst_sysfs_read_line(file, line, sizeof(line)) != 0)
+    if (wst_sysfs_read_attr(dir, name, line, sizeof(line)) != 0)
         return -1;
     errno = 0;
     v = strtoul(line, &end, 16);
@@ -47,18 +41,50 @@ static int is_gpu(const char *dev_dir)
     return (class >> 8) == 0x0300 || (class >> 8) == 0x0302;
 }
 
+struct gpu_scan {
+    const char *root;
+    const struct wst_logger *lg;
+    struct wst_topology *topo;
+};
+
+/* One entry of <root>/bus/pci/devices: a GPU is added to the topology. */
+static wst_status_t scan_pci_device(void *arg, const char *bus_dir,
+                                    const char *name)
+{
+    struct gpu_scan *sc = arg;
+    struct wst_topology *topo = sc->topo;
+    char dev_dir[PATH_MAX + 64];
+    struct wst_gpu *gpu = NULL;
+    wst_status_t status;
+    int len;
+
+    len = snprintf(dev_dir, sizeof(dev_dir), "%s/%s", bus_dir, name);
+    if (len < 0 || (size_t)len >= sizeof(dev_dir) ||
+        strlen(name) >= sizeof(gpu->bdf) || !is_gpu(dev_dir))
+        return WST_OK; /* not a bus id, so not a GPU */
+    status = wst_array_grow(&topo->gpus, &topo->cap_gpus, topo->n_gpus + 1,
+                            sizeof(*topo->gpus));
+    if (status != WST_OK)
+        return status;
+    gpu = &topo->gpus[topo->n_gpus];
+    memset(gpu, 0, sizeof(*gpu));
+    strcpy(gpu->bdf, name); /* length checked above */
+    status = wst_pci_path_read(sc->root, dev_dir, sc->lg, &gpu->pci);
+    if (status == WST_OK)
+        topo->n_gpus++;
+    return status;
+}
+
 static wst_status_t scan_gpus(const char *root, const struct wst_logger *lg,
                               struct wst_topology *topo)
 {
-    char bus_dir[PATH_MAX], dev_dir[PATH_MAX + 64];
-    struct dirent **ents = NULL;
+    struct gpu_scan sc = {.root = root, .lg = lg, .topo = topo};
+    char bus_dir[PATH_MAX];
     wst_status_t status = WST_OK;
-    struct wst_gpu *gpu = NULL;
-    int n, i, len;
 
     snprintf(bus_dir, sizeof(bus_dir), "%s/bus/pci/devices", root);
-    n = scandir(bus_dir, &ents, not_dot, alphasort);
-    if (n < 0) {
+    if (wst_sysfs_list(bus_dir, alphasort, scan_pci_device, &sc, &status) !=
+        0) {
         if (errno == ENOENT) {
             WST_INFO(lg, "%s: none: no PCI bus, no GPUs", bus_dir);
             return WST_OK;
@@ -67,26 +93,6 @@ static wst_status_t scan_gpus(const char *root, const struct wst_logger *lg,
                   strerror(errno));
         return WST_ERR_IO;
     }
-    for (i = 0; i < n && status == WST_OK; i++) {
-        len = snprintf(dev_dir, sizeof(dev_dir), "%s/%s", bus_dir,
-                       ents[i]->d_name);
-        if (len < 0 || (size_t)len >= sizeof(dev_dir) ||
-            strlen(ents[i]->d_name) >= sizeof(gpu->bdf) || !is_gpu(dev_dir))
-            continue; /* not a bus id, so not a GPU */
-        status = wst_array_grow(&topo->gpus, &topo->cap_gpus, topo->n_gpus + 1,
-                                sizeof(*topo->gpus));
-        if (status != WST_OK)
-            break;
-        gpu = &topo->gpus[topo->n_gpus];
-        memset(gpu, 0, sizeof(*gpu));
-        strcpy(gpu->bdf, ents[i]->d_name); /* length checked above */
-        status = wst_pci_path_read(root, dev_dir, lg, &gpu->pci);
-        if (status == WST_OK)
-            topo->n_gpus++;
-    }
-    for (i = 0; i < n; i++)
-        free(ents[i]);
-    free(ents);
     return status;
 }
 

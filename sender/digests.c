@@ -6,15 +6,17 @@
  * data does not wait for digests, so hashing overlaps sending. A layer's
  * LAYER_DONE carries its digest (pump.c), in layer order.
  *
- * Jobs read the link's plan and the shards. Every path that drops or
- * replaces a plan (connect, a new PLAN, close) runs after the batch was
- * stopped (wst_send_stop_digests); a failed link keeps its plan. Jobs
- * still hold s->plan_lock for reading and skip a plan whose generation
- * changed, so that a new path that forgets the stop reads no freed plan.
- * A failed link's jobs are not skipped: wait hashes them for nothing. The
- * shards are the caller's until wait or destroy returns, and both stop
- * the batch first.
+ * Jobs read the link's plan and the shards with no lock: a batch runs
+ * from the end of push to the next push, wait or destroy, which stop it
+ * (wst_send_stop_digests) before anything drops or replaces a plan
+ * (wst_link_drop_plan: a link reconnecting, a new PLAN, close), and a
+ * failed link keeps its plan. A link that fails skips its jobs not yet
+ * started (wst_send_skip_digests): its refit is over, and wait would
+ * otherwise hash the dead receiver's layers for nothing. The shards are
+ * the caller's until wait or destroy returns, and both stop the batch
+ * first.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "array.h"
@@ -27,7 +29,6 @@
 struct digest_job {
     struct link *l;
     uint32_t layer;
-    uint64_t plan_gen; /* the link's, when queued */
 };
 
 struct digest_ready {
@@ -106,16 +107,12 @@ static void digest_job_run(void *arg, size_t i)
     struct link *l = j->l;
     uint64_t digest = 0;
 
-    pthread_rwlock_rdlock(&s->plan_lock);
-    if (!l->have_plan || l->plan_gen != j->plan_gen ||
-        j->layer >= l->plan.n_layers) {
-        pthread_rwlock_unlock(&s->plan_lock);
+    /* A flag, not l->state: the state is the progress thread's. */
+    if (atomic_load_explicit(&l->digests_off, memory_order_relaxed))
         return; /* the link failed: its refit is over */
-    }
     /* A failure goes to the progress thread too, which fails the link with
      * it (the link is not this thread's to fail). */
     wst_status_t st = layer_digest(s, l, j->layer, &digest);
-    pthread_rwlock_unlock(&s->plan_lock);
     struct digest_ready *dr = malloc(sizeof(*dr));
     if (dr == NULL)
         return; /* the refit then stalls into its deadline */
@@ -141,13 +138,19 @@ static void build_jobs(void *arg)
     uint32_t max_layers = 0;
 
     s->n_digest_jobs = 0;
-    for (size_t i = 0; i < s->n_links; i++)
-        if (s->links[i].have_plan && s->links[i].plan.n_layers > max_layers)
-            max_layers = s->links[i].plan.n_layers;
+    for (size_t i = 0; i < s->n_links; i++) {
+        struct link *l = &s->links[i];
+        /* A link that failed since its plan (its BEGIN) gets no jobs. */
+        int off = !l->have_plan || l->state == LINK_FAILED;
+        atomic_store_explicit(&l->digests_off, off, memory_order_relaxed);
+        if (!off && l->plan.n_layers > max_layers)
+            max_layers = l->plan.n_layers;
+    }
     for (uint32_t layer = 0; layer < max_layers; layer++)
         for (size_t i = 0; i < s->n_links; i++) {
             struct link *l = &s->links[i];
-            if (!l->have_plan || layer >= l->plan.n_layers)
+            if (atomic_load_explicit(&l->digests_off, memory_order_relaxed) ||
+                layer >= l->plan.n_layers)
                 continue;
             if (wst_array_grow(&s->digest_jobs, &s->digest_jobs_cap,
                                s->n_digest_jobs + 1,
@@ -155,8 +158,8 @@ static void build_jobs(void *arg)
                 *st_p = WST_ERR_NO_MEMORY;
                 return;
             }
-            s->digest_jobs[s->n_digest_jobs++] = (struct digest_job){
-                .l = l, .layer = layer, .plan_gen = l->plan_gen};
+            s->digest_jobs[s->n_digest_jobs++] =
+                (struct digest_job){.l = l, .layer = layer};
         }
 }
 
@@ -173,6 +176,11 @@ wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version)
         return st;
     s->digest_version = version;
     return wst_pool_start(s->digest_pool, digest_job_run, s, s->n_digest_jobs);
+}
+
+void wst_send_skip_digests(struct link *l)
+{
+    atomic_store_explicit(&l->digests_off, 1, memory_order_relaxed);
 }
 
 void wst_send_stop_digests(struct wst_sender *s, int cancel)

@@ -50,6 +50,7 @@ static void fail_link(struct link *l, wst_status_t status, const char *msg,
     l->state = LINK_FAILED;
     pthread_cond_broadcast(&l->s->cond);
     pthread_mutex_unlock(&l->s->lock);
+    wst_send_skip_digests(l); /* its refit is over */
     /* The connection and the sending half go now: a failed link
      * reconnects from scratch at the next push. */
     wst_link_close_mover(l);
@@ -198,9 +199,6 @@ static wst_status_t index_layers(struct link *l)
 void wst_link_drop_plan(struct link *l)
 {
     wst_link_close_mover(l); /* it borrows the plan */
-    /* Waits for digest jobs hashing a layer of it (digests.c). */
-    pthread_rwlock_wrlock(&l->s->plan_lock);
-    l->plan_gen++;
     if (l->have_plan) {
         struct wst_msg m = {.type = WST_MSG_PLAN, .u.plan = l->plan};
         wst_msg_release(&m);
@@ -219,7 +217,6 @@ void wst_link_drop_plan(struct link *l)
     l->digests = NULL;
     l->digest_in = NULL;
     l->credits = NULL;
-    pthread_rwlock_unlock(&l->s->plan_lock);
 }
 
 static void on_plan(struct link *l, struct wst_msg *m)

@@ -167,13 +167,6 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     pthread_mutex_init(&s->dev_hash_lock, NULL);
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    /* Dropping a plan must not wait behind a whole batch of readers. */
-    pthread_rwlockattr_setkind_np(&ra,
-                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->plan_lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
     st = apply_params(s, params);
     if (st != WST_OK)
         goto err_free;
@@ -230,7 +223,6 @@ err_free_links:
 err_free:
     wst_pool_destroy(s->digest_pool);
     wst_auth_secret_release(&s->secret);
-    pthread_rwlock_destroy(&s->plan_lock);
     pthread_mutex_destroy(&s->dev_hash_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
@@ -474,7 +466,6 @@ void wst_sender_destroy(wst_sender_t *s)
     free(s->shards);
     free(s->links);
     wst_auth_secret_release(&s->secret);
-    pthread_rwlock_destroy(&s->plan_lock);
     pthread_mutex_destroy(&s->dev_hash_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);

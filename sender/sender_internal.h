@@ -21,6 +21,7 @@
 #define WST_SENDER_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <wstream/sender.h>
@@ -78,9 +79,10 @@ struct link {
     uint8_t *digest_in;     /* [n_layers]: digests[layer] is this version's */
     uint8_t *credits;       /* [n_layers]: staging credit for this version */
     uint32_t digests_ready; /* layers [0, digests_ready) have their digest */
-    /* Changed, under s->plan_lock held for writing, whenever the plan is
-     * dropped: a digest job for an older one skips its layer. */
-    uint64_t plan_gen;
+    /* Set when the link fails (and by each push for the links it
+     * hashes): its digest jobs not yet started skip their layer. Read on
+     * the digest pool's threads, hence atomic. */
+    atomic_int digests_off;
     struct wst_tx_src *srcs;         /* [n_items]: where each item is read */
     struct wst_tx_plan tx_plan;      /* the plan as the sending half sees it */
     struct wst_tx *tx;               /* the sending half, one per plan */
@@ -135,15 +137,14 @@ struct wst_sender {
 
     /* Layer digests (digests.c): one batch of jobs per push, layer-major,
      * hashed on the pool's threads while the refit streams, so push
-     * returns at once. A job reads its link's plan and the shards under
-     * plan_lock (read); dropping a plan takes it for writing. The GPU's
-     * digest calls are serialized by dev_hash_lock. */
+     * returns at once. A job reads its link's plan and the shards
+     * unlocked: no plan is dropped while a batch runs (digests.c). The
+     * GPU's digest calls are serialized by dev_hash_lock. */
     wst_pool_t *digest_pool;
     unsigned digest_threads;
     struct digest_job *digest_jobs;
     size_t n_digest_jobs, digest_jobs_cap;
     uint64_t digest_version;
-    pthread_rwlock_t plan_lock;
     pthread_mutex_t dev_hash_lock;
     char last_error[WST_ERROR_MSG_MAX + 300];
 };
@@ -165,7 +166,8 @@ void wst_link_abort(struct link *l, wst_status_t status, const char *why);
 /* Sends one control message; a failure fails the link. */
 wst_status_t wst_link_send(struct link *l, const struct wst_msg *msg);
 
-/* Frees the link's plan and what was indexed from it. */
+/* Frees the link's plan and what was indexed from it. No digest batch
+ * runs (its jobs read the plan unlocked): every caller stops it first. */
 void wst_link_drop_plan(struct link *l);
 
 /* The worker's ops (arg: the sender): a message from a receiver, a lost
@@ -223,6 +225,10 @@ void wst_send_pump_all(void *arg);
  * queues this version's layer digests on the pool. A job's result reaches
  * its link on the progress thread; layers may finish out of order. */
 wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version);
+
+/* Progress thread, when a link fails: its digest jobs not yet started
+ * skip their layer (a job hashing one finishes it). */
+void wst_send_skip_digests(struct link *l);
 
 /* Application thread: no digest job runs once this returns (wait, destroy:
  * the caller may then change or free its shards); with 'cancel', jobs not

@@ -31,6 +31,7 @@
 #include "agent_state.h"
 #include "auth.h"
 #include "clock.h"
+#include "codec.h"
 #include "config.h"
 #include "engine_socket.h"
 #include "layout_file.h"
@@ -264,15 +265,18 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.verify_threads);
         return WST_ERR_CONFIG;
     }
-    if (a->set.max_manifest_entries > (1u << 20) ||
+    /* wst_receiver_create refuses the same ranges, but with a bare
+     * WST_ERR_INVALID; here the flags and their values are named. The
+     * bound is the codec's (a have manifest never holds more). */
+    if (a->set.max_manifest_entries > WST_MAX_HAVES ||
         a->set.max_manifest_bytes == 0 || a->set.max_unranked_peers == 0 ||
         a->set.max_unranked_peers > UINT32_MAX) {
         WST_ERROR(&a->log,
-                  "--max-manifest-entries %llu (at most 1048576), "
+                  "--max-manifest-entries %llu (at most %u), "
                   "--max-manifest-bytes %llu, --max-unranked-peers %llu "
                   "(both above 0): out of range",
                   (unsigned long long)a->set.max_manifest_entries,
-                  (unsigned long long)a->set.max_manifest_bytes,
+                  WST_MAX_HAVES, (unsigned long long)a->set.max_manifest_bytes,
                   (unsigned long long)a->set.max_unranked_peers);
         return WST_ERR_CONFIG;
     }

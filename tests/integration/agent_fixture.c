@@ -384,18 +384,25 @@ int it_agent_shm_untouched(const struct it_agent *a)
     return 1;
 }
 
-int it_file_has(const char *path, const char *needle)
+/* Lines of the file at 'path' that contain 'needle', counting up to
+ * 'max' (0 when it cannot be read). */
+static int file_lines(const char *path, const char *needle, int max)
 {
     char line[2048];
-    int found = 0;
+    int n = 0;
     FILE *f = fopen(path, "r");
 
     if (f == NULL)
         return 0;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, needle) != NULL;
+    while (n < max && fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, needle) != NULL;
     fclose(f);
-    return found;
+    return n;
+}
+
+int it_file_has(const char *path, const char *needle)
+{
+    return file_lines(path, needle, 1) > 0;
 }
 
 int it_agent_log_has(const struct it_agent *a, const char *needle)
@@ -406,7 +413,14 @@ int it_agent_log_has(const struct it_agent *a, const char *needle)
 int it_agent_wait_log(const struct it_agent *a, const char *needle,
                       double timeout_s)
 {
-    for (double waited = 0; !it_agent_log_has(a, needle); waited += 0.01) {
+    return it_agent_wait_log_lines(a, needle, 1, timeout_s);
+}
+
+int it_agent_wait_log_lines(const struct it_agent *a, const char *needle, int n,
+                            double timeout_s)
+{
+    for (double waited = 0; file_lines(a->log_path, needle, n) < n;
+         waited += 0.01) {
         if (waited >= timeout_s)
             return 0;
         usleep(10000);

@@ -120,6 +120,10 @@ int it_agent_log_has(const struct it_agent *a, const char *needle);
 int it_agent_wait_log(const struct it_agent *a, const char *needle,
                       double timeout_s);
 
+/* As it_agent_wait_log, until at least n lines contain 'needle'. */
+int it_agent_wait_log_lines(const struct it_agent *a, const char *needle, int n,
+                            double timeout_s);
+
 /* Loads the model's shards for rank 0 of 1 into s->haves (nothing else). */
 int it_sender_load(struct it_sender *s, const struct it_agent *a);
 

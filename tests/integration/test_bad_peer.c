@@ -633,8 +633,10 @@ static void test_bad_peer_manifest_over_limit(void **state)
     good_refit(f, 1);
 }
 
+/* At debug level the agent logs each control connection it accepts
+ * ("accepted control connection from"), just before it counts it. */
 static const char *const one_unranked_args[] = {"--max-unranked-peers", "1",
-                                                NULL};
+                                                "--log-level", "debug", NULL};
 
 static int setup_one_unranked(void **state)
 {
@@ -649,7 +651,10 @@ static void test_bad_peer_unranked_over_limit(void **state)
     struct bad_peer_fixture *f = *state;
 
     wst_conn_t *first = raw_send(&f->client, f->agent.port, NULL, 0);
-    sleep_s(0.3); /* accepted and counted */
+    /* Accepted, and so counted: the agent's progress thread counts it
+     * right after that line, before it can take the second. */
+    assert_true(
+        it_agent_wait_log(&f->agent, "accepted control connection from", 5.0));
     raw_send(&f->client, f->agent.port, NULL, 0);
     expect_error(&f->client, WST_ERR_BUSY, "max-unranked-peers 1");
     assert_true(it_agent_log_has(&f->agent, "refused sender 127.0.0.1:"));

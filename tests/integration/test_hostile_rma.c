@@ -37,10 +37,28 @@
 #include "codec.h"
 #include "heartbeat_msg.h"
 #include "log.h"
+#include "timed_wait.h"
 #include "worker.h"
 
 #define PROBE_LEN 4096
 #define OP_WAIT_S 3.0
+#define N_OPS 3 /* two puts and a get */
+#define N_PUTS 2
+/* The agent logs each attempt it drops (UCX: "got active message id N,
+ * but no handler installed"). */
+#define DROPPED "but no handler installed"
+
+struct attacker;
+
+/* One RMA operation and its flush: the two requests' completions. Each
+ * operation has its own, so that a request of an earlier one that
+ * completes late (the close cancels those still pending) is not counted
+ * for a later one. Under attacker.lock. */
+struct rma_op {
+    struct attacker *x;
+    int n_done;
+    ucs_status_t status[2];
+};
 
 static const char *agent_bin;
 
@@ -54,15 +72,15 @@ struct attacker {
     int failed; /* its connection failed */
     const char *host;
     uint16_t port;
-    /* one RMA operation and its flush */
+    pthread_cond_t cond; /* an rma_op's request completed */
+    /* the RMA operation do_rma posts */
     ucp_ep_h ep;
     void *rkey_buf;
     ucp_rkey_h rkey;
     int is_get;
     void *local;
     uint64_t remote;
-    int n_done;
-    ucs_status_t status[2];
+    struct rma_op *op;
     wst_status_t st;
 };
 
@@ -143,23 +161,25 @@ static void do_open_data(void *arg)
 
 static void op_done(void *request, ucs_status_t status, void *user_data)
 {
-    struct attacker *x = user_data;
+    struct rma_op *op = user_data;
+    struct attacker *x = op->x;
 
     if (request != NULL)
         ucp_request_free(request);
     pthread_mutex_lock(&x->lock);
-    if (x->n_done < 2)
-        x->status[x->n_done] = status;
-    x->n_done++;
+    if (op->n_done < 2)
+        op->status[op->n_done] = status;
+    op->n_done++;
+    pthread_cond_broadcast(&x->cond);
     pthread_mutex_unlock(&x->lock);
 }
 
-static void op_track(struct attacker *x, ucs_status_ptr_t req)
+static void op_track(struct rma_op *op, ucs_status_ptr_t req)
 {
     if (req == NULL)
-        op_done(NULL, UCS_OK, x);
+        op_done(NULL, UCS_OK, op);
     else if (UCS_PTR_IS_ERR(req))
-        op_done(NULL, UCS_PTR_STATUS(req), x);
+        op_done(NULL, UCS_PTR_STATUS(req), op);
 }
 
 /* Progress thread: the put or get, then a flush. */
@@ -170,16 +190,16 @@ static void do_rma(void *arg)
         .op_attr_mask =
             UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = op_done,
-        .user_data = x,
+        .user_data = x->op,
     };
 
     if (x->is_get)
-        op_track(x, ucp_get_nbx(x->ep, x->local, PROBE_LEN, x->remote, x->rkey,
-                                &rp));
+        op_track(x->op, ucp_get_nbx(x->ep, x->local, PROBE_LEN, x->remote,
+                                    x->rkey, &rp));
     else
-        op_track(x, ucp_put_nbx(x->ep, x->local, PROBE_LEN, x->remote, x->rkey,
-                                &rp));
-    op_track(x, ucp_ep_flush_nbx(x->ep, &rp));
+        op_track(x->op, ucp_put_nbx(x->ep, x->local, PROBE_LEN, x->remote,
+                                    x->rkey, &rp));
+    op_track(x->op, ucp_ep_flush_nbx(x->ep, &rp));
 }
 
 /* Progress thread: closing the endpoints cancels what never completed. */
@@ -202,33 +222,42 @@ static void do_rkey_destroy(void *arg)
     x->rkey = NULL;
 }
 
-static int n_done(struct attacker *x)
+/* Waits (lock held) until every one of ops[0..n) has both its requests
+ * completed, at most wait_s: nonzero when they have. */
+static int ops_wait(struct attacker *x, struct rma_op *ops, int n,
+                    double wait_s)
 {
-    pthread_mutex_lock(&x->lock);
-    int n = x->n_done;
-    pthread_mutex_unlock(&x->lock);
-    return n;
+    uint64_t deadline = wst_deadline_ns(wait_s);
+
+    for (int i = 0; i < n; i++)
+        while (ops[i].n_done < 2)
+            if (wst_cond_wait_until(&x->cond, &x->lock, deadline) != WST_OK &&
+                ops[i].n_done < 2)
+                return 0;
+    return 1;
 }
 
-/* Runs one operation; returns how many of its two requests completed
- * within OP_WAIT_S, and prints their statuses. */
-static int rma(struct attacker *x, int is_get, void *local, uint64_t remote)
+/* Runs one operation into 'op'; returns how many of its two requests
+ * completed within OP_WAIT_S, and prints their statuses. */
+static int rma(struct attacker *x, struct rma_op *op, int is_get, void *local,
+               uint64_t remote)
 {
+    pthread_mutex_lock(&x->lock);
+    *op = (struct rma_op){.x = x, .status = {UCS_INPROGRESS, UCS_INPROGRESS}};
+    pthread_mutex_unlock(&x->lock);
     x->is_get = is_get;
     x->local = local;
     x->remote = remote;
-    x->n_done = 0;
-    x->status[0] = x->status[1] = UCS_INPROGRESS;
+    x->op = op;
     assert_int_equal(wst_worker_call(x->w, do_rma, x), WST_OK);
-    uint64_t until = wst_now_ns() + (uint64_t)(OP_WAIT_S * 1e9);
-    while (n_done(x) < 2 && wst_now_ns() < until) {
-        struct timespec ms = {.tv_nsec = 1000000};
-        nanosleep(&ms, NULL);
-    }
-    int n = n_done(x);
+    pthread_mutex_lock(&x->lock);
+    ops_wait(x, op, 1, OP_WAIT_S);
+    int n = op->n_done;
+    ucs_status_t st0 = op->status[0], st1 = op->status[1];
+    pthread_mutex_unlock(&x->lock);
     fprintf(stderr, "attacker: %s at 0x%llx: %d of 2 completed (%s, %s)\n",
             is_get ? "get" : "put", (unsigned long long)remote, n,
-            ucs_status_string(x->status[0]), ucs_status_string(x->status[1]));
+            ucs_status_string(st0), ucs_status_string(st1));
     return n;
 }
 
@@ -281,6 +310,7 @@ static void test_hostile_rma_into_live_weights(void **state)
     assert_int_equal(
         wst_auth_secret_load(a.secret_path, &secret, err, sizeof(err)), WST_OK);
     pthread_mutex_init(&x.lock, NULL);
+    pthread_cond_init(&x.cond, NULL);
     x.port = a.port;
     struct wst_worker_params p = {
         .log = &log,
@@ -321,12 +351,16 @@ static void test_hostile_rma_into_live_weights(void **state)
     assert_int_equal(wst_worker_call(x.w, do_open_data, &x), WST_OK);
     assert_int_equal(x.st, WST_OK);
 
-    rma(&x, 0, mine, start); /* into live weights */
-    rma(&x, 0, mine, end > PROBE_LEN ? end - PROBE_LEN : end); /* past them */
-    rma(&x, 1, got, start);                                    /* read them */
-    /* Give any emulated write time to land before looking. */
-    struct timespec settle = {.tv_nsec = 300000000};
-    nanosleep(&settle, NULL);
+    struct rma_op ops[N_OPS];
+    rma(&x, &ops[0], 0, mine, start); /* into live weights */
+    rma(&x, &ops[1], 0, mine,
+        end > PROBE_LEN ? end - PROBE_LEN : end); /* past them */
+    rma(&x, &ops[2], 1, got, start);              /* read them */
+    /* Each put reached the agent, and UCX dropped it there: without
+     * UCP_FEATURE_RMA its worker has no handler for emulated puts/gets.
+     * Only then is what they wrote (nothing) there to look at. (The get
+     * is not counted: its request may not leave the attacker at all.) */
+    assert_true(it_agent_wait_log_lines(&a, DROPPED, N_PUTS, 10.0));
 
     assert_true(it_agent_alive(&a));
     assert_true(it_agent_shm_untouched(&a));
@@ -334,9 +368,6 @@ static void test_hostile_rma_into_live_weights(void **state)
         if (got[i] != 0x5a)
             fail_msg("the get read live bytes: byte %zu is 0x%02x", i, got[i]);
     assert_true(it_agent_log_has(&a, "no remote memory access"));
-    /* The attempts reached the agent, and UCX dropped them there: without
-     * UCP_FEATURE_RMA its worker has no handler for emulated puts/gets. */
-    assert_true(it_agent_log_has(&a, "but no handler installed"));
     uint64_t committed = 99;
     int usable = 0;
     assert_int_equal(it_agent_status(&a, &committed, &usable), 0);
@@ -344,7 +375,12 @@ static void test_hostile_rma_into_live_weights(void **state)
     assert_true(usable);
 
     assert_int_equal(wst_worker_call(x.w, do_close, &x), WST_OK);
-    nanosleep(&settle, NULL);
+    /* The close cancels the requests still pending; the key goes once
+     * none is left. */
+    pthread_mutex_lock(&x.lock);
+    int all_done = ops_wait(&x, ops, N_OPS, 10.0);
+    pthread_mutex_unlock(&x.lock);
+    assert_true(all_done);
     assert_int_equal(wst_worker_call(x.w, do_rkey_destroy, &x), WST_OK);
     wst_worker_mem_unmap(x.w, memh);
     wst_worker_destroy(x.w);
@@ -353,6 +389,7 @@ static void test_hostile_rma_into_live_weights(void **state)
     free(mine);
     free(got);
     wst_auth_secret_release(&secret);
+    pthread_cond_destroy(&x.cond);
     pthread_mutex_destroy(&x.lock);
 
     /* The agent is untouched and serves a real refit. */

@@ -56,6 +56,22 @@ two-nics)
     "$tool" --sysfs "$tmp/sys" --no-verbs --gpu 00000000:03:00.0 \
         >"$tmp/out" 2>"$tmp/err" || fail "--gpu: exit status $?"
     expect "gpus: 1"
+    # several, comma-separated (a NIC's function too: taken when named)
+    "$tool" --sysfs "$tmp/sys" --no-verbs --gpu 0000:03:00.0,0000:04:00.0 \
+        >"$tmp/out" 2>"$tmp/err" || fail "--gpu list: exit status $?"
+    expect "gpus: 2"
+    expect "  0000:04:00.0  numa"
+    # bad usage (2): a repeated --gpu would drop all but its last value
+    rc=0
+    "$tool" --sysfs "$tmp/sys" --gpu 0000:03:00.0 --gpu 0000:04:00.0 \
+        >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [ "$rc" -eq 2 ] || fail "repeated --gpu: exit status $rc, not 2"
+    grep -qF -- "--gpu given 2 times" "$tmp/err" ||
+        fail "repeated --gpu: not said on stderr"
+    rc=0
+    "$tool" --sysfs "$tmp/sys" --no-such-option >"$tmp/out" 2>"$tmp/err" ||
+        rc=$?
+    [ "$rc" -eq 2 ] || fail "unknown option: exit status $rc, not 2"
     rc=0
     "$tool" --sysfs "$tmp/sys" --no-verbs --gpu 0000:09:00.0 \
         >"$tmp/out" 2>"$tmp/err" || rc=$?

@@ -3,26 +3,29 @@
  * distance class between each GPU and each port, and the ports chosen
  * per GPU as a UCX_NET_DEVICES value (common/nic_choice.h).
  *
- *   wstream-topology [--sysfs DIR] [--gpu BUS_ID]... [--no-verbs]
- *                    [--log-level LEVEL]
+ *   wstream-topology [--sysfs DIR] [--gpu BUS_ID[,BUS_ID]...] [--no-verbs]
+ *                    [--log-level LEVEL] [--print-config] [--help]
  *
- * --sysfs reads a fixture tree instead of /sys (tests); --gpu limits the
- * GPUs to those bus ids (nvidia-smi's form is taken; a PCI device that
- * is not an NVIDIA display device is taken as a GPU when named so);
- * --no-verbs skips
- * the libibverbs cross-check (never made on a tree other than /sys:
- * ibverbs sees this host's devices, not the tree's). On a host without RDMA
+ * Options come from one table (common/config.h), so each also reads a
+ * WST_<NAME> environment variable. --sysfs reads a fixture tree instead
+ * of /sys (tests); --gpu limits the GPUs to those bus ids, comma-separated
+ * (nvidia-smi's form is taken; a PCI device that is not an NVIDIA display
+ * device is taken as a GPU when named so); --no-verbs skips the
+ * libibverbs cross-check (never made on a tree other than /sys: ibverbs
+ * sees this host's devices, not the tree's). On a host without RDMA
  * devices it says "no RDMA device: UCX chooses".
  *
- * Exit codes: 0 printed; 1 bad usage; otherwise -status of the failure
- * (a malformed sysfs tree: WST_ERR_IO, 15; an unknown --gpu:
- * WST_ERR_NOT_FOUND, 26), logged on stderr naming what was refused.
+ * Exit codes: 0 printed; 2 bad usage (as every wstream program);
+ * otherwise -status of the failure (a malformed sysfs tree: WST_ERR_IO,
+ * 15; an unknown --gpu: WST_ERR_NOT_FOUND, 26), logged on stderr naming
+ * what was refused.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "log.h"
 #include "nic_choice.h"
 #include "pci_path.h"
@@ -30,6 +33,31 @@
 #include "topology.h"
 
 #define MAX_GPU_ARGS 64
+#define PROG "wstream-topology"
+
+struct settings {
+    char *sysfs;
+    char *gpu; /* comma-separated bus ids; "" for every GPU */
+    int no_verbs;
+    int log_level;
+};
+
+static const struct wst_config_entry topology_config[] = {
+    {"sysfs", WST_CONFIG_STRING, "/sys",
+     "read this sysfs tree (a test fixture) instead of /sys",
+     offsetof(struct settings, sysfs), NULL, NULL},
+    {"gpu", WST_CONFIG_STRING, "",
+     "only these GPUs, by PCI bus id (nvidia-smi's form too), "
+     "comma-separated; a device that is not an NVIDIA display device is "
+     "taken when named",
+     offsetof(struct settings, gpu), NULL, NULL},
+    {"no-verbs", WST_CONFIG_BOOL, "no",
+     "skip the libibverbs cross-check of /sys",
+     offsetof(struct settings, no_verbs), NULL, NULL},
+    {"log-level", WST_CONFIG_ENUM, "warn", "log level (on stderr)",
+     offsetof(struct settings, log_level), wst_log_level_names, NULL},
+    WST_CONFIG_END,
+};
 
 struct opts {
     const char *sysfs;
@@ -37,12 +65,6 @@ struct opts {
     int n_gpus;
     int no_verbs;
 };
-
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: wstream-topology [--sysfs DIR] [--gpu BUS_ID]... "
-                 "[--no-verbs] [--log-level error|warn|info|debug|trace]\n");
-}
 
 static void print_ports(const struct wst_topology *topo)
 {
@@ -111,80 +133,77 @@ static void print_verbs(const struct wst_topology *topo,
            n_devices, n_differ, n_differ > 0 ? " (see the log)" : "");
 }
 
-static int parse(int argc, char **argv, struct opts *o, struct wst_logger *lg)
+/* Splits set->gpu (modified in place) into o->gpus. A repeated --gpu
+ * would keep only its last value (the table stores one string), so it is
+ * refused rather than dropping GPUs unseen. -1 (said on stderr) on bad
+ * usage. */
+static int take_gpus(int argc, char **argv, struct settings *set,
+                     struct opts *o)
 {
-    static const struct option longopts[] = {
-        {"sysfs", required_argument, NULL, 's'},
-        {"gpu", required_argument, NULL, 'g'},
-        {"no-verbs", no_argument, NULL, 'n'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    int c, level;
+    char *save = NULL, *id;
+    int n_flags = 0;
 
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's':
-            o->sysfs = optarg;
-            break;
-        case 'g':
-            if (o->n_gpus == MAX_GPU_ARGS) {
-                fprintf(stderr, "wstream-topology: more than %d --gpu\n",
-                        MAX_GPU_ARGS);
-                return -1;
-            }
-            o->gpus[o->n_gpus++] = optarg;
-            break;
-        case 'n':
-            o->no_verbs = 1;
-            break;
-        case 'l':
-            level = wst_log_level_parse(optarg);
-            if (level < 0) {
-                fprintf(stderr,
-                        "wstream-topology: --log-level '%s' is not "
-                        "error|warn|info|debug|trace\n",
-                        optarg);
-                return -1;
-            }
-            lg->level = (enum wst_log_level)level;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        n_flags +=
+            strcmp(argv[i], "--gpu") == 0 || strncmp(argv[i], "--gpu=", 6) == 0;
+    if (n_flags > 1) {
+        fprintf(stderr,
+                PROG ": --gpu given %d times: give the bus ids once, "
+                     "comma-separated\n",
+                n_flags);
+        return -1;
+    }
+    if (set->gpu[0] == '\0')
+        return 0;
+    if (set->gpu[0] == ',' || set->gpu[strlen(set->gpu) - 1] == ',' ||
+        strstr(set->gpu, ",,") != NULL) {
+        fprintf(stderr, PROG ": --gpu '%s': an empty bus id\n", set->gpu);
+        return -1;
+    }
+    for (id = strtok_r(set->gpu, ",", &save); id != NULL;
+         id = strtok_r(NULL, ",", &save)) {
+        if (o->n_gpus == MAX_GPU_ARGS) {
+            fprintf(stderr, PROG ": --gpu: more than %d bus ids\n",
+                    MAX_GPU_ARGS);
             return -1;
         }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "wstream-topology: unexpected argument '%s'\n",
-                argv[optind]);
-        return -1;
+        o->gpus[o->n_gpus++] = id;
     }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.sysfs = "/sys"};
+    struct settings set;
+    struct opts o = {0};
     struct wst_topology topo;
     const struct wst_gpu *gpu;
     struct wst_logger lg;
     wst_status_t status;
     size_t i;
-    int g;
+    int g, rc;
 
-    wst_logger_init(&lg, "topology", WST_LOG_WARN);
-    if (parse(argc, argv, &o, &lg) != 0)
-        return 1;
+    memset(&set, 0, sizeof(set));
+    wst_config_cli(topology_config, &set, argc, argv, PROG,
+                   PROG " [--sysfs DIR] [--gpu BUS_ID[,BUS_ID]...] "
+                        "[--no-verbs] [--log-level LEVEL]",
+                   &rc);
+    if (rc >= 0)
+        goto out_release;
+    rc = 2;
+    if (take_gpus(argc, argv, &set, &o) != 0)
+        goto out_release;
+    o.sysfs = set.sysfs;
+    o.no_verbs = set.no_verbs;
+    wst_logger_init(&lg, "topology", (enum wst_log_level)set.log_level);
     status = wst_topology_scan(o.sysfs, &lg, &topo);
     if (status != WST_OK) {
         fprintf(stderr,
-                "wstream-topology: cannot read the topology under "
-                "%s: %s\n",
+                PROG ": cannot read the topology under "
+                     "%s: %s\n",
                 o.sysfs, wst_status_string(status));
-        return -status;
+        rc = -status;
+        goto out_release;
     }
     /* --gpu ids are all taken before anything is printed */
     for (g = 0; g < o.n_gpus; g++) {
@@ -212,5 +231,8 @@ int main(int argc, char **argv)
 
 out_free_topology:
     wst_topology_free(&topo);
-    return status == WST_OK ? 0 : -status;
+    rc = status == WST_OK ? 0 : -status;
+out_release:
+    wst_config_release(topology_config, &set);
+    return rc;
 }
