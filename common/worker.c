@@ -413,17 +413,10 @@ static void progress_loop(wst_worker_t *w)
             busy = 1;
         }
         uint64_t now = wst_now_ns();
-        if (now >= next_tick) {
-            wst_channel_tick(w, now);
-            wst_heartbeat_tick(w, now);
-            if (w->ops.tick != NULL)
-                w->ops.tick(w->ops.arg);
-            next_tick = now + tick_ns;
-        }
         /* Sockets are looked at every round; the thread sleeps only
          * when nothing is pending. */
         int timeout = 0;
-        if (!busy && !w->stop &&
+        if (!busy && !w->stop && now < next_tick &&
             (w->worker == NULL || ucp_worker_arm(w->worker) != UCS_ERR_BUSY))
             timeout =
                 w->busy > 0 ? 1 : (int)((next_tick - now) / 1000000ull) + 1;
@@ -436,6 +429,18 @@ static void progress_loop(wst_worker_t *w)
         for (int i = 0; i < n; i++)
             if (evs[i].data.ptr != NULL)
                 wst_channel_event(w, evs[i].data.ptr, evs[i].events);
+        /* Silence is judged after the sockets were read: one UCX progress
+         * call can hold the thread for longer than a peer's timeout (a
+         * sender's took 0.3-0.7 s under load, pushing its window), and a
+         * peer whose heartbeats wait in the socket is alive. */
+        now = wst_now_ns();
+        if (now >= next_tick) {
+            wst_channel_tick(w, now);
+            wst_heartbeat_tick(w, now);
+            if (w->ops.tick != NULL)
+                w->ops.tick(w->ops.arg);
+            next_tick = now + tick_ns;
+        }
     }
 }
 

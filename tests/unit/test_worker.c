@@ -996,6 +996,36 @@ static void test_worker_heartbeat_timeout(void **state)
     assert_int_equal(side_count(&p->cli, &p->cli.n_failed), 0);
 }
 
+static void block_thread(void *arg)
+{
+    const struct timespec *ts = arg;
+
+    nanosleep(ts, NULL);
+}
+
+/* A progress thread held up past the timeout (a long UCX progress call
+ * under load) while the client kept talking: the client's messages wait
+ * in the socket, and the server reads them before it judges the client
+ * silent. It judged first, and failed a live sender, before 2026-12-02:
+ * "no message for 2.2 s" in fault tests run two at a time. */
+static void test_worker_heartbeat_held_up_reads_first(void **state)
+{
+    struct pair *p = *state;
+    struct timespec hold = {0, 800 * 1000 * 1000}; /* timeout 0.5 s */
+    struct timespec step = {0, 50 * 1000 * 1000};
+
+    client_says(p, "hello");
+    assert_int_equal(wst_worker_post(p->srv.w, block_thread, &hold), WST_OK);
+    for (int i = 0; i < 16; i++) { /* 0.8 s, and past the hold */
+        struct send_call sc = {.conn = p->conn, .text = "still here"};
+        assert_int_equal(wst_worker_call(p->cli.w, do_send, &sc), WST_OK);
+        assert_int_equal(sc.st, WST_OK);
+        nanosleep(&step, NULL);
+    }
+    assert_true(side_wait(&p->srv, &p->srv.n_msgs, 17));
+    assert_int_equal(side_count(&p->srv, &p->srv.n_failed), 0);
+}
+
 /* ---- memory ---- */
 
 struct put_call {
@@ -1215,6 +1245,9 @@ int main(void)
             pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_heartbeat_timeout,
                                         pair_setup_heartbeat, pair_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_worker_heartbeat_held_up_reads_first, pair_setup_heartbeat,
+            pair_teardown),
         cmocka_unit_test(test_worker_no_emulated_rma),
         cmocka_unit_test_setup_teardown(test_worker_mem_map_rkey_pack,
                                         pair_setup, pair_teardown),
