@@ -57,6 +57,7 @@ struct bench_settings {
     uint64_t chunk;
     uint64_t perftest_footprint;
     uint64_t perftest_bytes;
+    uint64_t window;
     int verify;
     uint64_t seed;
     double timeout;
@@ -107,6 +108,9 @@ static const struct wst_config_entry bench_config[] = {
     {"perftest-bytes", WST_CONFIG_UINT, "0",
      "bytes per perftest run (0: the refit size, at least 1 GiB)",
      offsetof(struct bench_settings, perftest_bytes), NULL, NULL},
+    {"window", WST_CONFIG_UINT, "0",
+     "the sender's bytes in flight per receiver (0: its default, 64 MiB)",
+     offsetof(struct bench_settings, window), NULL, NULL},
     {"verify", WST_CONFIG_BOOL, "y",
      "the agent checks every layer's digests (its --verify); the bench's "
      "byte-for-byte check of the last version runs either way",
@@ -577,6 +581,7 @@ static int prepare(struct bench *b, const char *agent_bin)
         .agent_netns = opt(b->set.agent_netns),
         .sender_netns = opt(b->set.sender_netns),
         .shm_data = b->set.transport == WST_TRANSPORT_SHM,
+        .window_bytes = b->set.window,
         .secret_file = b->set.auth_secret_file,
     };
     /* The agent takes its settings from WST_* variables too (its config

@@ -214,6 +214,10 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
     };
     if (p->shm_data)
         sp.field_mask |= WST_SENDER_PARAM_SHM_DATA;
+    if (p->window_bytes != 0) {
+        sp.field_mask |= WST_SENDER_PARAM_WINDOW;
+        sp.window_bytes = p->window_bytes;
+    }
     if (p->device_path != NULL) {
         sp.field_mask |= WST_SENDER_PARAM_DEVICE_PATH;
         sp.device_path = p->device_path;

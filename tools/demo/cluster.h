@@ -56,6 +56,7 @@ struct wst_cluster_params {
     int shm_data; /* senders' shm_data (sender.h): data over shared memory */
     const struct wst_moe_options *moe; /* engine's experts; NULL: defaults */
     uint32_t staging_slots; /* agents' --staging-slots; 0: their default */
+    uint64_t window_bytes;  /* senders' bytes in flight; 0: their default */
     const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
     /* Live memory on the GPUs 'devices' (needs engine_bin) when n_devices
      * is nonzero: agent k's on devices[k % n_devices]. Zeroed params keep
