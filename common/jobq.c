@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "thread_name.h"
+
 struct job {
     struct job *next;
     wst_job_fn fn;
@@ -57,7 +59,8 @@ static void jobq_stop(struct wst_jobq *q)
     free(q);
 }
 
-wst_status_t wst_jobq_create_threads(unsigned n_threads, wst_jobq_t **q_p)
+wst_status_t wst_jobq_create_threads(const char *name, unsigned n_threads,
+                                     wst_jobq_t **q_p)
 {
     struct wst_jobq *q;
 
@@ -78,14 +81,16 @@ wst_status_t wst_jobq_create_threads(unsigned n_threads, wst_jobq_t **q_p)
             0) {
             jobq_stop(q);
             return WST_ERR_NO_MEMORY;
+        } else {
+            wst_thread_name(q->threads[q->n_threads], name);
         }
     *q_p = q;
     return WST_OK;
 }
 
-wst_status_t wst_jobq_create(wst_jobq_t **q_p)
+wst_status_t wst_jobq_create(const char *name, wst_jobq_t **q_p)
 {
-    return wst_jobq_create_threads(1, q_p);
+    return wst_jobq_create_threads(name, 1, q_p);
 }
 
 wst_status_t wst_jobq_post(wst_jobq_t *q, wst_job_fn fn, void *arg)

@@ -14,12 +14,15 @@
 typedef struct wst_jobq wst_jobq_t;
 typedef void (*wst_job_fn)(void *arg);
 
-/* Starts the thread. On success *q_p is owned by the caller. */
-wst_status_t wst_jobq_create(wst_jobq_t **q_p);
+/* Starts the thread, named 'name' (at most 15 characters kept: what
+ * top -H, /proc and the bench's CPU table show). On success *q_p is owned
+ * by the caller. */
+wst_status_t wst_jobq_create(const char *name, wst_jobq_t **q_p);
 
 /* Starts n_threads (>= 1) threads that take jobs in FIFO order and run
  * them side by side. On success *q_p is owned by the caller. */
-wst_status_t wst_jobq_create_threads(unsigned n_threads, wst_jobq_t **q_p);
+wst_status_t wst_jobq_create_threads(const char *name, unsigned n_threads,
+                                     wst_jobq_t **q_p);
 
 /* Queues fn(arg); any thread. Jobs start in FIFO order; with one thread
  * they run one at a time. */

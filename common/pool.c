@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "thread_name.h"
+
 struct wst_pool {
     pthread_mutex_t lock;
     pthread_cond_t work; /* a batch started, or stop */
@@ -41,7 +43,8 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
-wst_status_t wst_pool_create(unsigned n_threads, wst_pool_t **pool_p)
+wst_status_t wst_pool_create(const char *name, unsigned n_threads,
+                             wst_pool_t **pool_p)
 {
     struct wst_pool *p = calloc(1, sizeof(*p));
 
@@ -62,6 +65,8 @@ wst_status_t wst_pool_create(unsigned n_threads, wst_pool_t **pool_p)
             0) {
             wst_pool_destroy(p);
             return WST_ERR_NO_MEMORY;
+        } else {
+            wst_thread_name(p->threads[p->n_threads], name);
         }
     *pool_p = p;
     return WST_OK;

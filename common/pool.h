@@ -15,9 +15,10 @@
 typedef struct wst_pool wst_pool_t;
 typedef void (*wst_pool_fn)(void *arg, size_t index);
 
-/* Starts n_threads (>= 1) threads. On success *pool_p is owned by the
- * caller (wst_pool_destroy). */
-wst_status_t wst_pool_create(unsigned n_threads, wst_pool_t **pool_p);
+/* Starts n_threads (>= 1) threads named 'name' (thread_name.h). On
+ * success *pool_p is owned by the caller (wst_pool_destroy). */
+wst_status_t wst_pool_create(const char *name, unsigned n_threads,
+                             wst_pool_t **pool_p);
 
 /* Starts a batch of n jobs; arg is borrowed until wst_pool_finish returns.
  * WST_ERR_BUSY while another batch is not finished. Any one thread. */

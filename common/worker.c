@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "lanes.h"
+#include "thread_name.h"
 #include "ucx_status.h"
 #include "worker_internal.h"
 
@@ -502,6 +503,7 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
         goto err_close_epfd;
     if (pthread_create(&w->thread, NULL, progress_main, w) != 0)
         goto err_close_epfd;
+    wst_thread_name(w->thread, "wst-progress");
     pthread_mutex_lock(&w->lock);
     while (!w->start_done)
         pthread_cond_wait(&w->started, &w->lock);

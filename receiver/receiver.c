@@ -168,17 +168,18 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     if (st != WST_OK)
         goto err_free;
     seed_state(r, params);
-    st = wst_jobq_create(&r->engine);
+    st = wst_jobq_create("wst-engine", &r->engine);
     if (st != WST_OK)
         goto err_free;
-    st = wst_jobq_create(&r->repacker);
+    st = wst_jobq_create("wst-repack", &r->repacker);
     if (st != WST_OK)
         goto err_destroy_engine;
-    st = wst_jobq_create(&r->planner);
+    st = wst_jobq_create("wst-planner", &r->planner);
     if (st != WST_OK)
         goto err_destroy_repacker;
     if (r->verify) {
-        st = wst_jobq_create_threads(r->verify_threads, &r->hashers);
+        st =
+            wst_jobq_create_threads("wst-hash", r->verify_threads, &r->hashers);
         if (st != WST_OK)
             goto err_destroy_planner;
     }

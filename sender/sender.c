@@ -170,7 +170,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
     st = apply_params(s, params);
     if (st != WST_OK)
         goto err_free;
-    st = wst_pool_create(s->digest_threads, &s->digest_pool);
+    st = wst_pool_create("wst-digest", s->digest_threads, &s->digest_pool);
     if (st != WST_OK)
         goto err_free;
     s->session = wst_now_ns() ^ ((uint64_t)params->rank << 48);

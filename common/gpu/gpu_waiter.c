@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "clock.h"
+#include "thread_name.h"
 
 struct entry {
     struct wst_gpu_waiter *w;
@@ -110,6 +111,7 @@ wst_status_t wst_gpu_waiter_create(const struct wst_logger *log,
     pthread_cond_init(&w->cond, NULL);
     if (pthread_create(&w->thread, NULL, waiter_main, w) != 0)
         goto err_destroy_sync;
+    wst_thread_name(w->thread, "wst-gpu-wait");
     w->thread_started = 1;
     *waiter_p = w;
     return WST_OK;

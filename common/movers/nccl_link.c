@@ -217,7 +217,7 @@ wst_status_t wst_nccl_link_create(const struct wst_logger *log,
         st = wst_gpu_waiter_create(log, worker, device, WST_NCCL_LINK_DEPTH + 1,
                                    &l->waiter);
     if (st == WST_OK)
-        st = wst_jobq_create(&l->thread);
+        st = wst_jobq_create("wst-nccl", &l->thread);
     if (st != WST_OK)
         goto err_free;
     l->init_pending = 1;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "thread_name.h"
 
 #define WST_ENGINE_FIELDS_MAX 4
 
@@ -557,6 +558,7 @@ wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
         status = WST_ERR_NO_MEMORY;
         goto err_destroy;
     }
+    wst_thread_name(s->thread, "wst-engine-sock");
     s->thread_started = 1;
     WST_INFO(log, "waiting for an engine on %s", path);
     *sock_p = s;

@@ -75,7 +75,7 @@ static int setup(void **state)
     wst_logger_init(&f->log, "test_am_rx_hash", WST_LOG_ERROR);
     wp.log = &f->log;
     if (wst_worker_create(&wp, &f->w) != WST_OK ||
-        wst_jobq_create_threads(2, &f->hashers) != WST_OK)
+        wst_jobq_create_threads("test-hash", 2, &f->hashers) != WST_OK)
         return -1;
     for (size_t i = 0; i < REGION_LEN; i++)
         f->mem[i] = (char)(i * 2654435761u >> 13);

@@ -54,7 +54,7 @@ static void test_pool_runs_every_job_once_in_order(void **state)
     (void)state;
     memset(&b, 0, sizeof(b));
     pthread_mutex_init(&b.lock, NULL);
-    assert_int_equal(wst_pool_create(4, &p), WST_OK);
+    assert_int_equal(wst_pool_create("test-pool", 4, &p), WST_OK);
     assert_int_equal(wst_pool_start(p, job, &b, N_JOBS), WST_OK);
     wst_pool_finish(p, 0);
     /* Nothing pending: the pool takes another batch (an empty one). */
@@ -87,7 +87,7 @@ static void test_pool_cancel_and_busy(void **state)
     memset(&b, 0, sizeof(b));
     pthread_mutex_init(&b.lock, NULL);
     b.sleep_us = 2000;
-    assert_int_equal(wst_pool_create(3, &p), WST_OK);
+    assert_int_equal(wst_pool_create("test-pool", 3, &p), WST_OK);
     assert_int_equal(wst_pool_start(p, job, &b, N_JOBS), WST_OK);
     assert_int_equal(wst_pool_start(p, job, &b, 1), WST_ERR_BUSY);
     struct timespec ts = {0, 10 * 1000 * 1000};
@@ -125,7 +125,7 @@ static void test_pool_refuses_no_threads(void **state)
     wst_pool_t *p = NULL;
 
     (void)state;
-    assert_int_equal(wst_pool_create(0, &p), WST_ERR_INVALID);
+    assert_int_equal(wst_pool_create("test-pool", 0, &p), WST_ERR_INVALID);
     assert_null(p);
     wst_pool_destroy(NULL);
 }

@@ -134,7 +134,7 @@ static int setup(void **state)
     f->s.n_links = N_LINKS;
     struct wst_worker_params wp = {.log = &f->s.log};
     if (wst_worker_create(&wp, &f->s.worker) != WST_OK ||
-        wst_pool_create(1, &f->s.digest_pool) != WST_OK) {
+        wst_pool_create("test-digest", 1, &f->s.digest_pool) != WST_OK) {
         wst_worker_destroy(f->s.worker);
         free(f);
         return -1;
