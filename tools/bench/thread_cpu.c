@@ -174,7 +174,7 @@ void wst_thread_cpu_table_print(const struct wst_thread_cpu_table *t,
                                 double gib)
 {
     double wall_s = wst_bench_median(t->wall_s, t->repeats);
-    char tid[16], order[16];
+    char tid[16], order[24]; /* "#" and a size_t */
 
     /* rows[] is in the order threads were first seen; print by tid. */
     struct wst_thread_cpu_entry sorted[WST_THREAD_CPU_MAX];
