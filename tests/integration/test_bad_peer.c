@@ -552,13 +552,19 @@ static void test_bad_peer_all_then_refit(void **state)
 /* A hello as rank 'rank' of 'world', then a have manifest of the model's
  * shards for rank 0 of 1 (none when !real) and 'n_extra' bf16 tensors
  * "unwanted.N.weight" of 8 elements, on one new connection. */
-static wst_conn_t *send_big_have(struct bad_peer_fixture *f, uint32_t rank,
-                                 uint32_t world, int real, size_t n_extra)
+/* A hello and a have manifest of rank's: the real sender's shards (when
+ * 'real') and n_extra unwanted ones, encoded (both buffers the caller's). */
+struct big_have {
+    uint8_t *hello, *buf;
+    size_t hello_len, len;
+};
+
+static void encode_big_have(struct bad_peer_fixture *f, uint32_t rank,
+                            uint32_t world, int real, size_t n_extra,
+                            struct big_have *bh)
 {
     struct it_sender s = {0};
     struct wst_msg m = {.type = WST_MSG_HELLO};
-    uint8_t *hello = NULL, *buf = NULL;
-    size_t hello_len = 0, len = 0;
 
     if (real)
         assert_int_equal(it_sender_load(&s, &f->agent), 0);
@@ -566,7 +572,7 @@ static wst_conn_t *send_big_have(struct bad_peer_fixture *f, uint32_t rank,
     m.u.hello.role = WST_ROLE_SENDER;
     m.u.hello.rank = rank;
     m.u.hello.world_size = world;
-    assert_int_equal(wst_msg_encode(&m, &hello, &hello_len), WST_OK);
+    assert_int_equal(wst_msg_encode(&m, &bh->hello, &bh->hello_len), WST_OK);
 
     size_t n = s.n_haves + n_extra;
     struct wst_have *h = calloc(n, sizeof(*h));
@@ -588,18 +594,33 @@ static wst_conn_t *send_big_have(struct bad_peer_fixture *f, uint32_t rank,
     m.u.have.rank = rank;
     m.u.have.n_entries = n;
     m.u.have.entries = h;
-    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_OK);
+    assert_int_equal(wst_msg_encode(&m, &bh->buf, &bh->len), WST_OK);
     free(h);
     it_sender_destroy(&s);
     fprintf(stderr, "have manifest of %zu shards: %zu bytes on the wire\n", n,
-            len);
+            bh->len);
+}
 
+/* Sends bh on a new connection; the buffers are taken. */
+static wst_conn_t *send_encoded_have(struct bad_peer_fixture *f,
+                                     struct big_have *bh)
+{
     struct raw_client *rc = &f->client;
-    wst_conn_t *conn = raw_send(rc, f->agent.port, hello, hello_len);
-    struct send_job job = {.rc = rc, .conn = conn, .buf = buf, .len = len};
+    wst_conn_t *conn = raw_send(rc, f->agent.port, bh->hello, bh->hello_len);
+    struct send_job job = {
+        .rc = rc, .conn = conn, .buf = bh->buf, .len = bh->len};
     assert_int_equal(wst_worker_call(rc->worker, send_on_conn, &job), WST_OK);
     assert_int_equal(job.status, WST_OK);
     return conn;
+}
+
+static wst_conn_t *send_big_have(struct bad_peer_fixture *f, uint32_t rank,
+                                 uint32_t world, int real, size_t n_extra)
+{
+    struct big_have bh = {0};
+
+    encode_big_have(f, rank, world, real, n_extra, &bh);
+    return send_encoded_have(f, &bh);
 }
 
 /* (h) an authenticated sender whose manifest lists 400,000 shards the
