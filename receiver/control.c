@@ -264,8 +264,16 @@ void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,
     }
     /* The manifest a sender is expected to send: unpacked on the
      * planner thread (have_decode.c), it comes back to wst_recv_on_msg. */
-    if (is_have && wst_recv_decode_have(r, p, buf, len) == WST_OK)
-        return;
+    if (is_have) {
+        if (wst_recv_reserve_have(r, p, n_entries, len, err, sizeof(err)) !=
+            WST_OK) {
+            refuse_have(r, p, err);
+            return;
+        }
+        if (wst_recv_decode_have(r, p, buf, len) == WST_OK)
+            return;
+        wst_recv_unreserve_have(r, p);
+    }
     wst_status_t st =
         wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &m, err, sizeof(err));
     wst_recv_on_msg(r, p, st, &m, err);

@@ -6,9 +6,12 @@
  * are checked on the wire bytes before (peer_limits.c); the frame is
  * copied, decoded on the planner thread (one job at a time, in order with
  * plans), and the result posted back to wst_recv_on_msg, as if it had just
- * arrived. A peer dropped meanwhile is kept (peer->dropped) until then and
- * freed here; one that says anything else meanwhile is heard as usual (a
- * sender waits for its plan after its manifest).
+ * arrived. Meanwhile its copy and decoded size count as held
+ * (wst_recv_reserve_have): many senders' manifests queued at once cannot
+ * exceed max-manifest-bytes before any of them is decoded. A peer dropped
+ * meanwhile is kept (peer->dropped) until then and freed here; one that says
+ * anything else meanwhile is heard as usual (a sender waits for its plan after
+ * its manifest).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@ static void have_decoded(void *arg)
     struct peer *p = j->p;
 
     p->have_decoding = 0;
+    wst_recv_unreserve_have(r, p);
     if (p->dropped || r->closing) {
         if (j->status == WST_OK)
             wst_msg_release(&j->m);

@@ -1,6 +1,7 @@
 /* peer_limits.c - what one authenticated sender, and all of them together,
  * may make the receiver hold: connections without a rank, shards in a
- * have manifest, bytes of decoded manifests (progress thread).
+ * have manifest, bytes of decoded manifests and of those still being
+ * unpacked (progress thread).
  *
  * A sender proves it holds the deployment's secret, but a bug or a
  * compromised trainer must still not exhaust the agent. The natural bound
@@ -51,16 +52,55 @@ wst_status_t wst_recv_limit_have(const struct wst_receiver *r, size_t n_entries,
     }
     if (bytes > r->limits.bytes ||
         r->manifest_bytes > r->limits.bytes - bytes) {
+        char pending[96] = "";
+        if (r->have_unpacking > 0)
+            snprintf(pending, sizeof(pending),
+                     " (%llu of them reserved by manifests being unpacked)",
+                     (unsigned long long)r->have_unpacking);
         snprintf(why, len,
                  "have manifest of %zu shards (%llu bytes decoded) would "
-                 "bring the manifests held to %llu bytes, over "
+                 "bring the manifests held to %llu bytes%s, over "
                  "max-manifest-bytes %llu",
                  n_entries, (unsigned long long)bytes,
-                 (unsigned long long)(r->manifest_bytes + bytes),
+                 (unsigned long long)(r->manifest_bytes + bytes), pending,
                  (unsigned long long)r->limits.bytes);
         return WST_ERR_TOO_LARGE;
     }
     return WST_OK;
+}
+
+wst_status_t wst_recv_reserve_have(struct wst_receiver *r, struct peer *p,
+                                   size_t n_entries, size_t wire_len, char *why,
+                                   size_t len)
+{
+    uint64_t bytes = (uint64_t)n_entries * sizeof(struct wst_have) + wire_len;
+
+    if (bytes > r->limits.bytes ||
+        r->manifest_bytes > r->limits.bytes - bytes) {
+        snprintf(why, len,
+                 "have manifest of %zu shards (%llu bytes to unpack it) "
+                 "would bring the manifests held to %llu bytes (%llu of "
+                 "them reserved by manifests being unpacked), over "
+                 "max-manifest-bytes %llu",
+                 n_entries, (unsigned long long)bytes,
+                 (unsigned long long)(r->manifest_bytes + bytes),
+                 (unsigned long long)r->have_unpacking,
+                 (unsigned long long)r->limits.bytes);
+        return WST_ERR_TOO_LARGE;
+    }
+    r->manifest_bytes += bytes;
+    r->have_unpacking += bytes;
+    p->have_reserved = bytes;
+    return WST_OK;
+}
+
+void wst_recv_unreserve_have(struct wst_receiver *r, struct peer *p)
+{
+    wst_recv_release_have(r, p->have_reserved);
+    r->have_unpacking -= p->have_reserved <= r->have_unpacking
+                             ? p->have_reserved
+                             : r->have_unpacking;
+    p->have_reserved = 0;
 }
 
 void wst_recv_hold_have(struct wst_receiver *r, struct peer *p)

@@ -62,8 +62,9 @@ struct peer {
     int have_done;
     int counted_unranked;      /* counted in r->n_unranked (before hello) */
     struct peer *retired_next; /* on r->retired: dropped, manifest kept */
-    int have_decoding; /* its manifest is being unpacked (have_decode.c) */
-    int dropped;       /* dropped meanwhile: freed when the manifest is back */
+    int have_decoding;      /* its manifest is being unpacked (have_decode.c) */
+    uint64_t have_reserved; /* counted as held meanwhile (peer_limits.c) */
+    int dropped; /* dropped meanwhile: freed when the manifest is back */
     int plan_sent;
     uint64_t plan_hash;  /* hash of this sender's slice of the plan */
     uint64_t data_token; /* random, in its plan: its data messages carry it */
@@ -129,7 +130,10 @@ struct wst_receiver {
 
     /* progress-thread state */
     uint32_t world_size;     /* senders; 0 until the first hello */
-    uint64_t manifest_bytes; /* decoded manifests held by peers now */
+    uint64_t manifest_bytes; /* decoded manifests held by peers now, and
+                                those being unpacked (have_unpacking) */
+    uint64_t have_unpacking; /* of those, reserved for manifests being
+                                unpacked: wire copy and decoded size */
     uint32_t n_unranked;     /* peers without hello now */
     struct peer **by_rank;   /* [world_size] */
     uint64_t first_have_ns;
@@ -222,6 +226,14 @@ wst_status_t wst_recv_limit_have(const struct wst_receiver *r, size_t n_entries,
  * it is freed. */
 void wst_recv_hold_have(struct wst_receiver *r, struct peer *p);
 void wst_recv_release_have(struct wst_receiver *r, uint64_t bytes);
+/* Before p's manifest of n_entries, wire_len bytes on the wire, is queued
+ * to be unpacked: its copy and its decoded size count as held until it is
+ * back (wst_recv_unreserve_have), so manifests waiting to be unpacked
+ * cannot together exceed the limit either. WST_ERR_TOO_LARGE: why[]. */
+wst_status_t wst_recv_reserve_have(struct wst_receiver *r, struct peer *p,
+                                   size_t n_entries, size_t wire_len, char *why,
+                                   size_t len);
+void wst_recv_unreserve_have(struct wst_receiver *r, struct peer *p);
 /* WST_OK when one more peer without a rank may stay (WST_ERR_BUSY). */
 wst_status_t wst_recv_limit_unranked(struct wst_receiver *r, char *why,
                                      size_t len);

@@ -654,6 +654,41 @@ static void test_bad_peer_manifest_over_limit(void **state)
     good_refit(f, 1);
 }
 
+static int setup_two_big_haves(void **state)
+{
+    /* One 400,000-shard manifest (about 190 MB decoded, 15 MB on the
+     * wire) fits in 300 MB; two do not. */
+    setenv("WST_MAX_MANIFEST_ENTRIES", "1048576", 1);
+    setenv("WST_MAX_MANIFEST_BYTES", "300m", 1);
+    int st = setup_with(state, NULL, 0);
+    unsetenv("WST_MAX_MANIFEST_ENTRIES");
+    unsetenv("WST_MAX_MANIFEST_BYTES");
+    return st;
+}
+
+/* (k) two senders' 400,000-shard manifests, sent back to back, where the
+ * limit holds one: the second is refused at once from its wire bytes,
+ * since the first, still being unpacked (seconds), counts as held.
+ * Before, a manifest being unpacked counted for nothing, so any number
+ * of senders could queue manifests of up to 64 MiB each (and their
+ * decoded size) before the first was held. */
+static void test_bad_peer_manifests_being_unpacked_count(void **state)
+{
+    struct bad_peer_fixture *f = *state;
+    struct big_have a = {0}, b = {0};
+
+    encode_big_have(f, 0, 2, 0, 400000, &a);
+    encode_big_have(f, 1, 2, 0, 400000, &b);
+    f->client.n_errors = 0;
+    send_encoded_have(f, &a);
+    send_encoded_have(f, &b);
+    expect_error(&f->client, WST_ERR_TOO_LARGE,
+                 "reserved by manifests being unpacked");
+    assert_true(it_agent_log_has(&f->agent, "max-manifest-bytes 314572800"));
+    assert_true(it_agent_alive(&f->agent));
+    assert_true(it_agent_shm_untouched(&f->agent));
+}
+
 /* At debug level the agent logs each control connection it accepts
  * ("accepted control connection from"), just before it counts it. */
 static const char *const one_unranked_args[] = {"--max-unranked-peers", "1",
@@ -860,6 +895,9 @@ int main(int argc, char **argv)
             teardown_fixture),
         cmocka_unit_test_setup_teardown(test_bad_peer_unranked_over_limit,
                                         setup_one_unranked, teardown_fixture),
+        cmocka_unit_test_setup_teardown(
+            test_bad_peer_manifests_being_unpacked_count, setup_two_big_haves,
+            teardown_fixture),
     };
 
     if (argc != 2) {
