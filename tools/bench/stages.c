@@ -7,8 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "clock.h"
 #include "median.h"
 
@@ -45,41 +43,36 @@ static void put(struct wst_bench_stages *st, enum wst_bench_stage stage,
     st->s[stage * st->repeats + repeat] = s;
 }
 
-static double json_double(struct json_object *o, const char *key)
+/* The agent's window and its first and last layer in, from agent 0's
+ * status file, if it is about 'version'; -1 otherwise (or not yet). */
+static int agent_times(struct wst_cluster *c, uint64_t version, double *agent_s,
+                       double *first_s, double *last_s, uint32_t *layers_p)
 {
-    struct json_object *v;
+    struct wst_agent_status as;
+    struct wst_layer_times *t;
+    int n, got;
 
-    return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v)
-                                                 : 0;
-}
-
-/* The agent's window and its first and last layer in, from one status
- * file object, if it is about 'version'; -1 otherwise. */
-static int parse_status(struct json_object *o, uint64_t version,
-                        double *agent_s, double *first_s, double *last_s,
-                        uint32_t *layers_p)
-{
-    struct json_object *v, *layers;
-    size_t n;
-
-    if (!json_object_object_get_ex(o, "committed_version", &v) ||
-        (uint64_t)json_object_get_uint64(v) != version ||
-        !json_object_object_get_ex(o, "layers", &layers) ||
-        !json_object_is_type(layers, json_type_array))
+    if (wst_cluster_agent_status(c, 0, &as) != 0 ||
+        as.committed_version != version)
         return -1;
-    *agent_s = json_double(o, "last_refit_seconds");
+    n = wst_cluster_agent_timeline(c, 0, NULL, 0); /* how many layers */
+    if (n < 0 || (t = calloc((size_t)n + 1, sizeof(*t))) == NULL)
+        return -1;
+    got = wst_cluster_agent_timeline(c, 0, t, (uint32_t)n);
+    if (got > n)
+        got = n;
+    *agent_s = as.last_refit_seconds;
     *first_s = *last_s = 0;
-    n = json_object_array_length(layers);
-    for (size_t i = 0; i < n; i++) {
-        double in =
-            json_double(json_object_array_get_idx(layers, i), "received");
+    for (int i = 0; i < got; i++) {
+        double in = t[i].received;
         if (in > 0 && (*first_s == 0 || in < *first_s))
             *first_s = in;
         if (in > *last_s)
             *last_s = in;
     }
-    *layers_p = (uint32_t)n;
-    return 0;
+    free(t);
+    *layers_p = (uint32_t)(got > 0 ? got : 0);
+    return got < 0 ? -1 : 0;
 }
 
 wst_status_t wst_bench_stages_add(struct wst_bench_stages *st, size_t repeat,
@@ -95,12 +88,8 @@ wst_status_t wst_bench_stages_add(struct wst_bench_stages *st, size_t repeat,
     /* The agent writes its status file just after it acknowledged the
      * commit, so the sender may see the commit first: poll briefly. */
     while (!found) {
-        struct json_object *o = json_object_from_file(c->agents[0].status_file);
-        if (o != NULL) {
-            found = parse_status(o, version, &agent, &first, &last,
-                                 &st->layers) == 0;
-            json_object_put(o);
-        }
+        found =
+            agent_times(c, version, &agent, &first, &last, &st->layers) == 0;
         if (!found && wst_now_ns() >= deadline) {
             st->have_agent = 0;
             return WST_ERR_TIMED_OUT;

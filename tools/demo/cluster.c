@@ -905,6 +905,7 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
     }
     st->plan_seconds = json_double(o, "plan_seconds");
     st->register_seconds = json_double(o, "register_seconds");
+    st->last_refit_seconds = json_double(o, "last_refit_seconds");
     json_object_put(o);
     return 0;
 }

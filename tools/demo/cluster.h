@@ -114,7 +114,8 @@ struct wst_agent_status {
     uint64_t refits_failed;
     double plan_seconds;
     double register_seconds;
-    uint64_t time_ns; /* when the agent wrote it */
+    double last_refit_seconds; /* begin acknowledgement to commit */
+    uint64_t time_ns;          /* when the agent wrote it */
     char reason[512];
     int refit_open;         /* a refit is under way ("refit" not null) */
     uint64_t refit_version; /* its version, with refit_open */
