@@ -11,41 +11,22 @@
 
 #include "layout_file.h"
 #include "log.h"
-
-/* MemAvailable from /proc/meminfo, in bytes. */
-static wst_status_t mem_available(struct agent *a, uint64_t *bytes_p)
-{
-    char line[256];
-    uint64_t kb = 0;
-    int found = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-
-    if (f == NULL) {
-        WST_ERROR(&a->log, "cannot read /proc/meminfo: %s", strerror(errno));
-        return WST_ERR_IO;
-    }
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1;
-    fclose(f);
-    if (!found) {
-        WST_ERROR(&a->log, "/proc/meminfo has no MemAvailable line");
-        return WST_ERR_IO;
-    }
-    *bytes_p = kb * 1024;
-    return WST_OK;
-}
+#include "meminfo.h"
 
 wst_status_t wst_region_memory_check_host(struct agent *a)
 {
     const struct wst_layout *l = &a->layout;
     uint64_t avail, sum = 0;
+    char why[256];
     wst_status_t st;
 
     if (l->shm[0] != '\0' || l->has_cuda_ipc || l->n_regions == 0)
         return WST_OK;
-    st = mem_available(a, &avail);
-    if (st != WST_OK)
+    st = wst_mem_available(&avail, why, sizeof(why));
+    if (st != WST_OK) {
+        WST_ERROR(&a->log, "%s", why);
         return st;
+    }
     for (size_t i = 0; i < l->n_regions; i++) {
         const struct wst_layout_region *r = &l->regions[i];
         /* Each is < INT64_MAX (the parser's bound): the sum cannot wrap

@@ -6,31 +6,19 @@
 #include <sys/statvfs.h>
 
 #include "errbuf.h"
+#include "meminfo.h"
 
 #define GIB (1ull << 30)
-
-/* MemAvailable in bytes; 0 when unknown. */
-static uint64_t mem_available(void)
-{
-    unsigned long long kib = 0;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-
-    if (f == NULL)
-        return 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kib * 1024;
-}
 
 wst_status_t wst_bench_host_memory_check(uint64_t size, char *err,
                                          size_t errlen)
 {
-    uint64_t avail = mem_available();
+    uint64_t avail = 0; /* unknown: not checked */
+    char why[256];
     struct statvfs vfs;
 
+    if (wst_mem_available(&avail, why, sizeof(why)) != WST_OK)
+        avail = 0;
     if (avail != 0 && 2 * size + GIB > avail) {
         wst_errf(err, errlen,
                  "--size %.1f GiB: the sender and the agent hold it twice, "
