@@ -116,6 +116,9 @@ enum wst_worker_rma {
     WST_WORKER_RMA_ALWAYS, /* also emulated: the put mover's own tests */
 };
 
+/* Data lanes a worker may have (wst_worker_params.lanes). */
+#define WST_WORKER_LANES_MAX 8
+
 struct wst_worker_params {
     const struct wst_logger *log; /* borrowed for the worker's lifetime */
     struct wst_worker_ops ops;
@@ -130,6 +133,11 @@ struct wst_worker_params {
      * the interface that has it (UCX_NET_DEVICES), unless the environment
      * sets UCX_NET_DEVICES. NULL, "" or "0.0.0.0": every interface. */
     const char *confine_ip;
+    /* Data lanes, 1..WST_WORKER_LANES_MAX (0: 1). Lane 0 is this worker's
+     * own UCX worker; each further lane is a UCX context and worker of
+     * its own with its own progress thread, which carries a share of the
+     * am mover's data messages (see "Data lanes" below). */
+    unsigned lanes;
 };
 
 typedef void (*wst_worker_fn)(void *arg);
@@ -270,6 +278,57 @@ void *wst_conn_user(const wst_conn_t *conn);
 
 /* "10.0.0.7:40123" for accepted peers, "host:port" for connected ones. */
 const char *wst_conn_name(const wst_conn_t *conn);
+
+/* ---- Data lanes ----
+ *
+ * A refit's data messages striped over several UCX workers, each
+ * progressed by a thread of its own (the bytes of one message are moved by
+ * one thread: over tcp its socket copies, over shared memory its cma
+ * reads). Lane 0 is the worker itself; lanes 1.. have their own context
+ * and worker (so that each can be confined to a NIC of its own). Control
+ * stays on the worker's own thread, and so does every callback: a data
+ * message that arrives on a lane is offered to ops.data_dest and reported
+ * to ops.data_done on the progress thread, as one on lane 0 is, and its
+ * bytes are then received by the lane's thread. A lane's thread never
+ * waits for the progress thread (it only posts to it), so the progress
+ * thread may wait for a lane. A data reset (wst_worker_data_reset) resets
+ * every lane; wst_worker_data_receiving counts their receives too.
+ */
+
+/* Any thread: the worker's data lanes (1: lane 0 only). */
+unsigned wst_worker_lanes(const wst_worker_t *worker);
+
+/* Progress thread: copies the UCX address of lane 'lane' (1 <= lane <
+ * wst_worker_lanes) into a new malloc'd buffer *addr_p of *len_p bytes,
+ * owned by the caller. */
+wst_status_t wst_worker_lane_address(wst_worker_t *worker, unsigned lane,
+                                     void **addr_p, size_t *len_p);
+
+/* Progress thread, after wst_conn_open_data: opens data endpoints from
+ * lanes 1..n of this worker to the peer's lane addresses addrs[0..n) with
+ * lengths lens[0..n) (lane i+1 to addrs[i]); n above this worker's lanes
+ * minus one is cut to it. peer_errors as for wst_conn_open_data. A lane
+ * endpoint's failure fails the connection (ops.conn_failed); closing the
+ * connection closes them. */
+wst_status_t wst_conn_open_lanes(wst_conn_t *conn, const void *const *addrs,
+                                 const size_t *lens, unsigned n,
+                                 int peer_errors);
+
+/* Progress thread: the connection's data lanes: 1 + lanes opened by
+ * wst_conn_open_lanes (1 when only lane 0, or none, is open). */
+unsigned wst_conn_lanes(const wst_conn_t *conn);
+
+typedef void (*wst_lane_send_cb)(void *arg, wst_status_t status);
+
+/* Progress thread: sends one data message (WST_AM_DATA, header 'hdr',
+ * 'len' bytes at 'src') on lane 'lane' (1 <= lane < wst_conn_lanes) of
+ * conn, with the ucp_am_send flags 'flags'; cb(arg, status) runs on the
+ * progress thread once the send completed or failed (never inside this
+ * call). hdr and src are borrowed until then. */
+wst_status_t wst_conn_lane_send(wst_conn_t *conn, unsigned lane,
+                                const struct wst_data_hdr *hdr,
+                                const void *src, size_t len, uint32_t flags,
+                                wst_lane_send_cb cb, void *arg);
 
 /* Why puts on the data endpoint do or do not run in hardware, naming the
  * lanes ("no lane puts in hardware: tcp/lo: zero-copy put only"); "" before
