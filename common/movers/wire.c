@@ -362,3 +362,9 @@ void wst_wire_destroy(struct wst_wire *m)
     if (m != NULL)
         m->ops->destroy(m);
 }
+
+void wst_wire_use_lanes(struct wst_wire *m, struct wst_conn *conn)
+{
+    (void)m;
+    (void)conn;
+}

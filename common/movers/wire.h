@@ -109,4 +109,12 @@ wst_status_t wst_wire_create(enum wst_mover_kind kind,
 
 void wst_wire_destroy(struct wst_wire *m);
 
+struct wst_conn;
+
+/* am only: stripe the wire's data messages over the data lanes of
+ * 'conn' (worker.h, "Data lanes"), the connection whose data endpoint
+ * the wire was made on and which outlives it. No effect with one lane or
+ * on a put wire. */
+void wst_wire_use_lanes(struct wst_wire *m, struct wst_conn *conn);
+
 #endif
