@@ -64,6 +64,8 @@ struct wst_conn *wst_conn_new(wst_worker_t *w, const char *name)
     if (c == NULL)
         return NULL;
     c->worker = w;
+    c->id = ++w->next_conn_id;
+    c->n_lanes = 1;
     c->fd = -1;
     c->last_rx = c->last_tx = wst_now_ns();
     snprintf(c->name, sizeof(c->name), "%s", name);

@@ -84,6 +84,7 @@ void wst_conn_close_pending(wst_worker_t *w)
         w->to_close = c->next;
         w->closing++;
         c->close_refs = 1;
+        wst_lanes_conn_close(c);
         if (c->data_ep != NULL && c->data_peer_errors)
             ep_close_force(c, c->data_ep);
         else if (c->data_ep != NULL)

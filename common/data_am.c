@@ -3,6 +3,17 @@
  * destination; a message it has no room for is parked, with every later
  * one behind it, until wst_worker_data_resume; data_done reports the bytes
  * landed (or failed).
+ *
+ * A message that arrives on a data lane (lane.c) is relayed: the lane's
+ * thread hands it to its main worker (a struct wst_relay, holding the
+ * rendezvous descriptor or a copy of the eager bytes), which places it
+ * as above, parks it among its own, or drops it; a placed rendezvous
+ * message goes back to the lane, whose thread receives the bytes and
+ * reports them to the main thread again. Every callback of the owner
+ * runs on the main worker's thread.
+ *
+ *   lane: AM ──relay──▶ main: data_dest ──dest──▶ lane: receive
+ *                        main: data_done ◀──done── lane
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +29,20 @@ struct wst_pending_data {
     struct wst_data_hdr hdr;
     size_t len;
     void *dest;
+    struct wst_relay *relay; /* on a lane: reported through it */
+};
+
+/* A data message a lane received, owned by whichever thread holds it. */
+struct wst_relay {
+    wst_worker_t *main;
+    wst_worker_t *lane;
+    uint64_t gen; /* the lane's lane_gen when it arrived */
+    struct wst_data_hdr hdr;
+    size_t len;
+    void *desc; /* rendezvous descriptor on the lane's worker, or NULL */
+    void *dest;
+    wst_status_t status;
+    unsigned char bytes[]; /* the eager payload when desc is NULL */
 };
 
 /* A data message whose owner had no room for it yet (data_dest said
@@ -28,8 +53,9 @@ struct wst_parked_data {
     struct wst_parked_data *next;
     struct wst_data_hdr hdr;
     size_t len;
-    void *desc;            /* rendezvous descriptor, or NULL */
-    unsigned char bytes[]; /* the eager payload when desc is NULL */
+    struct wst_relay *relay; /* a lane's message (desc and bytes unused) */
+    void *desc;              /* rendezvous descriptor, or NULL */
+    unsigned char bytes[];   /* the eager payload when desc is NULL */
 };
 
 /* Receives the LENGTH bytes of the rendezvous message DESC into DEST;
@@ -52,6 +78,8 @@ static void am_recv_data(wst_worker_t *w, void *desc, void *dest, size_t length,
     else if (UCS_PTR_IS_ERR(req))
         done(NULL, UCS_PTR_STATUS(req), 0, arg);
 }
+
+static void relay_report(struct wst_relay *r, wst_status_t status);
 
 static void pending_link(wst_worker_t *w, struct wst_pending_data *pd)
 {
@@ -77,7 +105,9 @@ static void pending_end(struct wst_pending_data *pd, wst_status_t status)
         pd->next->prev = pd->prev;
     w->n_receiving--;
     w->busy--;
-    if (w->ops.data_done != NULL)
+    if (pd->relay != NULL)
+        relay_report(pd->relay, status);
+    else if (w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &pd->hdr, pd->dest, pd->len, status);
     free(pd);
 }
@@ -95,6 +125,178 @@ void wst_data_am_cancel_receiving(wst_worker_t *w)
 {
     while (w->receiving != NULL)
         pending_end(w->receiving, WST_ERR_CANCELED);
+}
+
+/* ---- relaying a lane's messages ---- */
+
+static void data_recv_done(void *request, ucs_status_t status, size_t length,
+                           void *user_data);
+
+/* Main thread: the lane's receive of r ended. */
+static void relay_done_run(void *arg)
+{
+    struct wst_relay *r = arg;
+    wst_worker_t *w = r->main;
+
+    w->n_relayed--;
+    if (w->ops.data_done != NULL)
+        w->ops.data_done(w->ops.arg, &r->hdr, r->dest, r->len, r->status);
+    free(r);
+}
+
+/* Lane thread: tells the main thread how r's receive ended. */
+static void relay_report(struct wst_relay *r, wst_status_t status)
+{
+    r->status = status;
+    if (wst_worker_post(r->main, relay_done_run, r) == WST_ERR_NO_MEMORY) {
+        WST_ERROR(r->lane->log, "a data lane's receive report was lost");
+        free(r);
+    }
+}
+
+/* Lane thread: receives r's bytes into the destination the main thread
+ * chose, unless the lane was reset since r arrived. */
+static void relay_recv_run(void *arg)
+{
+    struct wst_relay *r = arg;
+    wst_worker_t *lane = r->lane;
+
+    if (r->gen != lane->lane_gen || lane->worker == NULL) {
+        relay_report(r, WST_ERR_CANCELED);
+        return;
+    }
+    struct wst_pending_data *pd = malloc(sizeof(*pd));
+    if (pd == NULL) {
+        ucp_am_data_release(lane->worker, r->desc);
+        relay_report(r, WST_ERR_NO_MEMORY);
+        return;
+    }
+    pd->worker = lane;
+    pd->relay = r;
+    pd->hdr = r->hdr;
+    pd->len = r->len;
+    pd->dest = r->dest;
+    pending_link(lane, pd);
+    am_recv_data(lane, r->desc, r->dest, r->len, data_recv_done, pd);
+}
+
+/* Lane thread: gives back a dropped message's descriptor. */
+static void relay_release_run(void *arg)
+{
+    struct wst_relay *r = arg;
+    wst_worker_t *lane = r->lane;
+
+    if (r->gen == lane->lane_gen && lane->worker != NULL)
+        ucp_am_data_release(lane->worker, r->desc);
+    free(r);
+}
+
+/* Main thread: r is not received; its descriptor goes back to the lane
+ * ('release'), unless the lanes are being destroyed or reset anyway. */
+static void relay_drop(wst_worker_t *w, struct wst_relay *r, int release)
+{
+    if (r->desc != NULL && release && !w->lanes_gone &&
+        wst_worker_post(r->lane, relay_release_run, r) != WST_ERR_NO_MEMORY)
+        return;
+    free(r);
+}
+
+/* Main thread: r goes to 'dest'. Eager bytes are copied here; a
+ * rendezvous message is received by its lane. */
+static void relay_place(wst_worker_t *w, struct wst_relay *r, void *dest)
+{
+    wst_status_t st = WST_ERR_CANCELED;
+
+    if (r->desc == NULL) {
+        memcpy(dest, r->bytes, r->len);
+        st = WST_OK;
+    } else if (!w->lanes_gone) {
+        r->dest = dest;
+        w->n_relayed++;
+        if (wst_worker_post(r->lane, relay_recv_run, r) != WST_ERR_NO_MEMORY)
+            return;
+        w->n_relayed--;
+        st = WST_ERR_NO_MEMORY;
+    }
+    if (w->ops.data_done != NULL)
+        w->ops.data_done(w->ops.arg, &r->hdr, dest, r->len, st);
+    free(r);
+}
+
+static void park(wst_worker_t *w, struct wst_parked_data *pk)
+{
+    w->parked_total++;
+    if (w->parked_tail != NULL)
+        w->parked_tail->next = pk;
+    else
+        w->parked = pk;
+    w->parked_tail = pk;
+}
+
+/* Main thread: a lane's message offered to the owner like one of ours. */
+static void relay_offer_run(void *arg)
+{
+    struct wst_relay *r = arg;
+    wst_worker_t *w = r->main;
+    void *dest = NULL;
+    wst_status_t st;
+
+    if (w->lanes_gone) {
+        free(r);
+        return;
+    }
+    st = w->parked != NULL
+             ? WST_ERR_BUSY
+             : w->ops.data_dest(w->ops.arg, &r->hdr, r->len, &dest);
+    if (st == WST_OK) {
+        relay_place(w, r, dest);
+    } else if (st == WST_ERR_BUSY) {
+        struct wst_parked_data *pk = malloc(sizeof(*pk));
+        if (pk == NULL) {
+            WST_ERROR(w->log, "no memory to park a %zu-byte data message",
+                      r->len);
+            if (w->ops.data_done != NULL)
+                w->ops.data_done(w->ops.arg, &r->hdr, NULL, r->len,
+                                 WST_ERR_NO_MEMORY);
+            relay_drop(w, r, 1);
+            return;
+        }
+        pk->next = NULL;
+        pk->hdr = r->hdr;
+        pk->len = r->len;
+        pk->relay = r;
+        pk->desc = NULL;
+        park(w, pk);
+    } else {
+        relay_drop(w, r, 1);
+    }
+}
+
+ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
+                               void *data, size_t length, int rndv)
+{
+    struct wst_relay *r = malloc(sizeof(*r) + (rndv ? 0 : length));
+
+    if (r == NULL) {
+        WST_ERROR(lane->log, "no memory to relay a %zu-byte data message",
+                  length);
+        return UCS_OK; /* dropped: UCX answers a rendezvous sender */
+    }
+    r->main = lane->main;
+    r->lane = lane;
+    r->gen = lane->lane_gen;
+    memcpy(&r->hdr, header, sizeof(r->hdr));
+    r->len = length;
+    r->desc = rndv ? data : NULL;
+    r->dest = NULL;
+    r->status = WST_OK;
+    if (!rndv)
+        memcpy(r->bytes, data, length);
+    if (wst_worker_post(lane->main, relay_offer_run, r) == WST_ERR_NO_MEMORY) {
+        free(r);
+        return UCS_OK;
+    }
+    return rndv ? UCS_INPROGRESS : UCS_OK;
 }
 
 /* Receives one accepted data message into 'dest': a rendezvous descriptor
@@ -120,6 +322,7 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
         return;
     }
     pd->worker = w;
+    pd->relay = NULL;
     pending_link(w, pd);
     pd->hdr = *hdr;
     pd->len = length;
@@ -143,15 +346,11 @@ static ucs_status_t data_park(wst_worker_t *w, const struct wst_data_hdr *hdr,
     pk->next = NULL;
     pk->hdr = *hdr;
     pk->len = length;
+    pk->relay = NULL;
     pk->desc = rndv ? data : NULL;
     if (!rndv)
         memcpy(pk->bytes, data, length);
-    w->parked_total++;
-    if (w->parked_tail != NULL)
-        w->parked_tail->next = pk;
-    else
-        w->parked = pk;
-    w->parked_tail = pk;
+    park(w, pk);
     return rndv ? UCS_INPROGRESS : UCS_OK;
 }
 
@@ -165,6 +364,8 @@ ucs_status_t wst_data_am_recv(void *arg, const void *header,
     void *dest = NULL;
     wst_status_t st;
 
+    if (header_length == sizeof(hdr) && w->main != NULL)
+        return wst_data_relay_in(w, header, data, length, rndv);
     if (header_length != sizeof(hdr) || w->ops.data_dest == NULL) {
         WST_WARN(w->log, "data message with a %zu-byte header dropped",
                  header_length);
@@ -192,7 +393,9 @@ drop:
 static void parked_free(wst_worker_t *w, struct wst_parked_data *pk,
                         int release)
 {
-    if (pk->desc != NULL && release)
+    if (pk->relay != NULL)
+        relay_drop(w, pk->relay, release);
+    else if (pk->desc != NULL && release)
         ucp_am_data_release(w->worker, pk->desc);
     free(pk);
 }
@@ -226,7 +429,10 @@ void wst_worker_data_resume(wst_worker_t *w)
         w->parked = pk->next;
         if (w->parked == NULL)
             w->parked_tail = NULL;
-        if (st == WST_OK) {
+        if (st == WST_OK && pk->relay != NULL) {
+            relay_place(w, pk->relay, dest);
+            free(pk);
+        } else if (st == WST_OK) {
             data_receive(w, &pk->hdr, pk->desc, pk->bytes, pk->len, dest, 0);
             free(pk);
         } else {

@@ -285,8 +285,11 @@ static void data_reset(wst_worker_t *w)
     w->retired[w->n_retired++] = data_worker_detach(w);
     /* UCX never reports them now: each is cancelled here. */
     wst_data_am_cancel_receiving(w);
+    if (w->main != NULL)
+        w->lane_gen++; /* messages held for the old worker are void */
     ucs_status_t st = data_worker_open(w);
     w->in_progress = 0;
+    wst_lanes_data_reset(w); /* theirs are of the same refit */
     if (st != UCS_OK) {
         /* No data can arrive; senders are told (an empty address) until
          * wst_worker_address makes one. */
@@ -297,9 +300,10 @@ static void data_reset(wst_worker_t *w)
         return;
     }
     WST_INFO(w->log,
-             "data worker reset: %zu receives in flight will never land "
+             "data worker%s reset: %zu receives in flight will never land "
              "(%d of %d retired workers held); new UCX address",
-             n, w->n_retired, WST_DATA_RETIRED_MAX);
+             w->main != NULL ? " of a lane" : "", n, w->n_retired,
+             WST_DATA_RETIRED_MAX);
 }
 
 int wst_worker_data_reset(wst_worker_t *w)
@@ -316,12 +320,15 @@ int wst_worker_data_reset(wst_worker_t *w)
 
 size_t wst_worker_data_receiving(const wst_worker_t *w)
 {
-    return w->n_receiving;
+    return w->n_receiving + w->n_relayed;
 }
 
 int wst_worker_data_reset_room(const wst_worker_t *w)
 {
-    return WST_DATA_RETIRED_MAX - w->n_retired;
+    int room = WST_DATA_RETIRED_MAX - w->n_retired;
+    int lanes = wst_lanes_reset_room(w);
+
+    return lanes < room ? lanes : room;
 }
 
 static void ucx_fini(wst_worker_t *w)
@@ -466,11 +473,32 @@ static void *progress_main(void *arg)
 wst_status_t wst_worker_create(const struct wst_worker_params *params,
                                wst_worker_t **worker_p)
 {
+    wst_worker_t *w = NULL;
+    wst_status_t status = wst_worker_start(params, NULL, 0, &w);
+
+    if (status != WST_OK)
+        return status;
+    status = wst_lanes_start(w, params);
+    if (status != WST_OK) {
+        wst_worker_destroy(w);
+        return status;
+    }
+    *worker_p = w;
+    return WST_OK;
+}
+
+wst_status_t wst_worker_start(const struct wst_worker_params *params,
+                              wst_worker_t *main, unsigned index,
+                              wst_worker_t **worker_p)
+{
     wst_status_t status = WST_ERR_NO_MEMORY;
     wst_worker_t *w = calloc(1, sizeof(*w));
 
     if (w == NULL)
         return WST_ERR_NO_MEMORY;
+    w->main = main;
+    w->lane_index = index;
+    w->n_lanes = 1;
     w->log = params->log;
     w->ops = params->ops;
     w->listen_fd = -1;
@@ -503,7 +531,7 @@ wst_status_t wst_worker_create(const struct wst_worker_params *params,
         goto err_close_epfd;
     if (pthread_create(&w->thread, NULL, progress_main, w) != 0)
         goto err_close_epfd;
-    wst_thread_name(w->thread, "wst-progress");
+    wst_thread_name(w->thread, main != NULL ? "wst-lane" : "wst-progress");
     pthread_mutex_lock(&w->lock);
     while (!w->start_done)
         pthread_cond_wait(&w->started, &w->lock);
@@ -537,6 +565,7 @@ void wst_worker_destroy(wst_worker_t *w)
 {
     if (w == NULL)
         return;
+    wst_lanes_stop(w); /* they post to this worker until they stop */
     wst_worker_post(w, set_stop, w);
     pthread_join(w->thread, NULL);
     for (struct wst_post *p = w->head; p != NULL;) {

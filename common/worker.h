@@ -318,6 +318,11 @@ wst_status_t wst_conn_open_lanes(wst_conn_t *conn, const void *const *addrs,
  * wst_conn_open_lanes (1 when only lane 0, or none, is open). */
 unsigned wst_conn_lanes(const wst_conn_t *conn);
 
+/* Progress thread: wst_worker_busy for each data lane: a receiver polls
+ * its lanes while a refit runs (a message arriving over shared memory
+ * raises no event on a lane's fd either). */
+void wst_worker_lanes_busy(wst_worker_t *worker, int delta);
+
 typedef void (*wst_lane_send_cb)(void *arg, wst_status_t status);
 
 /* Progress thread: sends one data message (WST_AM_DATA, header 'hdr',
@@ -326,9 +331,9 @@ typedef void (*wst_lane_send_cb)(void *arg, wst_status_t status);
  * progress thread once the send completed or failed (never inside this
  * call). hdr and src are borrowed until then. */
 wst_status_t wst_conn_lane_send(wst_conn_t *conn, unsigned lane,
-                                const struct wst_data_hdr *hdr,
-                                const void *src, size_t len, uint32_t flags,
-                                wst_lane_send_cb cb, void *arg);
+                                const struct wst_data_hdr *hdr, const void *src,
+                                size_t len, uint32_t flags, wst_lane_send_cb cb,
+                                void *arg);
 
 /* Why puts on the data endpoint do or do not run in hardware, naming the
  * lanes ("no lane puts in hardware: tcp/lo: zero-copy put only"); "" before

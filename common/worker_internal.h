@@ -33,6 +33,7 @@ struct wst_out;
 struct wst_conn {
     struct wst_conn *next;
     wst_worker_t *worker;
+    uint64_t id;      /* unique in its worker: lanes name it by this */
     ucp_ep_h data_ep; /* NULL until opened */
     void *user;
     int failed;
@@ -44,6 +45,13 @@ struct wst_conn {
     int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
     char rma_why[256]; /* why puts on data_ep do or do not run in hardware */
+    /* Data lanes (lane.c): [1..n_lanes) are connections of the lane
+     * workers, touched only on their threads; n_lanes is 1 + those
+     * opened. On a lane's connection, main_id is the id of the
+     * connection it belongs to. */
+    struct wst_conn *lane_conns[WST_WORKER_LANES_MAX];
+    unsigned n_lanes;
+    uint64_t main_id;
 
     /* The control channel (channel.c): our socket, its handshake, frames */
     int fd;          /* -1 once closed */
@@ -104,6 +112,18 @@ struct wst_worker {
     int n_retired;
     struct wst_parked_data *parked, *parked_tail;
     uint64_t parked_total; /* messages ever parked */
+    uint64_t next_conn_id;
+
+    /* Data lanes (lane.c). On a worker with lanes: */
+    wst_worker_t *lanes[WST_WORKER_LANES_MAX]; /* [1..n_lanes) */
+    unsigned n_lanes;                          /* 1: lane 0 only */
+    int lanes_gone;   /* being destroyed: nothing more is posted to them */
+    size_t n_relayed; /* lanes' messages placed, not yet reported */
+    /* On a lane: the worker it carries data for, its index, and the
+     * number of its data resets (messages of an older one are void). */
+    wst_worker_t *main;
+    unsigned lane_index;
+    uint64_t lane_gen;
 
     pthread_t thread;
     int epfd;
@@ -169,6 +189,33 @@ void wst_data_am_drop_parked(wst_worker_t *w, int release);
 /* After the worker the receives were posted on was destroyed: reports each
  * receive still held as WST_ERR_CANCELED and frees it. */
 void wst_data_am_cancel_receiving(wst_worker_t *w);
+
+/* lane.c */
+/* Starts lanes 1..params->lanes-1 of a new worker w (progress thread not
+ * yet running anything else). */
+wst_status_t wst_lanes_start(wst_worker_t *w,
+                             const struct wst_worker_params *params);
+/* Before w's own thread stops: stops and frees its lanes. Not on any
+ * progress thread. */
+void wst_lanes_stop(wst_worker_t *w);
+/* Progress thread of w, after its own data reset: resets every lane. */
+void wst_lanes_data_reset(wst_worker_t *w);
+/* Lanes' retired-worker room, the smallest. */
+int wst_lanes_reset_room(const wst_worker_t *w);
+/* Progress thread: closes the lane connections of c (being closed). */
+void wst_lanes_conn_close(struct wst_conn *c);
+/* A lane's connection failed (its ops.conn_failed; lane thread). */
+void wst_lanes_conn_failed(void *arg, wst_conn_t *conn, wst_status_t status,
+                           const char *why);
+/* Creates a worker; main non-NULL makes it lane 'index' of main. */
+wst_status_t wst_worker_start(const struct wst_worker_params *params,
+                              wst_worker_t *main, unsigned index,
+                              wst_worker_t **worker_p);
+
+/* data_am.c, relaying: a lane's data message handed to its main worker
+ * (lane thread). Returns the AM callback's status. */
+ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
+                               void *data, size_t length, int rndv);
 
 /* heartbeat.c: closes lingering connections that are due, sends the
  * heartbeats that are due and fails connections gone silent. */

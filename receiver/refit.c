@@ -192,6 +192,7 @@ static void poll_worker(struct wst_receiver *r, int on)
     if (on == r->polling)
         return;
     wst_worker_busy(r->worker, on ? +1 : -1);
+    wst_worker_lanes_busy(r->worker, on ? +1 : -1);
     r->polling = on;
 }
 

@@ -13,6 +13,8 @@ struct move_req {
     struct move_req *next; /* in the mover's free list */
     struct wst_wire *m;
     uint64_t epoch;
+    unsigned lane;   /* the data lane it went on (0: m->ep) */
+    uint64_t length; /* its bytes, counted in m->lane_bytes[lane] */
     wst_wire_cb cb;
     void *arg;
     struct wst_data_hdr hdr;
@@ -74,19 +76,13 @@ static void req_release(struct wst_wire *m, struct move_req *r)
     m->free_reqs = r;
 }
 
-static void move_done(void *request, ucs_status_t status, void *user_data)
+static void move_finish(struct move_req *r, wst_status_t st)
 {
-    struct move_req *r = user_data;
     struct wst_wire *m = r->m;
-    wst_status_t st = wst_status_from_ucs(status);
-
-    if (request != NULL) {
-        ucp_request_free(request);
-        wst_worker_busy(m->worker, -1);
-    }
     wst_wire_cb cb = r->cb;
     void *arg = r->arg;
 
+    m->lane_bytes[r->lane] -= r->length;
     m->outstanding--;
     m->in_epoch[r->epoch & 1]--;
     if (st != WST_OK && m->error == WST_OK)
@@ -104,6 +100,23 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
     maybe_fire_fence(m);
 }
 
+static void move_done(void *request, ucs_status_t status, void *user_data)
+{
+    struct move_req *r = user_data;
+
+    if (request != NULL) {
+        ucp_request_free(request);
+        wst_worker_busy(r->m->worker, -1);
+    }
+    move_finish(r, wst_status_from_ucs(status));
+}
+
+/* A move on a data lane ended (progress thread, posted by the lane). */
+static void lane_move_done(void *arg, wst_status_t status)
+{
+    move_finish(arg, status);
+}
+
 /* Counts r as outstanding before it is handed to UCX. The call may fail
  * the endpoint under it (a send that meets a dead peer): UCX then
  * completes this mover's other requests with an error inside the call,
@@ -114,6 +127,7 @@ static void move_done(void *request, ucs_status_t status, void *user_data)
  * on the 16-core GPU host). */
 static void track_begin(struct wst_wire *m, struct move_req *r)
 {
+    m->lane_bytes[r->lane] += r->length;
     m->outstanding++;
     m->in_epoch[r->epoch & 1]++;
 }
@@ -130,6 +144,7 @@ static wst_status_t track(struct wst_wire *m, struct move_req *r,
     if (UCS_PTR_IS_ERR(req)) {
         wst_status_t st = wst_status_from_ucs(UCS_PTR_STATUS(req));
 
+        m->lane_bytes[r->lane] -= r->length;
         m->outstanding--;
         m->in_epoch[r->epoch & 1]--;
         req_release(m, r);
@@ -155,6 +170,8 @@ static struct move_req *req_new(struct wst_wire *m, wst_wire_cb cb, void *arg)
     if (r != NULL) {
         r->m = m;
         r->epoch = m->epoch;
+        r->lane = 0;
+        r->length = 0;
         r->cb = cb;
         r->arg = arg;
     }
@@ -220,6 +237,34 @@ static wst_status_t flush(struct wst_wire *m, wst_wire_cb cb, void *arg)
     return track(m, r, ucp_ep_flush_nbx(m->ep, &p));
 }
 
+/* The lane with the fewest bytes in flight: a slow lane takes fewer. */
+static unsigned pick_lane(const struct wst_wire *m)
+{
+    unsigned best = 0;
+
+    for (unsigned i = 1; i < m->n_lanes; i++)
+        if (m->lane_bytes[i] < m->lane_bytes[best])
+            best = i;
+    return best;
+}
+
+/* track() for a move handed to a data lane: it completes later, through
+ * lane_move_done, unless the hand-over failed. */
+static wst_status_t lane_track(struct wst_wire *m, struct move_req *r,
+                               wst_status_t st)
+{
+    if (st == WST_OK)
+        return WST_OK;
+    m->lane_bytes[r->lane] -= r->length;
+    m->outstanding--;
+    m->in_epoch[r->epoch & 1]--;
+    req_release(m, r);
+    WST_ERROR(m->log, "move on data lane %u failed: %s", r->lane,
+              wst_status_string(st));
+    free_if_released(m);
+    return st;
+}
+
 static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
                             wst_wire_cb cb, void *arg)
 {
@@ -246,7 +291,14 @@ static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
                                            : UCP_AM_SEND_FLAG_EAGER,
         .memh = mv->src_memh,
     };
+    r->lane = pick_lane(m);
+    r->length = mv->length;
     track_begin(m, r);
+    if (r->lane != 0)
+        return lane_track(m, r,
+                          wst_conn_lane_send(m->conn, r->lane, &r->hdr, mv->src,
+                                             mv->length, p.flags,
+                                             lane_move_done, r));
     return track(m, r,
                  ucp_am_send_nbx(m->ep, WST_AM_DATA, &r->hdr, sizeof(r->hdr),
                                  mv->src, mv->length, &p));
@@ -328,6 +380,7 @@ wst_status_t wst_wire_create(enum wst_mover_kind kind,
     if (m == NULL)
         return WST_ERR_NO_MEMORY;
     m->ops = kind == WST_MOVER_PUT ? &put_ops : &am_ops;
+    m->n_lanes = 1;
     m->log = log;
     m->worker = worker;
     m->ep = ep;
@@ -365,6 +418,8 @@ void wst_wire_destroy(struct wst_wire *m)
 
 void wst_wire_use_lanes(struct wst_wire *m, struct wst_conn *conn)
 {
-    (void)m;
-    (void)conn;
+    if (m->ops->kind != WST_MOVER_AM || wst_conn_lanes(conn) <= 1)
+        return;
+    m->conn = conn;
+    m->n_lanes = wst_conn_lanes(conn);
 }

@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "mover_kind.h"
+#include "worker.h"
 
 typedef void (*wst_wire_cb)(void *arg, wst_status_t status);
 
@@ -89,6 +90,12 @@ struct wst_wire {
     int destroyed;      /* freed when the last outstanding move completes */
     int in_callback;    /* move callbacks running (one may destroy) */
     struct move_req *free_reqs; /* recycled completion contexts (owned) */
+    /* am with lanes (wst_wire_use_lanes): the connection whose lanes carry
+     * a share of the moves, each move on the lane with the fewest bytes
+     * in flight (lane 0 is ep). */
+    struct wst_conn *conn;
+    unsigned n_lanes;
+    uint64_t lane_bytes[WST_WORKER_LANES_MAX];
 };
 
 /* Destroying a mover with moves in flight is allowed (its endpoint closed

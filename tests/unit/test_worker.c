@@ -29,6 +29,7 @@
 #include "lanes.h"
 #include "transports.h"
 #include "worker.h"
+#include "worker_internal.h" /* a lane's worker, to stop its thread */
 
 #define WAIT_S 10.0
 #define BIG_LEN (1u << 20) /* a data message that goes by rendezvous */
@@ -59,6 +60,9 @@ struct side {
     void (*dest_hook)(void *arg);
     void *dest_hook_arg;
     int dest_hook_at;
+    unsigned lanes;        /* data lanes of the worker */
+    pthread_t main_thread; /* its progress thread (lanes: filled in) */
+    int done_elsewhere;    /* data_done calls on another thread */
     int n_done;
     wst_status_t done_status;
     struct wst_data_hdr done_hdr;
@@ -162,6 +166,8 @@ static void on_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
     struct side *s = arg;
 
     pthread_mutex_lock(&s->lock);
+    if (s->lanes > 1 && !pthread_equal(pthread_self(), s->main_thread))
+        s->done_elsewhere++;
     s->done_hdr = *hdr;
     s->done_dest = dest;
     s->done_len = len;
@@ -188,6 +194,7 @@ static wst_status_t side_start(struct side *s,
         /* The worker's own puts are tested here, on lanes that may only
          * emulate them. */
         .rma = WST_WORKER_RMA_ALWAYS,
+        .lanes = s->lanes,
     };
 
     wst_logger_init(&s->log, "test", WST_LOG_WARN);
@@ -334,10 +341,14 @@ static int pair_connect(struct pair *p)
     return 0;
 }
 
-static int pair_setup_with(void **state, const struct wst_heartbeat_params *hb)
+static int pair_setup_lanes_with(void **state,
+                                 const struct wst_heartbeat_params *hb,
+                                 unsigned lanes)
 {
     struct pair *p = calloc(1, sizeof(*p));
 
+    if (p != NULL)
+        p->srv.lanes = p->cli.lanes = lanes;
     if (p == NULL || side_start(&p->srv, hb) != WST_OK) {
         free(p);
         return -1;
@@ -357,9 +368,20 @@ static int pair_setup_with(void **state, const struct wst_heartbeat_params *hb)
     return 0;
 }
 
+static int pair_setup_with(void **state, const struct wst_heartbeat_params *hb)
+{
+    return pair_setup_lanes_with(state, hb, 0);
+}
+
 static int pair_setup(void **state)
 {
     return pair_setup_with(state, NULL);
+}
+
+/* Both sides with three data lanes. */
+static int pair_setup_lanes(void **state)
+{
+    return pair_setup_lanes_with(state, NULL, 3);
 }
 
 /* The heartbeat numbered seq, as text: "hb <seq>". */
@@ -1197,6 +1219,308 @@ static void check_lanes(const struct open_data_call *oc, const char *why)
 /* The lanes module's answer under the process's UCX_TLS. Without RDMA,
  * puts over tcp and over shared memory are emulated (the am mover), and
  * peer-failure mode keeps data off shared memory. */
+/* ---- data lanes ---- */
+
+static void do_self(void *arg)
+{
+    *(pthread_t *)arg = pthread_self();
+}
+
+struct lane_addr_call {
+    wst_worker_t *w;
+    unsigned lane;
+    void *addr;
+    size_t len;
+    wst_status_t st;
+};
+
+static void do_lane_address(void *arg)
+{
+    struct lane_addr_call *c = arg;
+
+    c->st = wst_worker_lane_address(c->w, c->lane, &c->addr, &c->len);
+}
+
+struct open_lanes_call {
+    wst_conn_t *conn;
+    void *addrs[2];
+    size_t lens[2];
+    int peer_errors;
+    wst_status_t st;
+    unsigned lanes;
+};
+
+static void do_open_lanes(void *arg)
+{
+    struct open_lanes_call *c = arg;
+
+    c->st = wst_conn_open_lanes(c->conn, (const void *const *)c->addrs, c->lens,
+                                2, c->peer_errors);
+    c->lanes = wst_conn_lanes(c->conn);
+}
+
+/* The server's two further lanes' addresses. */
+static void lane_addresses(struct pair *p, struct open_lanes_call *ol)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        struct lane_addr_call la = {.w = p->srv.w, .lane = i + 1};
+        assert_int_equal(wst_worker_call(p->srv.w, do_lane_address, &la),
+                         WST_OK);
+        assert_int_equal(la.st, WST_OK);
+        ol->addrs[i] = la.addr;
+        ol->lens[i] = la.len;
+    }
+}
+
+/* A zeroed destination of 'len' bytes on the server, and the client's
+ * data endpoints on all three lanes (peer-failure mode) to it. */
+static void lanes_ready(struct pair *p, size_t len)
+{
+    struct open_data_call oc = {0};
+    struct open_lanes_call ol = {.conn = p->conn, .peer_errors = 1};
+
+    p->srv.dest = calloc(1, len);
+    p->srv.dest_len = len;
+    assert_non_null(p->srv.dest);
+    assert_int_equal(wst_worker_call(p->srv.w, do_self, &p->srv.main_thread),
+                     WST_OK);
+    assert_int_equal(wst_worker_lanes(p->srv.w), 3);
+    client_says(p, "hello");
+    open_data(p, 1, &oc);
+    lane_addresses(p, &ol);
+    assert_int_equal(wst_worker_call(p->cli.w, do_open_lanes, &ol), WST_OK);
+    free(ol.addrs[0]);
+    free(ol.addrs[1]);
+    assert_int_equal(ol.st, WST_OK);
+    assert_int_equal(ol.lanes, 3);
+}
+
+/* One data message sent on a lane of the client's connection. */
+struct lane_send_call {
+    wst_conn_t *conn;
+    unsigned lane;
+    struct wst_data_hdr hdr;
+    const void *src;
+    size_t len;
+    pthread_t call_thread, cb_thread;
+    wst_status_t st, done_st;
+    int done;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+};
+
+static void lane_sent(void *arg, wst_status_t status)
+{
+    struct lane_send_call *c = arg;
+
+    pthread_mutex_lock(&c->lock);
+    c->done_st = status;
+    c->cb_thread = pthread_self();
+    c->done = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void do_lane_send(void *arg)
+{
+    struct lane_send_call *c = arg;
+
+    c->call_thread = pthread_self();
+    c->st = wst_conn_lane_send(c->conn, c->lane, &c->hdr, c->src, c->len,
+                               c->len > 8192 ? UCP_AM_SEND_FLAG_RNDV
+                                             : UCP_AM_SEND_FLAG_EAGER,
+                               lane_sent, c);
+}
+
+/* Starts sending 'len' bytes of src on 'lane', for offset 'offset' of the
+ * server's destination. */
+static void lane_send_start(struct pair *p, struct lane_send_call *c,
+                            unsigned lane, uint32_t item, uint64_t offset,
+                            const void *src, size_t len)
+{
+    memset(c, 0, sizeof(*c));
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->conn = p->conn;
+    c->lane = lane;
+    c->hdr = (struct wst_data_hdr){.token = 0x5eed00000007ull,
+                                   .rank = 2,
+                                   .item = item,
+                                   .offset = offset,
+                                   .version = 3,
+                                   .count = 1};
+    c->src = src;
+    c->len = len;
+    assert_int_equal(wst_worker_post(p->cli.w, do_lane_send, c), WST_OK);
+}
+
+/* Waits, bounded, for the send's callback; 1 when it came. */
+static int lane_send_wait(struct lane_send_call *c)
+{
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
+
+    pthread_mutex_lock(&c->lock);
+    while (!c->done &&
+           wst_cond_wait_until(&c->cond, &c->lock, deadline) == WST_OK)
+        ;
+    int done = c->done;
+    pthread_mutex_unlock(&c->lock);
+    return done;
+}
+
+static void lane_send_fini(struct lane_send_call *c)
+{
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->lock);
+}
+
+/* Messages on lanes 1 and 2, eager and rendezvous, land where data_dest
+ * put them; every callback runs on the progress thread of its side. */
+static void test_worker_lanes_stripe(void **state)
+{
+    struct pair *p = *state;
+    struct lane_send_call c[4];
+    unsigned char *big1 = pattern(BIG_LEN, 11);
+    unsigned char *big2 = pattern(BIG_LEN, 12);
+    unsigned char *small1 = pattern(256, 13);
+    unsigned char *small2 = pattern(256, 14);
+
+    lanes_ready(p, 3 * BIG_LEN);
+    lane_send_start(p, &c[0], 1, 1, 0, big1, BIG_LEN);
+    lane_send_start(p, &c[1], 2, 2, BIG_LEN, big2, BIG_LEN);
+    lane_send_start(p, &c[2], 1, 3, 2 * BIG_LEN, small1, 256);
+    lane_send_start(p, &c[3], 2, 4, 2 * BIG_LEN + 4096, small2, 256);
+    for (int i = 0; i < 4; i++) {
+        assert_true(lane_send_wait(&c[i]));
+        assert_int_equal(c[i].st, WST_OK);
+        assert_int_equal(c[i].done_st, WST_OK);
+        assert_true(pthread_equal(c[i].cb_thread, c[i].call_thread));
+        lane_send_fini(&c[i]);
+    }
+    assert_true(side_wait(&p->srv, &p->srv.n_done, 4));
+    pthread_mutex_lock(&p->srv.lock);
+    assert_int_equal(p->srv.n_dest_calls, 4);
+    assert_int_equal(p->srv.done_elsewhere, 0);
+    assert_int_equal(p->srv.done_status, WST_OK);
+    assert_memory_equal(p->srv.dest, big1, BIG_LEN);
+    assert_memory_equal(p->srv.dest + BIG_LEN, big2, BIG_LEN);
+    assert_memory_equal(p->srv.dest + 2 * BIG_LEN, small1, 256);
+    assert_memory_equal(p->srv.dest + 2 * BIG_LEN + 4096, small2, 256);
+    pthread_mutex_unlock(&p->srv.lock);
+    free(big1);
+    free(big2);
+    free(small1);
+    free(small2);
+}
+
+/* data_dest busy for a lane's message: it waits, parked on the progress
+ * thread, until the owner resumes; then its lane receives it. */
+static void test_worker_lanes_parked_until_resume(void **state)
+{
+    struct pair *p = *state;
+    struct parked_call pc = {.w = p->srv.w};
+    struct lane_send_call c;
+    unsigned char *big = pattern(BIG_LEN, 15);
+
+    lanes_ready(p, BIG_LEN);
+    p->srv.hold = 1;
+    lane_send_start(p, &c, 2, 9, 0, big, BIG_LEN);
+    assert_true(side_wait(&p->srv, &p->srv.n_dest_calls, 1));
+    assert_int_equal(wst_worker_call(p->srv.w, do_parked_total, &pc), WST_OK);
+    assert_int_equal(pc.total, 1);
+    assert_int_equal(side_count(&p->srv, &p->srv.n_done), 0);
+
+    assert_int_equal(wst_worker_call(p->srv.w, do_resume, &p->srv), WST_OK);
+    assert_true(lane_send_wait(&c));
+    assert_int_equal(c.done_st, WST_OK);
+    lane_send_fini(&c);
+    assert_true(side_wait(&p->srv, &p->srv.n_done, 1));
+    assert_int_equal(p->srv.done_status, WST_OK);
+    assert_int_equal(p->srv.done_hdr.item, 9);
+    assert_int_equal(p->srv.n_dest_calls, 2);
+    assert_int_equal(p->srv.done_elsewhere, 0);
+    assert_memory_equal(p->srv.dest, big, BIG_LEN);
+    free(big);
+}
+
+/* A lane's receive posted while the client's lane thread is stopped (a
+ * stopped sender): the server's data reset resets its lanes too, the
+ * receive is reported cancelled, the bytes never land, and the lane has
+ * a new address. */
+static void test_worker_lanes_data_reset(void **state)
+{
+    struct pair *p = *state;
+    struct lane_send_call c;
+    struct stall st = {.w = p->cli.w->lanes[1]};
+    unsigned char *small = pattern(256, 16);
+    unsigned char *big = pattern(LATE_LEN, 17);
+    struct lane_addr_call old_addr = {.w = p->srv.w, .lane = 1};
+    struct lane_addr_call new_addr = {.w = p->srv.w, .lane = 1};
+
+    lanes_ready(p, LATE_LEN);
+    /* Wired up: the big message's announcement leaves with its send. */
+    lane_send_start(p, &c, 1, 1, 0, small, 256);
+    assert_true(lane_send_wait(&c));
+    lane_send_fini(&c);
+    assert_true(side_wait(&p->srv, &p->srv.n_done, 1));
+    memset(p->srv.dest, 0, 256);
+
+    pthread_mutex_init(&st.lock, NULL);
+    pthread_cond_init(&st.cond, NULL);
+    pthread_mutex_lock(&p->srv.lock);
+    p->srv.dest_hook = post_stall;
+    p->srv.dest_hook_arg = &st;
+    p->srv.dest_hook_at = 2;
+    pthread_mutex_unlock(&p->srv.lock);
+    lane_send_start(p, &c, 1, 2, 0, big, LATE_LEN);
+    int placed = side_wait(&p->srv, &p->srv.n_dest_calls, 2);
+    uint64_t deadline = wst_deadline_ns(WAIT_S);
+    pthread_mutex_lock(&st.lock);
+    while (placed && !st.stopped &&
+           wst_cond_wait_until(&st.cond, &st.lock, deadline) == WST_OK)
+        ;
+    int stopped = st.stopped;
+    pthread_mutex_unlock(&st.lock);
+    wst_worker_call(p->srv.w, do_lane_address, &old_addr);
+    struct reset_call rc = {.w = p->srv.w};
+    wst_status_t call_st = wst_worker_call(p->srv.w, do_data_reset, &rc);
+    int cancelled = side_wait(&p->srv, &p->srv.n_done, 2);
+    stall_release(&st);
+    assert_true(placed);
+    assert_true(stopped);
+    assert_int_equal(call_st, WST_OK);
+    assert_int_equal(rc.made, 1);
+    assert_int_equal(rc.receiving_before, 1);
+    assert_int_equal(rc.room, 15);
+    assert_true(cancelled);
+    assert_int_equal(p->srv.done_status, WST_ERR_CANCELED);
+    assert_int_equal(p->srv.done_hdr.item, 2);
+    assert_int_equal(p->srv.done_elsewhere, 0);
+
+    /* Given every chance to land: none does. */
+    usleep(500000);
+    assert_int_equal(side_count(&p->srv, &p->srv.n_done), 2);
+    pthread_mutex_lock(&p->srv.lock);
+    assert_true(all_zero(p->srv.dest, LATE_LEN));
+    pthread_mutex_unlock(&p->srv.lock);
+    assert_int_equal(wst_worker_call(p->srv.w, do_lane_address, &new_addr),
+                     WST_OK);
+    assert_int_equal(old_addr.st, WST_OK);
+    assert_int_equal(new_addr.st, WST_OK);
+    assert_true(new_addr.len != old_addr.len ||
+                memcmp(new_addr.addr, old_addr.addr, old_addr.len) != 0);
+    free(old_addr.addr);
+    free(new_addr.addr);
+    /* The client's worker goes first, with the send it may still hold. */
+    wst_worker_destroy(p->cli.w);
+    p->cli.w = NULL;
+    lane_send_fini(&c);
+    pthread_cond_destroy(&st.cond);
+    pthread_mutex_destroy(&st.lock);
+    free(small);
+    free(big);
+}
+
 static void test_worker_lanes_under_tls(void **state)
 {
     struct pair *p = *state;
@@ -1251,6 +1575,12 @@ int main(void)
         cmocka_unit_test(test_worker_no_emulated_rma),
         cmocka_unit_test_setup_teardown(test_worker_mem_map_rkey_pack,
                                         pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_lanes_stripe,
+                                        pair_setup_lanes, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_lanes_parked_until_resume,
+                                        pair_setup_lanes, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_lanes_data_reset,
+                                        pair_setup_lanes, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_under_tls, pair_setup,
                                         pair_teardown),
     };
