@@ -123,6 +123,7 @@ struct wst_sender {
     enum wst_path_pref path_pref;
     uint32_t bounce_slots;
     struct wst_auth_secret secret; /* empty: none (insecure receivers only) */
+    unsigned lanes; /* the worker's data lanes, 1..WST_WORKER_LANES_MAX */
 
     wst_worker_t *worker;
     struct wst_send_device *dev; /* with the first device shard */
