@@ -454,8 +454,7 @@ static void close_links(void *arg)
             wst_conn_close(l->conn);
         l->conn = NULL;
         wst_link_drop_plan(l);
-        free(l->address.data);
-        l->address.data = NULL;
+        wst_link_drop_addresses(l);
     }
 }
 
