@@ -98,6 +98,28 @@ static int mem_is_known(uint32_t mem)
     return mem == WST_MEM_HOST || mem == WST_MEM_CUDA;
 }
 
+static wst_status_t check_lane_addresses(const Wst__Hello *m, char *err,
+                                         size_t errlen)
+{
+    char what[64];
+    size_t i;
+    wst_status_t status;
+
+    if (m->n_lane_addresses > WST_HELLO_LANES_MAX) {
+        wst_errf(err, errlen, "hello lane_addresses: %zu, limit %d",
+                 m->n_lane_addresses, WST_HELLO_LANES_MAX);
+        return WST_ERR_PROTOCOL;
+    }
+    for (i = 0; i < m->n_lane_addresses; i++) {
+        snprintf(what, sizeof(what), "hello lane_addresses[%zu]", i);
+        status = check_blob(&m->lane_addresses[i], what, err, errlen);
+        if (status != WST_OK) {
+            return status;
+        }
+    }
+    return WST_OK;
+}
+
 static wst_status_t check_hello(const Wst__Hello *m, char *err, size_t errlen)
 {
     wst_status_t status;
@@ -110,7 +132,12 @@ static wst_status_t check_hello(const Wst__Hello *m, char *err, size_t errlen)
     if (status != WST_OK) {
         return status;
     }
-    return check_blob(&m->worker_address, "hello worker_address", err, errlen);
+    status =
+        check_blob(&m->worker_address, "hello worker_address", err, errlen);
+    if (status != WST_OK) {
+        return status;
+    }
+    return check_lane_addresses(m, err, errlen);
 }
 
 /* Copies a have entry whose counts check_have_raw accepted. */
@@ -467,6 +494,7 @@ static wst_status_t copy_blob(struct wst_blob *dst,
 
 static wst_status_t convert_hello(const Wst__Hello *m, struct wst_hello *out)
 {
+    size_t i;
     wst_status_t status;
 
     out->protocol_version = m->protocol_version;
@@ -478,7 +506,18 @@ static wst_status_t convert_hello(const Wst__Hello *m, struct wst_hello *out)
     if (status != WST_OK) {
         return status;
     }
-    return copy_blob(&out->worker_address, &m->worker_address);
+    status = copy_blob(&out->worker_address, &m->worker_address);
+    if (status != WST_OK) {
+        return status;
+    }
+    for (i = 0; i < m->n_lane_addresses; i++) {
+        status = copy_blob(&out->lane_addresses[i], &m->lane_addresses[i]);
+        if (status != WST_OK) {
+            return status;
+        }
+        out->n_lane_addresses = i + 1;
+    }
+    return WST_OK;
 }
 
 static wst_status_t convert_have(const Wst__HaveManifest *m,
@@ -685,6 +724,9 @@ void wst_msg_release(struct wst_msg *msg)
     case WST_MSG_HELLO:
         free(msg->u.hello.auth.data);
         free(msg->u.hello.worker_address.data);
+        for (i = 0; i < msg->u.hello.n_lane_addresses; i++) {
+            free(msg->u.hello.lane_addresses[i].data);
+        }
         break;
     case WST_MSG_HAVE:
         free(msg->u.have.entries);
@@ -721,6 +763,7 @@ struct pb_build {
     Wst__NcclSetup nccl_setup;
     Wst__NcclReady nccl_ready;
     Wst__Barrier barrier;
+    ProtobufCBinaryData lane_addresses[WST_HELLO_LANES_MAX];
     Wst__HaveEntry *entries;
     Wst__HaveEntry **entry_ptrs;
     Wst__PlanItem *items;
@@ -732,6 +775,22 @@ struct pb_build {
 static int blob_ok(const struct wst_blob *b)
 {
     return b->len <= WST_MAX_BLOB && (b->len == 0 || b->data != NULL);
+}
+
+static int hello_ok(const struct wst_hello *h)
+{
+    size_t i;
+
+    if (!blob_ok(&h->auth) || !blob_ok(&h->worker_address) ||
+        h->n_lane_addresses > WST_HELLO_LANES_MAX) {
+        return 0;
+    }
+    for (i = 0; i < h->n_lane_addresses; i++) {
+        if (!blob_ok(&h->lane_addresses[i])) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static int have_ok(const struct wst_have *h)
@@ -770,8 +829,7 @@ static int precheck(const struct wst_msg *msg)
 
     switch (msg->type) {
     case WST_MSG_HELLO:
-        return blob_ok(&msg->u.hello.auth) &&
-               blob_ok(&msg->u.hello.worker_address);
+        return hello_ok(&msg->u.hello);
     case WST_MSG_HAVE:
         if (msg->u.have.n_entries > WST_MAX_HAVES ||
             (msg->u.have.n_entries > 0 && msg->u.have.entries == NULL)) {
@@ -814,8 +872,11 @@ static ProtobufCBinaryData pb_blob(const struct wst_blob *b)
     return d;
 }
 
-static void build_hello(const struct wst_hello *h, Wst__Hello *m)
+static void build_hello(const struct wst_hello *h, struct pb_build *b)
 {
+    Wst__Hello *m = &b->hello;
+    size_t i;
+
     wst__hello__init(m);
     m->protocol_version = h->protocol_version;
     m->role = (uint32_t)h->role;
@@ -824,6 +885,11 @@ static void build_hello(const struct wst_hello *h, Wst__Hello *m)
     m->session = h->session;
     m->auth = pb_blob(&h->auth);
     m->worker_address = pb_blob(&h->worker_address);
+    for (i = 0; i < h->n_lane_addresses; i++) {
+        b->lane_addresses[i] = pb_blob(&h->lane_addresses[i]);
+    }
+    m->n_lane_addresses = h->n_lane_addresses;
+    m->lane_addresses = b->lane_addresses;
 }
 
 /* The casts drop const only because protobuf-c's structs are shared between
@@ -1010,7 +1076,7 @@ static wst_status_t build_control(const struct wst_msg *msg, struct pb_build *b)
     b->ctl.msg_case = (Wst__Control__MsgCase)msg->type;
     switch (msg->type) {
     case WST_MSG_HELLO:
-        build_hello(&msg->u.hello, &b->hello);
+        build_hello(&msg->u.hello, b);
         b->ctl.hello = &b->hello;
         break;
     case WST_MSG_HAVE:

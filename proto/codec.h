@@ -35,6 +35,10 @@
 #define WST_NCCL_UNIQUE_ID_BYTES 128 /* sizeof(ncclUniqueId) */
 #define WST_GROUP_NAME_MAX 64        /* engine group names, NUL included */
 #define WST_GROUP_SIZE_MAX 4096      /* agents in one engine group */
+/* Further data lanes a receiver's hello names (lane 1, 2, ...): that is
+ * WST_WORKER_LANES_MAX - 1 (common/worker.h, which proto/ does not
+ * include; receiver/control.c asserts the two agree). */
+#define WST_HELLO_LANES_MAX 7
 
 enum wst_msg_type {
     WST_MSG_HELLO = 1,
@@ -71,6 +75,10 @@ struct wst_hello {
     struct wst_blob auth;           /* reserved; empty for now */
     struct wst_blob worker_address; /* receiver's UCX worker address for the
                                        data endpoint; empty from senders */
+    /* The receiver's further data lanes' UCX worker addresses (lane 1, 2,
+     * ...); none from senders, or from a receiver with one lane. */
+    size_t n_lane_addresses; /* <= WST_HELLO_LANES_MAX */
+    struct wst_blob lane_addresses[WST_HELLO_LANES_MAX];
 };
 
 struct wst_have_manifest {

@@ -16,6 +16,49 @@
 
 #define MAX_SENDERS 4096
 
+/* A hello names every data lane a worker can have but its own (lane 0). */
+_Static_assert(WST_HELLO_LANES_MAX == WST_WORKER_LANES_MAX - 1,
+               "codec.h's WST_HELLO_LANES_MAX is not worker.h's "
+               "WST_WORKER_LANES_MAX - 1");
+
+/* The addresses of the worker's lanes 1.. into h (malloc'd: release with
+ * free_lane_addresses). A lane whose address cannot be had, or would not
+ * fit a hello, is left out with a warning: the sender then opens fewer
+ * lanes, which any lane of ours serves alike. */
+static void fill_lane_addresses(struct wst_receiver *r, struct peer *p,
+                                struct wst_hello *h)
+{
+    unsigned lanes = wst_worker_lanes(r->worker);
+    void *addr;
+    size_t len;
+    wst_status_t st;
+
+    for (unsigned lane = 1; lane < lanes; lane++) {
+        if (h->n_lane_addresses == WST_HELLO_LANES_MAX)
+            break;
+        st = wst_worker_lane_address(r->worker, lane, &addr, &len);
+        if (st == WST_OK && len > WST_MAX_BLOB) {
+            free(addr);
+            st = WST_ERR_TOO_LARGE;
+        }
+        if (st != WST_OK) {
+            WST_WARN(&r->log, "sender %s: data lane %u of %u left out: %s",
+                     p->name, lane, lanes, wst_status_string(st));
+            continue;
+        }
+        h->lane_addresses[h->n_lane_addresses].data = addr;
+        h->lane_addresses[h->n_lane_addresses].len = len;
+        h->n_lane_addresses++;
+    }
+}
+
+static void free_lane_addresses(struct wst_hello *h)
+{
+    for (size_t i = 0; i < h->n_lane_addresses; i++)
+        free(h->lane_addresses[i].data);
+    h->n_lane_addresses = 0;
+}
+
 static void reply_hello(struct wst_receiver *r, struct peer *p)
 {
     struct wst_msg m = {.type = WST_MSG_HELLO};
@@ -29,7 +72,9 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     m.u.hello.world_size = 1;
     m.u.hello.worker_address.len = len;
     m.u.hello.worker_address.data = (uint8_t *)addr;
-    wst_recv_send_msg(r, p, &m);
+    fill_lane_addresses(r, p, &m.u.hello);
+    wst_recv_send_msg(r, p, &m); /* encodes before it returns */
+    free_lane_addresses(&m.u.hello);
 
     memset(&m, 0, sizeof(m));
     m.type = WST_MSG_WANT_SUMMARY;

@@ -118,6 +118,14 @@ static wst_status_t apply_params(struct wst_receiver *r,
         r->log.sink = p->log_fn;
         r->log.sink_arg = p->log_arg;
     }
+    if ((f & WST_RECEIVER_PARAM_LANES) && p->lanes != 0)
+        set.lanes = p->lanes;
+    if (set.lanes < 1 || set.lanes > WST_WORKER_LANES_MAX) {
+        WST_ERROR(&r->log, "lanes %llu: want 1 to %u",
+                  (unsigned long long)set.lanes, WST_WORKER_LANES_MAX);
+        return WST_ERR_INVALID;
+    }
+    r->lanes = (unsigned)set.lanes;
     if ((f & WST_RECEIVER_PARAM_AUTH) && p->auth_secret_file != NULL &&
         p->auth_secret_file[0] != '\0') {
         char err[512];
@@ -196,6 +204,7 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
         .heartbeat = r->heartbeat,
         .secret = &r->secret,
         .confine_ip = r->listen_host,
+        .lanes = r->lanes,
     };
     wp.rma = r->allow_put ? WST_WORKER_RMA_HARDWARE : WST_WORKER_RMA_NEVER;
     st = wst_worker_create(&wp, &r->worker);

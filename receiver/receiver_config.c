@@ -5,6 +5,7 @@
 
 #include "heartbeat_msg.h"
 #include "log.h"
+#include "worker.h"
 
 const char *const wst_recv_mover_names[] = {"auto", "am", NULL};
 
@@ -15,6 +16,8 @@ const char *const wst_recv_mover_names[] = {"auto", "am", NULL};
 #define VERIFY_THREADS_MAX WST_CONFIG_QUOTE(WST_RECV_VERIFY_THREADS_MAX)
 #define MULTIPLE WST_CONFIG_QUOTE(WST_RECV_MANIFEST_WANT_MULTIPLE)
 #define ENTRIES_MIN WST_CONFIG_QUOTE(WST_RECV_MANIFEST_ENTRIES_MIN)
+#define LANES_DEFAULT WST_CONFIG_QUOTE(WST_RECV_LANES_DEFAULT)
+#define LANES_MAX WST_CONFIG_QUOTE(WST_WORKER_LANES_MAX)
 
 const struct wst_config_entry wst_recv_config[] = {
     [WST_RECV_CONFIG_TIMEOUT] =
@@ -64,6 +67,11 @@ const struct wst_config_entry wst_recv_config[] = {
          "authenticated connections at once that have not said hello (have "
          "no sender rank yet)",
          FIELD(max_unranked), NULL, NULL},
+    [WST_RECV_CONFIG_LANES] =
+        {"lanes", WST_CONFIG_UINT, LANES_DEFAULT,
+         "data lanes (1.." LANES_MAX "): UCX workers, each with a thread of "
+         "its own, that take a share of the senders' am data",
+         FIELD(lanes), NULL, NULL},
     WST_CONFIG_END,
 };
 

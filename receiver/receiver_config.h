@@ -20,6 +20,10 @@
 /* Hashing threads a receiver takes (wst_receiver_params.verify_threads). */
 #define WST_RECV_VERIFY_THREADS_MAX 64
 
+/* Data lanes of a receiver's worker (wst_receiver_params.lanes), when the
+ * caller says nothing; at most WST_WORKER_LANES_MAX (common/worker.h). */
+#define WST_RECV_LANES_DEFAULT 1
+
 /* Staging slots a receiver takes (wst_receiver_params.staging_slots). */
 #define WST_RECV_STAGING_SLOTS_MAX 64
 
@@ -36,6 +40,7 @@ struct wst_recv_settings {
     uint64_t max_manifest_entries; /* per sender; 0: auto (wst_recv_limits) */
     uint64_t max_manifest_bytes;   /* all senders' manifests together */
     uint64_t max_unranked;         /* authenticated peers before hello */
+    uint64_t lanes;                /* data lanes of the worker */
 };
 
 /* Indexes of wst_recv_config, for WST_CONFIG_LIKE entries. */
@@ -51,6 +56,7 @@ enum wst_recv_config_key {
     WST_RECV_CONFIG_MAX_MANIFEST_ENTRIES,
     WST_RECV_CONFIG_MAX_MANIFEST_BYTES,
     WST_RECV_CONFIG_MAX_UNRANKED,
+    WST_RECV_CONFIG_LANES,
 };
 
 /* max-manifest-entries 0: this many times the tensors the receiver wants,

@@ -97,6 +97,7 @@ struct wst_receiver {
     int allow_put;
     int verify;
     unsigned verify_threads;
+    unsigned lanes; /* the worker's data lanes, 1..WST_WORKER_LANES_MAX */
     struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     struct wst_receiver_hooks hooks;
 

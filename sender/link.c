@@ -10,9 +10,10 @@
  *              from any state                             (group.c)
  *
  * On connect the sender sends HELLO and its HAVE manifest at once; the
- * receiver answers HELLO (with its worker address) and, once every sender
- * rank has reported, a PLAN: this sender's items, the receiver's regions
- * and keys. The plan is kept for later pushes (a static schedule).
+ * receiver answers HELLO (with its worker address, and those of its further
+ * data lanes) and, once every sender rank has reported, a PLAN: this
+ * sender's items, the receiver's regions and keys. The plan is kept for
+ * later pushes (a static schedule).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -156,12 +157,16 @@ static void on_hello(struct link *l, struct wst_msg *m)
         wst_link_fail(l, WST_ERR_PROTOCOL, "hello without a receiver address");
         return;
     }
-    free(l->address.data);
+    wst_link_drop_addresses(l);
     l->address = m->u.hello.worker_address; /* take ownership */
     m->u.hello.worker_address.data = NULL;
     m->u.hello.worker_address.len = 0;
-    WST_DEBUG(&l->s->log, "receiver %s: hello, rank %u", l->name,
-              m->u.hello.rank);
+    l->n_lane_addresses = m->u.hello.n_lane_addresses; /* and of these */
+    memcpy(l->lane_addresses, m->u.hello.lane_addresses,
+           l->n_lane_addresses * sizeof(l->lane_addresses[0]));
+    m->u.hello.n_lane_addresses = 0;
+    WST_DEBUG(&l->s->log, "receiver %s: hello, rank %u, %zu further lanes",
+              l->name, m->u.hello.rank, l->n_lane_addresses);
 }
 
 static void on_want_summary(struct link *l, const struct wst_want_summary *w)
@@ -217,6 +222,17 @@ void wst_link_drop_plan(struct link *l)
     l->digests = NULL;
     l->digest_in = NULL;
     l->credits = NULL;
+}
+
+void wst_link_drop_addresses(struct link *l)
+{
+    free(l->address.data);
+    l->address.data = NULL;
+    l->address.len = 0;
+    for (size_t i = 0; i < l->n_lane_addresses; i++)
+        free(l->lane_addresses[i].data);
+    memset(l->lane_addresses, 0, sizeof(l->lane_addresses));
+    l->n_lane_addresses = 0;
 }
 
 static void on_plan(struct link *l, struct wst_msg *m)

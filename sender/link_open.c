@@ -140,6 +140,24 @@ static wst_status_t open_nccl(struct link *l)
     return st;
 }
 
+/* Right after the data endpoint: our further data lanes to the
+ * receiver's, as many as its HELLO named (the worker cuts them to its
+ * own). None named: the data endpoint alone. */
+static wst_status_t open_lanes(struct link *l)
+{
+    const void *addrs[WST_HELLO_LANES_MAX];
+    size_t lens[WST_HELLO_LANES_MAX];
+    unsigned n = (unsigned)l->n_lane_addresses;
+
+    if (n == 0)
+        return WST_OK;
+    for (unsigned i = 0; i < n; i++) {
+        addrs[i] = l->lane_addresses[i].data;
+        lens[i] = l->lane_addresses[i].len;
+    }
+    return wst_conn_open_lanes(l->conn, addrs, lens, n, l->s->data_peer_errors);
+}
+
 /* put or am over the link's data endpoint; device shards through the
  * bounce ring on the bounce path. */
 static wst_status_t open_chunks(struct link *l)
@@ -153,6 +171,9 @@ static wst_status_t open_chunks(struct link *l)
         st = wst_conn_open_data(l->conn, l->address.data, l->address.len,
                                 s->data_peer_errors, l->lanes, sizeof(l->lanes),
                                 &rma_real);
+        if (st != WST_OK)
+            return st;
+        st = open_lanes(l);
         if (st != WST_OK)
             return st;
     }
@@ -188,6 +209,8 @@ static wst_status_t open_chunks(struct link *l)
     free(regs);
     if (st != WST_OK)
         return st;
+    if (l->mover_kind == WST_MOVER_AM)
+        wst_wire_use_lanes(wire, l->conn);
     struct wst_tx_chunks_params p = {
         .log = &s->log,
         .worker = s->worker,
@@ -204,10 +227,11 @@ static wst_status_t open_chunks(struct link *l)
         return st;
     }
     WST_INFO(&s->log,
-             "receiver %s: mover %s, data lanes %s%s, %zu items, %u layers",
+             "receiver %s: mover %s, data lanes %s%s, %u lanes, %zu items, "
+             "%u layers",
              l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
-             rma_real ? " (real rma)" : " (no real rma lane)", l->plan.n_items,
-             l->plan.n_layers);
+             rma_real ? " (real rma)" : " (no real rma lane)",
+             wst_conn_lanes(l->conn), l->plan.n_items, l->plan.n_layers);
     return WST_OK;
 }
 

@@ -140,6 +140,14 @@ static wst_status_t apply_params(struct wst_sender *s,
         return WST_ERR_INVALID;
     }
     s->digest_threads = (unsigned)set.digest_threads;
+    if ((f & WST_SENDER_PARAM_LANES) && p->lanes != 0)
+        set.lanes = p->lanes;
+    if (set.lanes < 1 || set.lanes > WST_WORKER_LANES_MAX) {
+        WST_ERROR(&s->log, "lanes %llu: want 1 to %u",
+                  (unsigned long long)set.lanes, WST_WORKER_LANES_MAX);
+        return WST_ERR_INVALID;
+    }
+    s->lanes = (unsigned)set.lanes;
     if (f & WST_SENDER_PARAM_SHM_DATA)
         set.shm_data = p->shm_data != 0;
     s->data_peer_errors = !(set.shm_data && shm_possible());
@@ -196,6 +204,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
                 .conn_failed = wst_link_on_conn_failed},
         .heartbeat = s->heartbeat,
         .secret = &s->secret,
+        .lanes = s->lanes,
     };
     st = wst_worker_create(&wp, &s->worker);
     if (st != WST_OK)
@@ -445,8 +454,7 @@ static void close_links(void *arg)
             wst_conn_close(l->conn);
         l->conn = NULL;
         wst_link_drop_plan(l);
-        free(l->address.data);
-        l->address.data = NULL;
+        wst_link_drop_addresses(l);
     }
 }
 

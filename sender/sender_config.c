@@ -5,6 +5,7 @@
 
 #include "heartbeat_msg.h"
 #include "log.h"
+#include "worker.h"
 
 const char *const wst_send_mover_names[] = {"auto", "put", "am", NULL};
 
@@ -14,6 +15,8 @@ const char *const wst_send_device_path_names[] = {"auto", "direct", "bounce",
 #define FIELD(f) offsetof(struct wst_send_settings, f)
 #define HEARTBEAT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_INTERVAL_DEFAULT)
 #define PEER_TIMEOUT_DEFAULT WST_CONFIG_QUOTE(WST_HEARTBEAT_TIMEOUT_DEFAULT)
+#define LANES_DEFAULT WST_CONFIG_QUOTE(WST_SEND_LANES_DEFAULT)
+#define LANES_MAX WST_CONFIG_QUOTE(WST_WORKER_LANES_MAX)
 
 const struct wst_config_entry wst_send_config[] = {
     [WST_SEND_CONFIG_TIMEOUT] = {"timeout", WST_CONFIG_DOUBLE, "30",
@@ -54,6 +57,11 @@ const struct wst_config_entry wst_send_config[] = {
          "threads that hash layers while the refit streams (push returns "
          "at once)",
          FIELD(digest_threads), NULL, NULL},
+    [WST_SEND_CONFIG_LANES] = {"lanes", WST_CONFIG_UINT, LANES_DEFAULT,
+                               "data lanes (1.." LANES_MAX
+                               "): UCX workers, each with a thread of "
+                               "its own, that the am mover stripes data over",
+                               FIELD(lanes), NULL, NULL},
     WST_CONFIG_END,
 };
 

@@ -29,9 +29,14 @@ struct wst_send_settings {
     int device_path; /* enum wst_path_pref (device_path.h) */
     uint64_t bounce_bytes;
     uint64_t digest_threads;
+    uint64_t lanes;
 };
 
 #define WST_DIGEST_THREADS_MAX 64
+
+/* Data lanes of a sender's worker (wst_sender_params.lanes), when the
+ * caller says nothing; at most WST_WORKER_LANES_MAX (common/worker.h). */
+#define WST_SEND_LANES_DEFAULT 1
 
 /* Indexes of wst_send_config, for WST_CONFIG_LIKE entries. */
 enum wst_send_config_key {
@@ -45,6 +50,7 @@ enum wst_send_config_key {
     WST_SEND_CONFIG_DEVICE_PATH,
     WST_SEND_CONFIG_BOUNCE,
     WST_SEND_CONFIG_DIGEST_THREADS,
+    WST_SEND_CONFIG_LANES,
 };
 
 /* "auto", "put", "am", then NULL: wst_sender_params.mover. */

@@ -66,6 +66,10 @@ struct link {
     char error_msg[WST_ERROR_MSG_MAX];
 
     struct wst_blob address; /* receiver worker address (owned) */
+    /* The receiver's further data lanes' addresses (owned), from its
+     * HELLO: our lane i + 1 opens an endpoint to lane_addresses[i]. */
+    size_t n_lane_addresses;
+    struct wst_blob lane_addresses[WST_HELLO_LANES_MAX];
     /* The receiver's engine group (its WANT_SUMMARY); group_first is the
      * index of the group's first link, set by push (group.c). */
     char group[WST_GROUP_NAME_MAX];
@@ -123,6 +127,7 @@ struct wst_sender {
     enum wst_path_pref path_pref;
     uint32_t bounce_slots;
     struct wst_auth_secret secret; /* empty: none (insecure receivers only) */
+    unsigned lanes; /* the worker's data lanes, 1..WST_WORKER_LANES_MAX */
 
     wst_worker_t *worker;
     struct wst_send_device *dev; /* with the first device shard */
@@ -169,6 +174,9 @@ wst_status_t wst_link_send(struct link *l, const struct wst_msg *msg);
 /* Frees the link's plan and what was indexed from it. No digest batch
  * runs (its jobs read the plan unlocked): every caller stops it first. */
 void wst_link_drop_plan(struct link *l);
+
+/* Frees the receiver's worker and lane addresses from its HELLO. */
+void wst_link_drop_addresses(struct link *l);
 
 /* The worker's ops (arg: the sender): a message from a receiver, a lost
  * connection. */

@@ -76,6 +76,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_GROUP = 1u << 10,
     WST_RECEIVER_PARAM_AUTH = 1u << 11,
     WST_RECEIVER_PARAM_LIMITS = 1u << 12,
+    WST_RECEIVER_PARAM_LANES = 1u << 13,
 };
 
 struct wst_receiver_params {
@@ -151,6 +152,11 @@ struct wst_receiver_params {
     uint64_t max_manifest_entries;
     uint64_t max_manifest_bytes;
     uint32_t max_unranked_peers;
+    /* Data lanes (WST_RECEIVER_PARAM_LANES): UCX workers, each with a
+     * progress thread of its own, that take a share of the senders' am
+     * data messages; the hello tells each sender their addresses. 1 to 8;
+     * 0: the default, 1. */
+    uint32_t lanes;
 };
 
 /* One block of live memory. */

@@ -51,6 +51,7 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_BOUNCE = 1u << 11,
     WST_SENDER_PARAM_AUTH = 1u << 12,
     WST_SENDER_PARAM_DIGEST_THREADS = 1u << 13,
+    WST_SENDER_PARAM_LANES = 1u << 14,
 };
 
 /* Progress: 'layer' of 'version' starts streaming to receiver 'receiver'
@@ -117,6 +118,11 @@ struct wst_sender_params {
      * 1 to 64; default 2 (WST_SENDER_PARAM_DIGEST_THREADS). Device shards
      * are hashed on their GPU, one layer at a time. */
     unsigned digest_threads;
+    /* Data lanes (WST_SENDER_PARAM_LANES): UCX workers, each with a
+     * progress thread of its own, over which the am mover stripes its data
+     * messages, each lane to one of the receiver's (as many as both sides
+     * have). 1 to 8; 0: the default, 1. */
+    unsigned lanes;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a

@@ -32,6 +32,7 @@ struct agent_settings {
     int mover;
     uint64_t staging_slots;
     uint64_t verify_threads;
+    uint64_t lanes;
     int verify;
     int log_level;
     uint64_t max_manifest_entries;

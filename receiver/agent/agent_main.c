@@ -41,6 +41,7 @@
 #include "region_import.h"
 #include "region_memory.h"
 #include "status_file.h"
+#include "worker.h"
 
 /* Indexes are enum wst_log_format values. */
 static const char *const format_choices[] = {"text", "json", NULL};
@@ -88,6 +89,8 @@ static const struct wst_config_entry agent_config[] = {
     WST_CONFIG_LIKE_ENTRY("verify-threads", NULL,
                           offsetof(struct agent_settings, verify_threads),
                           &wst_recv_config[WST_RECV_CONFIG_VERIFY_THREADS]),
+    WST_CONFIG_LIKE_ENTRY("lanes", NULL, offsetof(struct agent_settings, lanes),
+                          &wst_recv_config[WST_RECV_CONFIG_LANES]),
     WST_CONFIG_LIKE_ENTRY("log-level", NULL,
                           offsetof(struct agent_settings, log_level),
                           &wst_recv_config[WST_RECV_CONFIG_LOG_LEVEL]),
@@ -265,6 +268,11 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.verify_threads);
         return WST_ERR_CONFIG;
     }
+    if (a->set.lanes < 1 || a->set.lanes > WST_WORKER_LANES_MAX) {
+        WST_ERROR(&a->log, "--lanes: %llu is not in 1..%d",
+                  (unsigned long long)a->set.lanes, WST_WORKER_LANES_MAX);
+        return WST_ERR_CONFIG;
+    }
     /* wst_receiver_create refuses the same ranges, but with a bare
      * WST_ERR_INVALID; here the flags and their values are named. The
      * bound is the codec's (a have manifest never holds more). */
@@ -311,7 +319,7 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
                       WST_RECEIVER_PARAM_STAGING_SLOTS |
                       WST_RECEIVER_PARAM_GROUP | WST_RECEIVER_PARAM_AUTH |
-                      WST_RECEIVER_PARAM_LIMITS,
+                      WST_RECEIVER_PARAM_LIMITS | WST_RECEIVER_PARAM_LANES,
         .rank = a->layout.rank,
         .group = a->layout.group,
         .group_size = a->layout.group_size,
@@ -322,6 +330,7 @@ static wst_status_t agent_start(struct agent *a)
         .mover = wst_recv_mover_names[a->set.mover],
         .verify = a->set.verify,
         .verify_threads = (uint32_t)a->set.verify_threads,
+        .lanes = (uint32_t)a->set.lanes,
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,

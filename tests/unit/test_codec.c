@@ -209,8 +209,83 @@ static void test_codec_roundtrip_hello(void **state)
     assert_memory_equal(out.u.hello.auth.data, auth_bytes, 3);
     assert_int_equal(out.u.hello.worker_address.len, 5);
     assert_memory_equal(out.u.hello.worker_address.data, addr_bytes, 5);
+    assert_int_equal(out.u.hello.n_lane_addresses, 0);
     wst_msg_release(&out);
     assert_memory_equal(&out, &zero_msg, sizeof(out));
+}
+
+/* A receiver with four data lanes names lanes 1..3 after its own address;
+ * decoding copies each, releasing frees them. */
+static void test_codec_roundtrip_hello_lanes(void **state)
+{
+    uint8_t lane_bytes[3][6] = {
+        {1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}, {3, 3, 3, 3, 3, 3}};
+    struct wst_msg in, out;
+    size_t i;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_HELLO;
+    in.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    in.u.hello.role = WST_ROLE_RECEIVER;
+    in.u.hello.world_size = 1;
+    in.u.hello.worker_address.len = sizeof(addr_bytes);
+    in.u.hello.worker_address.data = addr_bytes;
+    in.u.hello.n_lane_addresses = 3;
+    for (i = 0; i < 3; i++) {
+        in.u.hello.lane_addresses[i].len = sizeof(lane_bytes[i]) - i;
+        in.u.hello.lane_addresses[i].data = lane_bytes[i];
+    }
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.hello.worker_address.len, 5);
+    assert_memory_equal(out.u.hello.worker_address.data, addr_bytes, 5);
+    assert_int_equal(out.u.hello.n_lane_addresses, 3);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(out.u.hello.lane_addresses[i].len, 6 - i);
+        assert_memory_equal(out.u.hello.lane_addresses[i].data, lane_bytes[i],
+                            6 - i);
+        assert_ptr_not_equal(out.u.hello.lane_addresses[i].data, lane_bytes[i]);
+    }
+    wst_msg_release(&out);
+    assert_memory_equal(&out, &zero_msg, sizeof(out));
+}
+
+/* Eight further lanes are one more than a worker can have: refused on
+ * decode with the field and the limit named, and never encoded. */
+static void test_codec_hello_too_many_lanes_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Hello h = WST__HELLO__INIT;
+    ProtobufCBinaryData lanes[WST_HELLO_LANES_MAX + 1];
+    uint8_t lane_byte = 7;
+    struct wst_msg m;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < WST_HELLO_LANES_MAX + 1; i++) {
+        lanes[i].len = 1;
+        lanes[i].data = &lane_byte;
+    }
+    ctl.msg_case = WST__CONTROL__MSG_HELLO;
+    ctl.hello = &h;
+    h.role = WST_ROLE_RECEIVER;
+    h.n_lane_addresses = WST_HELLO_LANES_MAX + 1;
+    h.lane_addresses = lanes;
+    assert_control_refused(&ctl, "hello lane_addresses: 8, limit 7");
+    h.n_lane_addresses = WST_HELLO_LANES_MAX;
+    decode_control(&ctl, &m);
+    assert_int_equal(m.u.hello.n_lane_addresses, WST_HELLO_LANES_MAX);
+    wst_msg_release(&m);
+
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_HELLO;
+    m.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    m.u.hello.role = WST_ROLE_RECEIVER;
+    m.u.hello.n_lane_addresses = WST_HELLO_LANES_MAX + 1;
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    assert_null(buf);
 }
 
 static void test_codec_roundtrip_have(void **state)
@@ -1071,6 +1146,7 @@ static void test_codec_blob_too_large_refused(void **state)
 {
     Wst__Control ctl = WST__CONTROL__INIT;
     Wst__Hello h = WST__HELLO__INIT;
+    ProtobufCBinaryData lanes[2];
     struct pb_plan p;
     uint8_t *big = calloc(WST_MAX_BLOB + 1, 1);
 
@@ -1087,6 +1163,15 @@ static void test_codec_blob_too_large_refused(void **state)
     h.worker_address.data = big;
     assert_control_refused(&ctl,
                            "hello worker_address: 4097 bytes, limit 4096");
+    h.worker_address.len = 0;
+    lanes[0].len = 1;
+    lanes[0].data = big;
+    lanes[1].len = WST_MAX_BLOB + 1;
+    lanes[1].data = big;
+    h.n_lane_addresses = 2;
+    h.lane_addresses = lanes;
+    assert_control_refused(&ctl,
+                           "hello lane_addresses[1]: 4097 bytes, limit 4096");
     pb_plan_init(&p);
     p.region.rkey.len = WST_MAX_BLOB + 1;
     p.region.rkey.data = big;
@@ -1341,6 +1426,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_roundtrip_hello),
+        cmocka_unit_test(test_codec_roundtrip_hello_lanes),
+        cmocka_unit_test(test_codec_hello_too_many_lanes_refused),
         cmocka_unit_test(test_codec_roundtrip_have),
         cmocka_unit_test(test_codec_roundtrip_want_summary),
         cmocka_unit_test(test_codec_roundtrip_barrier),

@@ -18,6 +18,7 @@
 #include "codec.h"
 #include "receiver_config.h"
 #include "sender_config.h"
+#include "worker.h"
 
 /* Every key has its entry, in order, and the table ends after the last. */
 static size_t table_length(const struct wst_config_entry *t)
@@ -31,7 +32,7 @@ static size_t table_length(const struct wst_config_entry *t)
 
 /* include/wstream/sender.h: timeout 30, mover auto, log level 2 (info),
  * window 64 MiB, heartbeat 1, peer timeout 5, shm_data off, device_path
- * auto, bounce 64 MiB, digest threads 2. */
+ * auto, bounce 64 MiB, digest threads 2, 1 data lane. */
 static void test_lib_config_sender_defaults(void **state)
 {
     struct wst_send_settings set;
@@ -50,14 +51,14 @@ static void test_lib_config_sender_defaults(void **state)
     assert_int_equal(set.device_path, WST_PATH_PREF_AUTO);
     assert_int_equal(set.bounce_bytes, 64ull << 20);
     assert_int_equal(set.digest_threads, 2);
-    assert_int_equal(table_length(wst_send_config),
-                     WST_SEND_CONFIG_DIGEST_THREADS + 1);
+    assert_int_equal(set.lanes, 1);
+    assert_int_equal(table_length(wst_send_config), WST_SEND_CONFIG_LANES + 1);
 }
 
 /* include/wstream/receiver.h: timeout 30, mover auto, verify 1 with 2
  * hashing threads, log level
  * 2 (info), heartbeat 1, peer timeout 5, staging slots 2, manifest entries
- * auto (0), manifest bytes 512 MiB, unranked peers 8. */
+ * auto (0), manifest bytes 512 MiB, unranked peers 8, 1 data lane. */
 static void test_lib_config_receiver_defaults(void **state)
 {
     struct wst_recv_settings set;
@@ -75,8 +76,8 @@ static void test_lib_config_receiver_defaults(void **state)
     assert_int_equal(set.max_manifest_entries, 0);
     assert_int_equal(set.max_manifest_bytes, 512ull << 20);
     assert_int_equal(set.max_unranked, 8);
-    assert_int_equal(table_length(wst_recv_config),
-                     WST_RECV_CONFIG_MAX_UNRANKED + 1);
+    assert_int_equal(set.lanes, 1);
+    assert_int_equal(table_length(wst_recv_config), WST_RECV_CONFIG_LANES + 1);
 }
 
 /* The device-path choices are enum wst_path_pref, as the sender parses
@@ -132,6 +133,9 @@ static void test_lib_config_create_refuses(void **state)
     rp.max_manifest_bytes = 1;
     rp.max_unranked_peers = 0;
     assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.field_mask = WST_RECEIVER_PARAM_LANES;
+    rp.lanes = WST_WORKER_LANES_MAX + 1;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
     assert_null(r);
 
     sp.field_mask |= WST_SENDER_PARAM_MOVER;
@@ -146,6 +150,10 @@ static void test_lib_config_create_refuses(void **state)
     sp.digest_threads = 0;
     assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
     sp.digest_threads = WST_DIGEST_THREADS_MAX + 1;
+    assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
+    sp.digest_threads = 2;
+    sp.field_mask |= WST_SENDER_PARAM_LANES;
+    sp.lanes = WST_WORKER_LANES_MAX + 1;
     assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
     assert_null(s);
 }

@@ -218,6 +218,10 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         sp.field_mask |= WST_SENDER_PARAM_WINDOW;
         sp.window_bytes = p->window_bytes;
     }
+    if (p->lanes != 0) {
+        sp.field_mask |= WST_SENDER_PARAM_LANES;
+        sp.lanes = p->lanes;
+    }
     if (p->device_path != NULL) {
         sp.field_mask |= WST_SENDER_PARAM_DEVICE_PATH;
         sp.device_path = p->device_path;
@@ -608,6 +612,12 @@ static void agent_exec(const struct wst_cluster *c,
         snprintf(slots, sizeof(slots), "%u", c->p.staging_slots);
         argv[n++] = "--staging-slots";
         argv[n++] = slots;
+    }
+    char lanes[16];
+    if (c->p.lanes != 0) {
+        snprintf(lanes, sizeof(lanes), "%u", c->p.lanes);
+        argv[n++] = "--lanes";
+        argv[n++] = lanes;
     }
     if (c->p.engine_bin != NULL) {
         argv[n++] = "--engine-socket";

@@ -59,6 +59,7 @@
 #include "log.h"
 #include "progress.h"
 #include "sender_config.h"
+#include "worker.h"
 
 #define MAX_RECEIVERS 1024
 #define MAX_LAYER 65534u /* the planner refuses wants past it (planner.c) */
@@ -70,6 +71,7 @@ struct send_settings {
     double timeout;
     double commit_timeout;
     int mover;
+    uint64_t lanes;
     int progress;
     int dry_run;
     int log_level;
@@ -107,6 +109,8 @@ static const struct wst_config_entry send_config[] = {
      offsetof(struct send_settings, commit_timeout), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct send_settings, mover),
                           &wst_send_config[WST_SEND_CONFIG_MOVER]),
+    WST_CONFIG_LIKE_ENTRY("lanes", NULL, offsetof(struct send_settings, lanes),
+                          &wst_send_config[WST_SEND_CONFIG_LANES]),
     {"progress", WST_CONFIG_ENUM, "auto",
      "auto (a bar on a terminal, lines otherwise), bar, lines or none",
      offsetof(struct send_settings, progress), progress_choices, NULL},
@@ -284,6 +288,11 @@ static wst_status_t check_settings(struct send *s)
                         "be positive\n");
         return WST_ERR_CONFIG;
     }
+    if (s->set.lanes < 1 || s->set.lanes > WST_WORKER_LANES_MAX) {
+        fprintf(stderr, "wstream-send: --lanes: %llu is not in 1..%d\n",
+                (unsigned long long)s->set.lanes, WST_WORKER_LANES_MAX);
+        return WST_ERR_CONFIG;
+    }
     if (s->set.dry_run)
         return WST_OK;
     if (s->set.receivers[0] == '\0' || s->set.version == 0) {
@@ -415,13 +424,15 @@ static wst_status_t create_sender(struct send *s)
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
                       WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG |
-                      WST_SENDER_PARAM_PROGRESS | WST_SENDER_PARAM_AUTH,
+                      WST_SENDER_PARAM_PROGRESS | WST_SENDER_PARAM_AUTH |
+                      WST_SENDER_PARAM_LANES,
         .rank = 0,
         .world_size = 1,
         .receivers = (const char *const *)s->receivers,
         .n_receivers = s->n_receivers,
         .timeout_s = s->set.timeout,
         .mover = wst_send_mover_names[s->set.mover],
+        .lanes = (unsigned)s->set.lanes,
         .log_level = s->set.log_level,
         .log_fn = wst_log_stream_sink,
         .log_arg = &s->log_stream,

@@ -54,6 +54,7 @@ class SenderParams(ctypes.Structure):
         ("bounce_bytes", ctypes.c_uint64),
         ("auth_secret_file", ctypes.c_char_p),
         ("digest_threads", ctypes.c_uint),
+        ("lanes", ctypes.c_uint),
     ]
 
 
