@@ -36,6 +36,7 @@ struct wst_pending_data {
 struct wst_relay {
     wst_worker_t *main;
     wst_worker_t *lane;
+    unsigned lane_index;
     uint64_t gen; /* the lane's lane_gen when it arrived */
     struct wst_data_hdr hdr;
     size_t len;
@@ -107,7 +108,9 @@ static void pending_end(struct wst_pending_data *pd, wst_status_t status)
     w->busy--;
     if (pd->relay != NULL)
         relay_report(pd->relay, status);
-    else if (w->ops.data_done != NULL)
+    else if (status == WST_OK)
+        w->lane_rx_bytes[0] += pd->len;
+    if (pd->relay == NULL && w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &pd->hdr, pd->dest, pd->len, status);
     free(pd);
 }
@@ -139,6 +142,8 @@ static void relay_done_run(void *arg)
     wst_worker_t *w = r->main;
 
     w->n_relayed--;
+    if (r->status == WST_OK)
+        w->lane_rx_bytes[r->lane_index] += r->len;
     if (w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &r->hdr, r->dest, r->len, r->status);
     free(r);
@@ -209,6 +214,7 @@ static void relay_place(wst_worker_t *w, struct wst_relay *r, void *dest)
 
     if (r->desc == NULL) {
         memcpy(dest, r->bytes, r->len);
+        w->lane_rx_bytes[r->lane_index] += r->len;
         st = WST_OK;
     } else if (!w->lanes_gone) {
         r->dest = dest;
@@ -284,6 +290,7 @@ ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
     }
     r->main = lane->main;
     r->lane = lane;
+    r->lane_index = lane->lane_index;
     r->gen = lane->lane_gen;
     memcpy(&r->hdr, header, sizeof(r->hdr));
     r->len = length;
@@ -309,6 +316,7 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
 {
     if (desc == NULL) {
         memcpy(dest, bytes, length);
+        w->lane_rx_bytes[0] += length;
         if (w->ops.data_done != NULL)
             w->ops.data_done(w->ops.arg, hdr, dest, length, WST_OK);
         return;

@@ -102,6 +102,13 @@ void wst_worker_lanes_busy(wst_worker_t *w, int delta)
                               w->lanes[i]);
 }
 
+void wst_worker_lane_rx_bytes(const wst_worker_t *w, uint64_t *bytes,
+                              unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        bytes[i] = i < WST_WORKER_LANES_MAX ? w->lane_rx_bytes[i] : 0;
+}
+
 /* ---- resets ---- */
 
 struct lane_reset {

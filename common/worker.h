@@ -323,6 +323,12 @@ unsigned wst_conn_lanes(const wst_conn_t *conn);
  * raises no event on a lane's fd either). */
 void wst_worker_lanes_busy(wst_worker_t *worker, int delta);
 
+/* Progress thread: the bytes of data messages that landed (status OK) on
+ * each lane since the worker started, into bytes[0..n) (lanes beyond the
+ * worker's read 0). */
+void wst_worker_lane_rx_bytes(const wst_worker_t *worker, uint64_t *bytes,
+                              unsigned n);
+
 typedef void (*wst_lane_send_cb)(void *arg, wst_status_t status);
 
 /* Progress thread: sends one data message (WST_AM_DATA, header 'hdr',

@@ -17,6 +17,8 @@
 #define MAX_SENDERS 4096
 
 /* A hello names every data lane a worker can have but its own (lane 0). */
+_Static_assert(WST_RECEIVER_LANES_MAX == WST_WORKER_LANES_MAX,
+               "a receiver reports every lane a worker may have");
 _Static_assert(WST_HELLO_LANES_MAX == WST_WORKER_LANES_MAX - 1,
                "codec.h's WST_HELLO_LANES_MAX is not worker.h's "
                "WST_WORKER_LANES_MAX - 1");

@@ -175,6 +175,7 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = apply_params(r, params);
     if (st != WST_OK)
         goto err_free;
+    r->state.lanes = r->lanes;
     seed_state(r, params);
     st = wst_jobq_create("wst-engine", &r->engine);
     if (st != WST_OK)

@@ -227,6 +227,8 @@ static void retire_receives(struct wst_receiver *r)
 static void started(struct wst_receiver *r, uint64_t version)
 {
     poll_worker(r, 1);
+    wst_worker_lane_rx_bytes(r->worker, r->lane_bytes_at_start,
+                             WST_RECEIVER_LANES_MAX);
     if (r->landing != NULL) {
         struct wst_landing_stats drop;
         wst_landing_take_stats(r->landing, &drop); /* counts start here */

@@ -79,6 +79,9 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_LANES = 1u << 13,
 };
 
+/* Data lanes a receiver may have (wst_receiver_params.lanes). */
+#define WST_RECEIVER_LANES_MAX 8
+
 struct wst_receiver_params {
     uint64_t field_mask; /* WST_RECEIVER_PARAM_* bits of the fields set */
     uint32_t rank;       /* this receiver's rank among receivers; default 0 */
@@ -268,6 +271,11 @@ struct wst_receiver_state {
     /* Times the UCX worker data arrives on was replaced because a failed
      * refit left receives in flight (their bytes can then never land). */
     uint64_t data_resets;
+    /* The receiver's data lanes, and the bytes of the last committed
+     * refit's data messages that landed on each (am and bounce; put and
+     * nccl bytes travel outside them). */
+    uint32_t lanes;
+    uint64_t last_refit_lane_bytes[WST_RECEIVER_LANES_MAX];
 };
 
 /* On success *receiver_p is owned by the caller. */

@@ -35,7 +35,8 @@ struct wst_metrics {
     struct MHD_Daemon *daemon;
     pthread_mutex_t lock;
     uint64_t refits_committed, refits_failed;
-    uint64_t rx_put, rx_am, rx_nccl; /* committed bytes by mover */
+    uint64_t rx_put, rx_am, rx_nccl;          /* committed bytes by mover */
+    uint64_t rx_lane[WST_RECEIVER_LANES_MAX]; /* committed bytes by lane */
     uint64_t errors[N_STATUS];
     struct histogram repack, finalize;
 };
@@ -146,6 +147,12 @@ static void scrape(struct wst_metrics *m, struct text *t)
              "wstream_rx_bytes_total{mover=\"nccl\"} %llu\n",
              (unsigned long long)m->rx_put, (unsigned long long)m->rx_am,
              (unsigned long long)m->rx_nccl);
+    text_add(t, "# HELP wstream_rx_lane_bytes_total Bytes of committed "
+                "refits' data messages by the data lane they landed on.\n"
+                "# TYPE wstream_rx_lane_bytes_total counter\n");
+    for (uint32_t i = 0; i < st.lanes && i < WST_RECEIVER_LANES_MAX; i++)
+        text_add(t, "wstream_rx_lane_bytes_total{lane=\"%u\"} %llu\n", i,
+                 (unsigned long long)m->rx_lane[i]);
     print_metric(t, "wstream_forged_data_total", "counter",
                  "Data messages dropped unwritten: they did not carry the "
                  "data token of the sender rank they claimed.",
@@ -295,6 +302,8 @@ void wst_metrics_refit_committed(struct wst_metrics *m)
     m->rx_put += st.last_refit_put_bytes;
     m->rx_am += st.last_refit_am_bytes;
     m->rx_nccl += st.last_refit_nccl_bytes;
+    for (unsigned i = 0; i < WST_RECEIVER_LANES_MAX; i++)
+        m->rx_lane[i] += st.last_refit_lane_bytes[i];
     for (uint32_t i = 0; i < n; i++) {
         /* Only MoE layers are repacked; every layer is finalized. */
         if (times[i].repack_seconds > 0)

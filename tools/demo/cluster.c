@@ -916,6 +916,14 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
     st->plan_seconds = json_double(o, "plan_seconds");
     st->register_seconds = json_double(o, "register_seconds");
     st->last_refit_seconds = json_double(o, "last_refit_seconds");
+    if (json_object_object_get_ex(o, "lanes", &v))
+        st->lanes = (uint32_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "last_refit_lane_bytes", &v) &&
+        json_object_is_type(v, json_type_array))
+        for (size_t i = 0;
+             i < json_object_array_length(v) && i < WST_RECEIVER_LANES_MAX; i++)
+            st->lane_bytes[i] = (uint64_t)json_object_get_int64(
+                json_object_array_get_idx(v, i));
     json_object_put(o);
     return 0;
 }

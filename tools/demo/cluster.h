@@ -121,6 +121,9 @@ struct wst_agent_status {
     int refit_open;         /* a refit is under way ("refit" not null) */
     uint64_t refit_version; /* its version, with refit_open */
     char refit_phase[32];   /* its phase, with refit_open */
+    uint32_t lanes;         /* its data lanes */
+    /* bytes of its last committed refit per data lane [0..lanes) */
+    uint64_t lane_bytes[WST_RECEIVER_LANES_MAX];
 };
 
 struct wst_cluster_agent {

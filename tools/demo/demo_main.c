@@ -68,6 +68,7 @@ struct demo_settings {
     char *fault;
     char *dump;
     uint64_t staging_slots;
+    uint64_t lanes;
     int engine;
     char *device;        /* text: a GPU ordinal, or -1 for host shm */
     char *sender_device; /* text: a GPU ordinal, or -1 for host memory */
@@ -132,6 +133,11 @@ static const struct wst_config_entry demo_config[] = {
      "after the last refit, write agent 0's live tensors and the global "
      "source tensors here (tests/tools/check_dump.py checks them)",
      offsetof(struct demo_settings, dump), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("lanes",
+                          "data lanes of every agent and sender (UCX workers "
+                          "with a progress thread each)",
+                          offsetof(struct demo_settings, lanes),
+                          &wst_recv_config[WST_RECV_CONFIG_LANES]),
     WST_CONFIG_LIKE_ENTRY("staging-slots",
                           "MoE layers the agents stage at once",
                           offsetof(struct demo_settings, staging_slots),
@@ -328,6 +334,28 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Which of agent 0's data lanes carried the last refit (its status). */
+static void print_lanes(struct demo *d)
+{
+    struct wst_agent_status as = {0};
+    char list[256] = "";
+    size_t used = 0;
+    unsigned carried = 0;
+
+    if (wst_cluster_agent_status(&d->cluster, 0, &as) != 0 || as.lanes <= 1)
+        return;
+    for (uint32_t i = 0; i < as.lanes && i < WST_RECEIVER_LANES_MAX; i++) {
+        carried += as.lane_bytes[i] > 0;
+        int n = snprintf(list + used, sizeof(list) - used, "%s%.1f",
+                         i ? " " : "", as.lane_bytes[i] / 1e6);
+        if (n > 0 && (size_t)n < sizeof(list) - used)
+            used += (size_t)n;
+    }
+    printf("wstream-demo: agent 0: %u data lanes, %u carried the last "
+           "refit (MB: %s)\n",
+           as.lanes, carried, list);
+}
+
 static int run(struct demo *d)
 {
     struct wst_sender_result res = {0};
@@ -396,6 +424,7 @@ static int run(struct demo *d)
     }
     if (verified)
         print_timeline(d);
+    print_lanes(d);
     qsort(secs, d->set.refits, sizeof(*secs), compare_double);
     double median = secs[(d->set.refits - 1) / 2];
     printf(
@@ -578,6 +607,7 @@ static int prepare(struct demo *d, const char *agent_bin)
         .shm_data = d->set.transport == WST_TRANSPORT_SHM,
         .moe = &d->moe,
         .staging_slots = (uint32_t)d->set.staging_slots,
+        .lanes = (uint32_t)d->set.lanes,
         .engine_bin = d->set.engine ? engine_bin : NULL,
         .n_devices = d->n_devices,
         .n_sender_devices = d->n_sender_devices,
