@@ -7,7 +7,8 @@
 # verified", the lanes it reports match the extended regex EXPECT_LANES and
 # do not match FORBID_LANES ("-": no forbidden pattern), and the mover it
 # reports is the one asked for: the value of --mover when given, else
-# $EXPECT_MOVER when set.
+# $EXPECT_MOVER when set; with $EXPECT_DATA_LANES=N, agent 0 has N data
+# lanes and every one of them carried bytes of the last refit.
 set -euo pipefail
 
 if [ "$#" -lt 3 ]; then
@@ -50,6 +51,12 @@ case $summary in
 esac
 
 # "..., mover M, lanes L: every byte verified"
+if [ -n "${EXPECT_DATA_LANES:-}" ]; then
+    n=$EXPECT_DATA_LANES
+    grep -Eq "^wstream-demo: agent 0: $n data lanes, $n carried the last refit" \
+        "$out" || fail "agent 0 did not use all $n data lanes"
+fi
+
 mover=$(sed -E 's/.*, mover ([^,]*), lanes .*/\1/' <<<"$summary")
 lanes=$(sed -E 's/.*, lanes (.*): every byte verified$/\1/' <<<"$summary")
 echo "demo_case: mover '$mover', lanes '$lanes'"
