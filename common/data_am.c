@@ -132,6 +132,20 @@ void wst_data_am_cancel_receiving(wst_worker_t *w)
 
 /* ---- relaying a lane's messages ---- */
 
+/* Our senders send eagerly only below 8 KiB (wire.c); a lane copies an
+ * eager message to relay it, so a peer's larger ones are refused rather
+ * than copied. */
+#define RELAY_EAGER_MAX (64u * 1024u)
+/* Messages relayed and not yet given back, over every lane: the bound on
+ * what a flood of them makes the agent hold. */
+#define RELAYS_HELD_MAX 16384
+
+static void relay_free(struct wst_relay *r)
+{
+    __atomic_fetch_sub(&r->main->relays_held, 1, __ATOMIC_RELAXED);
+    free(r);
+}
+
 static void data_recv_done(void *request, ucs_status_t status, size_t length,
                            void *user_data);
 
@@ -146,7 +160,7 @@ static void relay_done_run(void *arg)
         w->lane_rx_bytes[r->lane_index] += r->len;
     if (w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &r->hdr, r->dest, r->len, r->status);
-    free(r);
+    relay_free(r);
 }
 
 /* Lane thread: tells the main thread how r's receive ended. */
@@ -155,7 +169,7 @@ static void relay_report(struct wst_relay *r, wst_status_t status)
     r->status = status;
     if (wst_worker_post(r->main, relay_done_run, r) == WST_ERR_NO_MEMORY) {
         WST_ERROR(r->lane->log, "a data lane's receive report was lost");
-        free(r);
+        relay_free(r);
     }
 }
 
@@ -193,7 +207,7 @@ static void relay_release_run(void *arg)
 
     if (r->gen == lane->lane_gen && lane->worker != NULL)
         ucp_am_data_release(lane->worker, r->desc);
-    free(r);
+    relay_free(r);
 }
 
 /* Main thread: r is not received; its descriptor goes back to the lane
@@ -203,7 +217,7 @@ static void relay_drop(wst_worker_t *w, struct wst_relay *r, int release)
     if (r->desc != NULL && release && !w->lanes_gone &&
         wst_worker_post(r->lane, relay_release_run, r) != WST_ERR_NO_MEMORY)
         return;
-    free(r);
+    relay_free(r);
 }
 
 /* Main thread: r goes to 'dest'. Eager bytes are copied here; a
@@ -226,7 +240,7 @@ static void relay_place(wst_worker_t *w, struct wst_relay *r, void *dest)
     }
     if (w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &r->hdr, dest, r->len, st);
-    free(r);
+    relay_free(r);
 }
 
 static void park(wst_worker_t *w, struct wst_parked_data *pk)
@@ -248,7 +262,7 @@ static void relay_offer_run(void *arg)
     wst_status_t st;
 
     if (w->lanes_gone) {
-        free(r);
+        relay_free(r);
         return;
     }
     st = w->parked != NULL
@@ -281,9 +295,30 @@ static void relay_offer_run(void *arg)
 ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
                                void *data, size_t length, int rndv)
 {
+    wst_worker_t *w = lane->main;
+
+    if (!rndv && length > RELAY_EAGER_MAX) {
+        if (!lane->relay_warned++)
+            WST_WARN(lane->log,
+                     "data lane %u: an eager data message of %zu bytes dropped "
+                     "(at most %u; further drops are not logged)",
+                     lane->lane_index, length, RELAY_EAGER_MAX);
+        return UCS_OK;
+    }
+    if (__atomic_fetch_add(&w->relays_held, 1, __ATOMIC_RELAXED) >=
+        RELAYS_HELD_MAX) {
+        __atomic_fetch_sub(&w->relays_held, 1, __ATOMIC_RELAXED);
+        if (!lane->relay_warned++)
+            WST_WARN(lane->log,
+                     "data lane %u: %d data messages wait already; one more "
+                     "dropped (further drops are not logged)",
+                     lane->lane_index, RELAYS_HELD_MAX);
+        return UCS_OK;
+    }
     struct wst_relay *r = malloc(sizeof(*r) + (rndv ? 0 : length));
 
     if (r == NULL) {
+        __atomic_fetch_sub(&w->relays_held, 1, __ATOMIC_RELAXED);
         WST_ERROR(lane->log, "no memory to relay a %zu-byte data message",
                   length);
         return UCS_OK; /* dropped: UCX answers a rendezvous sender */
@@ -300,7 +335,7 @@ ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
     if (!rndv)
         memcpy(r->bytes, data, length);
     if (wst_worker_post(lane->main, relay_offer_run, r) == WST_ERR_NO_MEMORY) {
-        free(r);
+        relay_free(r);
         return UCS_OK;
     }
     return rndv ? UCS_INPROGRESS : UCS_OK;

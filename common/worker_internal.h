@@ -119,12 +119,14 @@ struct wst_worker {
     unsigned n_lanes;                          /* 1: lane 0 only */
     int lanes_gone;   /* being destroyed: nothing more is posted to them */
     size_t n_relayed; /* lanes' messages placed, not yet reported */
+    int relays_held;  /* relayed, not yet freed (atomic: any thread) */
     uint64_t lane_rx_bytes[WST_WORKER_LANES_MAX]; /* landed, per lane */
     /* On a lane: the worker it carries data for, its index, and the
      * number of its data resets (messages of an older one are void). */
     wst_worker_t *main;
     unsigned lane_index;
     uint64_t lane_gen;
+    unsigned relay_warned; /* messages refused, after the first logged */
 
     pthread_t thread;
     int epfd;

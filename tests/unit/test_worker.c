@@ -1302,6 +1302,7 @@ struct lane_send_call {
     struct wst_data_hdr hdr;
     const void *src;
     size_t len;
+    int eager; /* eager whatever the size (a hostile peer's choice) */
     pthread_t call_thread, cb_thread;
     wst_status_t st, done_st;
     int done;
@@ -1326,19 +1327,21 @@ static void do_lane_send(void *arg)
     struct lane_send_call *c = arg;
 
     c->call_thread = pthread_self();
-    c->st = wst_conn_lane_send(c->conn, c->lane, &c->hdr, c->src, c->len,
-                               c->len > 8192 ? UCP_AM_SEND_FLAG_RNDV
-                                             : UCP_AM_SEND_FLAG_EAGER,
-                               lane_sent, c);
+    c->st =
+        wst_conn_lane_send(c->conn, c->lane, &c->hdr, c->src, c->len,
+                           c->len > 8192 && !c->eager ? UCP_AM_SEND_FLAG_RNDV
+                                                      : UCP_AM_SEND_FLAG_EAGER,
+                           lane_sent, c);
 }
 
 /* Starts sending 'len' bytes of src on 'lane', for offset 'offset' of the
  * server's destination. */
-static void lane_send_start(struct pair *p, struct lane_send_call *c,
-                            unsigned lane, uint32_t item, uint64_t offset,
-                            const void *src, size_t len)
+static void lane_send_start_as(struct pair *p, struct lane_send_call *c,
+                               unsigned lane, uint32_t item, uint64_t offset,
+                               const void *src, size_t len, int eager)
 {
     memset(c, 0, sizeof(*c));
+    c->eager = eager;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     c->conn = p->conn;
@@ -1352,6 +1355,13 @@ static void lane_send_start(struct pair *p, struct lane_send_call *c,
     c->src = src;
     c->len = len;
     assert_int_equal(wst_worker_post(p->cli.w, do_lane_send, c), WST_OK);
+}
+
+static void lane_send_start(struct pair *p, struct lane_send_call *c,
+                            unsigned lane, uint32_t item, uint64_t offset,
+                            const void *src, size_t len)
+{
+    lane_send_start_as(p, c, lane, item, offset, src, len, 0);
 }
 
 /* Waits, bounded, for the send's callback; 1 when it came. */
@@ -1411,6 +1421,34 @@ static void test_worker_lanes_stripe(void **state)
     free(big2);
     free(small1);
     free(small2);
+}
+
+/* A lane copies an eager message to relay it: one far larger than our
+ * senders send is dropped before anything is held for it, and the lane
+ * goes on. */
+static void test_worker_lanes_big_eager_dropped(void **state)
+{
+    struct pair *p = *state;
+    struct lane_send_call c;
+    unsigned char *big = pattern(BIG_LEN, 18);
+    unsigned char *small = pattern(256, 19);
+
+    lanes_ready(p, BIG_LEN);
+    lane_send_start_as(p, &c, 1, 7, 0, big, BIG_LEN, 1);
+    assert_true(lane_send_wait(&c));
+    lane_send_fini(&c);
+    lane_send_start(p, &c, 1, 8, 0, small, 256);
+    assert_true(lane_send_wait(&c));
+    lane_send_fini(&c);
+    assert_true(side_wait(&p->srv, &p->srv.n_done, 1));
+    pthread_mutex_lock(&p->srv.lock);
+    assert_int_equal(p->srv.n_dest_calls, 1);
+    assert_int_equal(p->srv.done_hdr.item, 8);
+    assert_memory_equal(p->srv.dest, small, 256);
+    assert_true(all_zero(p->srv.dest + 256, BIG_LEN - 256));
+    pthread_mutex_unlock(&p->srv.lock);
+    free(big);
+    free(small);
 }
 
 /* data_dest busy for a lane's message: it waits, parked on the progress
@@ -1576,6 +1614,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_worker_mem_map_rkey_pack,
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_stripe,
+                                        pair_setup_lanes, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_lanes_big_eager_dropped,
                                         pair_setup_lanes, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_parked_until_resume,
                                         pair_setup_lanes, pair_teardown),
