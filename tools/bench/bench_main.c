@@ -41,6 +41,7 @@
 #include "sender_config.h"
 #include "stages.h"
 #include "thread_cpu.h"
+#include "worker.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
@@ -58,6 +59,7 @@ struct bench_settings {
     uint64_t perftest_footprint;
     uint64_t perftest_bytes;
     uint64_t window;
+    uint64_t lanes;
     int verify;
     uint64_t seed;
     double timeout;
@@ -111,6 +113,12 @@ static const struct wst_config_entry bench_config[] = {
     {"window", WST_CONFIG_UINT, "0",
      "the sender's bytes in flight per receiver (0: its default, 64 MiB)",
      offsetof(struct bench_settings, window), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY(
+        "lanes",
+        "data lanes of the sender and the agent (1..8), "
+        "and ucx_perftest's threads in its am, tag and stream tests",
+        offsetof(struct bench_settings, lanes),
+        &wst_send_config[WST_SEND_CONFIG_LANES]),
     {"verify", WST_CONFIG_BOOL, "y",
      "the agent checks every layer's digests (its --verify); the bench's "
      "byte-for-byte check of the last version runs either way",
@@ -358,6 +366,7 @@ static int run_perftest(struct bench *b)
         .server_netns = opt(b->set.agent_netns),
         .client_netns = opt(b->set.sender_netns),
         .log_path = log,
+        .threads = (unsigned)b->set.lanes,
         .timeout_s = b->set.timeout,
     };
     ok = wst_bench_ceiling_run(&base, (const char(*)[32])b->r.tests,
@@ -445,6 +454,7 @@ static void report(const struct bench *b)
     double pt = wst_bench_ceiling_gbps(&r->chunk);
     double pf = wst_bench_ceiling_gbps(&r->footprint);
     const char *tr = transport_choices[b->set.transport];
+    unsigned lanes = (unsigned)b->set.lanes; /* data lanes asked of both */
     char rt[32], rf[32];
 
     ratio(rt, sizeof(rt), ws, pt);
@@ -466,30 +476,30 @@ static void report(const struct bench *b)
     printf("\n");
     report_cpu(b);
     report_ceilings(b, ws);
-    printf("| transport | lanes | mover | size | wstream GB/s (median) | "
-           "perftest GB/s at chunk | ratio | perftest GB/s at footprint | "
-           "ratio footprint |\n");
-    printf("|---|---|---|---|---|---|---|---|---|\n");
-    printf("| %s | %s | %s | %.0f MiB | %.2f | %.2f (%s) | %s | %.2f (%s) | "
-           "%s |\n\n",
-           tr, r->lanes, r->mover, live / (double)MIB, ws, pt,
+    printf("| transport | lanes | data lanes | mover | size | wstream GB/s "
+           "(median) | perftest GB/s at chunk | ratio | perftest GB/s at "
+           "footprint | ratio footprint |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| %s | %s | %u | %s | %.0f MiB | %.2f | %.2f (%s) | %s | %.2f "
+           "(%s) | %s |\n\n",
+           tr, r->lanes, lanes, r->mover, live / (double)MIB, ws, pt,
            best_mode(r, &r->chunk), rt, pf, best_mode(r, &r->footprint), rf);
     if (b->set.csv) {
-        printf("csv,transport,lanes,mover,size_bytes,wstream_gbps,"
+        printf("csv,transport,lanes,data_lanes,mover,size_bytes,wstream_gbps,"
                "perftest_gbps,perftest_mode,ratio,perftest_footprint_gbps,"
                "perftest_footprint_mode,ratio_footprint\n");
-        printf("csv,%s,\"%s\",%s,%llu,%.3f,%.3f,%s,%s,%.3f,%s,%s\n\n", tr,
-               r->lanes, r->mover, (unsigned long long)live, ws, pt,
+        printf("csv,%s,\"%s\",%u,%s,%llu,%.3f,%.3f,%s,%s,%.3f,%s,%s\n\n", tr,
+               r->lanes, lanes, r->mover, (unsigned long long)live, ws, pt,
                best_mode(r, &r->chunk), rt, pf, best_mode(r, &r->footprint),
                rf);
     }
-    printf("wstream-bench: transport=%s mover=%s lanes=%s size=%llu "
-           "repeats=%llu wstream_gbps=%.3f perftest_gbps=%.3f "
+    printf("wstream-bench: transport=%s mover=%s lanes=%s data_lanes=%u "
+           "size=%llu repeats=%llu wstream_gbps=%.3f perftest_gbps=%.3f "
            "perftest_mode=%s ratio=%s perftest_footprint_gbps=%.3f "
            "perftest_footprint_mode=%s ratio_footprint=%s first_refit_s=%.4f "
            "sender_register_s=%.6f agent_register_s=%.6f plan_s=%.6f "
            "push_return_s=%.6f",
-           tr, r->mover, r->lanes, (unsigned long long)live,
+           tr, r->mover, r->lanes, lanes, (unsigned long long)live,
            (unsigned long long)b->set.repeats, ws, pt, best_mode(r, &r->chunk),
            rt, pf, best_mode(r, &r->footprint), rf, r->first_s,
            r->sender_register_s, r->agent_register_s, r->plan_s,
@@ -528,6 +538,12 @@ static int check_settings(struct bench *b)
                  "1..1000 --repeats and a --chunk");
         st = WST_ERR_CONFIG;
     }
+    if (st == WST_OK &&
+        (b->set.lanes < 1 || b->set.lanes > WST_WORKER_LANES_MAX)) {
+        snprintf(err, sizeof(err), "--lanes: %llu is not in 1..%d",
+                 (unsigned long long)b->set.lanes, WST_WORKER_LANES_MAX);
+        st = WST_ERR_CONFIG;
+    }
     if (st == WST_OK && parse_tests(b) != 0) {
         snprintf(err, sizeof(err),
                  "--perftest-tests \"%s\": want 1..8 comma-separated names",
@@ -560,11 +576,12 @@ static int prepare(struct bench *b, const char *agent_bin)
                             sizeof(b->workdir), &b->own_workdir) != 0)
         return -1;
     printf("wstream-bench: %s (%zu tensors in %u layers), 1 sender -> 1 "
-           "agent, transport %s, mover %s, agent verify %s, %llu repeats\n",
+           "agent, transport %s, mover %s, %llu data lanes, agent verify %s, "
+           "%llu repeats\n",
            b->model.preset, b->model.n_tensors, b->model.n_layers,
            transport_choices[b->set.transport],
-           wst_send_mover_names[b->set.mover], b->set.verify ? "on" : "off",
-           (unsigned long long)b->set.repeats);
+           wst_send_mover_names[b->set.mover], (unsigned long long)b->set.lanes,
+           b->set.verify ? "on" : "off", (unsigned long long)b->set.repeats);
     fflush(stdout);
     struct wst_cluster_params cp = {
         .model = &b->model,
@@ -582,6 +599,7 @@ static int prepare(struct bench *b, const char *agent_bin)
         .sender_netns = opt(b->set.sender_netns),
         .shm_data = b->set.transport == WST_TRANSPORT_SHM,
         .window_bytes = b->set.window,
+        .lanes = (uint32_t)b->set.lanes,
         .secret_file = b->set.auth_secret_file,
     };
     /* The agent takes its settings from WST_* variables too (its config

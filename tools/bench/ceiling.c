@@ -54,14 +54,20 @@ wst_status_t wst_bench_ceiling_run(const struct wst_perftest_params *base,
     c->n_tests = n_tests;
     c->best = -1;
     p.msg_bytes = msg_bytes;
-    p.iters = c->iters;
-    p.warmup = c->warmup;
     printf("perftest at %s: UCX_TLS=%s, %llu x %llu bytes per run (+%llu "
-           "warm-up)\n",
+           "warm-up)",
            what, p.tls ? p.tls : "(unset)", (unsigned long long)c->iters,
            (unsigned long long)msg_bytes, (unsigned long long)c->warmup);
+    if (p.threads > 1)
+        printf(", shared by %u threads in message tests", p.threads);
+    printf("\n");
     for (int t = 0; t < n_tests; t++) {
+        /* A run moves about run_bytes whatever the threads: each sends
+         * its share. */
+        unsigned threads = wst_perftest_threads(tests[t], p.threads);
         p.test = tests[t];
+        p.iters = (c->iters + threads - 1) / threads;
+        p.warmup = (c->warmup + threads - 1) / threads;
         c->gbps[t] = run_test(&p, repeats);
         if (c->gbps[t] > 0 && (c->best < 0 || c->gbps[t] > c->gbps[c->best]))
             c->best = t;

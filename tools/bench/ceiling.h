@@ -30,8 +30,9 @@ struct wst_bench_ceiling {
 
 /* Measures tests[0..n_tests) with messages of 'msg_bytes', about
  * 'run_bytes' per run (at least one message), 'repeats' runs each.
- * 'base' gives the program, UCX_TLS, host, namespaces, log and timeout;
- * its test and sizes are ignored. Prints each run as it goes. Fills *c
+ * 'base' gives the program, UCX_TLS, host, namespaces, log, timeout and
+ * threads (a run's messages are shared among them); its test and sizes
+ * are ignored. Prints each run as it goes. Fills *c
  * (what is borrowed); WST_OK when at least one test gave a number,
  * WST_ERR_UNREACHABLE when none did. */
 wst_status_t wst_bench_ceiling_run(const struct wst_perftest_params *base,

@@ -117,13 +117,31 @@ static void slurp(FILE *f, char *buf, size_t len, FILE *log)
     }
 }
 
-static int parse_final(const char *out, double *mib_s_p)
+unsigned wst_perftest_threads(const char *test, unsigned threads)
+{
+    int sends = strncmp(test, "ucp_am_", 7) == 0 ||
+                strncmp(test, "tag_", 4) == 0 ||
+                strncmp(test, "stream_", 7) == 0;
+
+    return sends && threads > 1 ? threads : 1;
+}
+
+/* One thread: "Final: iters lat-50% lat-avg lat-overall bw-avg bw-overall
+ * ...". Several: the threads' aggregate, "Final: iters lat-overall
+ * bw-overall rate-overall" (perftest leaves the other columns blank). */
+static int parse_final(const char *out, unsigned threads, double *mib_s_p)
 {
     const char *line = strstr(out, "Final:");
     double bw;
+    int n;
 
-    if (line == NULL ||
-        sscanf(line, "Final: %*s %*s %*s %*s %*s %lf", &bw) != 1 || bw <= 0)
+    if (line == NULL)
+        return -1;
+    if (threads > 1)
+        n = sscanf(line, "Final: %*s %*s %lf", &bw);
+    else
+        n = sscanf(line, "Final: %*s %*s %*s %*s %*s %lf", &bw);
+    if (n != 1 || bw <= 0)
         return -1;
     *mib_s_p = bw;
     return 0;
@@ -134,8 +152,9 @@ static int parse_final(const char *out, double *mib_s_p)
 static int run_client(const struct wst_perftest_params *p, uint16_t port,
                       pid_t server, char *out, size_t outlen, FILE *log)
 {
-    char port_s[16], size_s[32], iters_s[32], warm_s[32];
+    char port_s[16], size_s[32], iters_s[32], warm_s[32], threads_s[16];
     char *argv[24];
+    unsigned threads = wst_perftest_threads(p->test, p->threads);
     int n, rc = -1;
 
     snprintf(port_s, sizeof(port_s), "%u", port);
@@ -147,6 +166,15 @@ static int run_client(const struct wst_perftest_params *p, uint16_t port,
                     (char *)p->test, "-s", size_s, "-n",
                     iters_s,         "-w", warm_s, NULL};
     memcpy(argv + n, rest, sizeof(rest));
+    if (threads > 1) {
+        n += (int)(sizeof(rest) / sizeof(rest[0])) - 1;
+        snprintf(threads_s, sizeof(threads_s), "%u", threads);
+        argv[n++] = "-T";
+        argv[n++] = threads_s;
+        argv[n++] = "-M";
+        argv[n++] = "multi";
+        argv[n] = NULL;
+    }
     for (int attempt = 0; attempt < CONNECT_ATTEMPTS; attempt++) {
         FILE *f = tmpfile();
         if (f == NULL)
@@ -183,8 +211,11 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     argv[n++] = port_s;
     argv[n] = NULL;
     if (log != NULL) {
-        fprintf(log, "=== %s, UCX_TLS=%s, %llu x %llu bytes, port %u\n",
+        fprintf(log,
+                "=== %s, UCX_TLS=%s, threads %u, %llu x %llu bytes each, "
+                "port %u\n",
                 p->test, p->tls ? p->tls : "(unset)",
+                wst_perftest_threads(p->test, p->threads),
                 (unsigned long long)p->iters, (unsigned long long)p->msg_bytes,
                 port);
         fflush(log);
@@ -205,7 +236,8 @@ int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
     else if (src != 0)
         wst_errf(err, errlen, "%s: server exited with %d (see %s)", p->test,
                  src, p->log_path ? p->log_path : "stderr");
-    else if (parse_final(out, mib_s_p) != 0)
+    else if (parse_final(out, wst_perftest_threads(p->test, p->threads),
+                         mib_s_p) != 0)
         wst_errf(err, errlen, "%s: no \"Final:\" bandwidth in the output",
                  p->test);
     else

@@ -6,6 +6,16 @@
  * with UCX_TLS set as asked. A run yields a number only when both processes
  * exit 0 and the client printed a "Final:" line: after an error perftest
  * keeps "completing" failed operations and prints nonsense bandwidth.
+ *
+ * With threads above 1 a UCP test that sends messages (ucp_am_*, tag_*,
+ * stream_*) runs on that many client threads (`-T N -M multi`; the server
+ * takes both from the client), each with a UCP worker of its own and each
+ * sending ITERS messages: wstream's data lanes, which carry the am
+ * mover's messages, as near as perftest comes (its threads share one UCP
+ * context, hence -M multi). Its "Final:" line then holds the threads'
+ * summed bandwidth, in fewer columns. Other tests run on one thread: the
+ * put mover uses no lanes, and UCX 1.13's ucp_put_bw over tcp hung in
+ * about one run of six with -T 2, with or without -M multi.
  */
 #ifndef WST_BENCH_PERFTEST_H
 #define WST_BENCH_PERFTEST_H
@@ -22,15 +32,20 @@ struct wst_perftest_params {
     const char *client_netns; /* NULL: none */
     const char *log_path;     /* both processes' output, appended */
     uint64_t msg_bytes;
-    uint64_t iters;
-    uint64_t warmup;
+    uint64_t iters;   /* per thread */
+    uint64_t warmup;  /* per thread */
+    unsigned threads; /* UCP tests' client threads (-T); 0 or 1: one */
     double timeout_s; /* per process */
 };
 
 /* Runs one server/client pair. On success returns 0 and writes the
- * client's overall bandwidth of the "Final:" line in MB/s as perftest
- * prints it (2^20 bytes per second) to *mib_s_p; otherwise returns -1,
- * leaves *mib_s_p alone and says why in 'err'. */
+ * client's overall bandwidth of the "Final:" line (all threads') in MB/s
+ * as perftest prints it (2^20 bytes per second) to *mib_s_p; otherwise
+ * returns -1, leaves *mib_s_p alone and says why in 'err'. */
+
+/* The threads 'test' runs on with 'threads' asked: all of them for UCP
+ * tests that send messages, one for the rest (put, get, atomics, UCT). */
+unsigned wst_perftest_threads(const char *test, unsigned threads);
 int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
                      char *err, size_t errlen);
 
