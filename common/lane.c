@@ -15,6 +15,7 @@
  *        ▲                                  close, address
  *        └──────────post──────────── send done, endpoint failed, data in
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,21 @@
 #include "worker_internal.h"
 
 /* ---- lifetime ---- */
+
+unsigned wst_worker_lanes_auto(void)
+{
+    cpu_set_t set;
+    int cpus = 1;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        cpus = CPU_COUNT(&set);
+    int lanes = cpus / 2;
+    if (lanes < 1)
+        lanes = 1;
+    if (lanes > WST_WORKER_LANES_MAX)
+        lanes = WST_WORKER_LANES_MAX;
+    return (unsigned)lanes;
+}
 
 wst_status_t wst_lanes_start(wst_worker_t *w,
                              const struct wst_worker_params *params)

@@ -133,7 +133,8 @@ struct wst_worker_params {
      * the interface that has it (UCX_NET_DEVICES), unless the environment
      * sets UCX_NET_DEVICES. NULL, "" or "0.0.0.0": every interface. */
     const char *confine_ip;
-    /* Data lanes, 1..WST_WORKER_LANES_MAX (0: 1). Lane 0 is this worker's
+    /* Data lanes, 1..WST_WORKER_LANES_MAX (0: 1; wst_worker_lanes_auto
+     * gives the measured default). Lane 0 is this worker's
      * own UCX worker; each further lane is a UCX context and worker of
      * its own with its own progress thread, which carries a share of the
      * am mover's data messages (see "Data lanes" below). */
@@ -294,6 +295,14 @@ const char *wst_conn_name(const wst_conn_t *conn);
  * thread may wait for a lane. A data reset (wst_worker_data_reset) resets
  * every lane; wst_worker_data_receiving counts their receives too.
  */
+
+/* Data lanes for a worker asked for 0 ("auto"): one for every two CPUs
+ * this process may run on, 1..WST_WORKER_LANES_MAX. Measured (NOTES.md,
+ * issue 17): on a 16-core host, sender and agent on it, 1/2/4/8 lanes
+ * refit at 3.3/5.5/7.3-8.1/10.0-10.7 GB/s over tcp and 4.0-4.6/6.6-7.0/
+ * 7.6-8.6/10.1-10.5 over shared memory; on a 2-core VM 2 lanes were
+ * slower than 1 (1.54-1.64 against 1.74-1.88 GB/s). */
+unsigned wst_worker_lanes_auto(void);
 
 /* Any thread: the worker's data lanes (1: lane 0 only). */
 unsigned wst_worker_lanes(const wst_worker_t *worker);

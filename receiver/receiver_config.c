@@ -69,7 +69,8 @@ const struct wst_config_entry wst_recv_config[] = {
          FIELD(max_unranked), NULL, NULL},
     [WST_RECV_CONFIG_LANES] =
         {"lanes", WST_CONFIG_UINT, LANES_DEFAULT,
-         "data lanes (1.." LANES_MAX "): UCX workers, each with a thread of "
+         "data lanes (1.." LANES_MAX
+         "; 0: one per two CPUs): UCX workers, each with a thread of "
          "its own, that take a share of the senders' am data",
          FIELD(lanes), NULL, NULL},
     WST_CONFIG_END,

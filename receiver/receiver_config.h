@@ -20,9 +20,10 @@
 /* Hashing threads a receiver takes (wst_receiver_params.verify_threads). */
 #define WST_RECV_VERIFY_THREADS_MAX 64
 
-/* Data lanes of a receiver's worker (wst_receiver_params.lanes), when the
- * caller says nothing; at most WST_WORKER_LANES_MAX (common/worker.h). */
-#define WST_RECV_LANES_DEFAULT 1
+/* Data lanes of a receiver's worker (wst_receiver_params.lanes) when the caller
+ * says nothing: 0, auto (wst_worker_lanes_auto, common/worker.h); at most
+ * WST_WORKER_LANES_MAX. */
+#define WST_RECV_LANES_DEFAULT 0
 
 /* Staging slots a receiver takes (wst_receiver_params.staging_slots). */
 #define WST_RECV_STAGING_SLOTS_MAX 64

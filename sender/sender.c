@@ -142,8 +142,10 @@ static wst_status_t apply_params(struct wst_sender *s,
     s->digest_threads = (unsigned)set.digest_threads;
     if ((f & WST_SENDER_PARAM_LANES) && p->lanes != 0)
         set.lanes = p->lanes;
-    if (set.lanes < 1 || set.lanes > WST_WORKER_LANES_MAX) {
-        WST_ERROR(&s->log, "lanes %llu: want 1 to %u",
+    if (set.lanes == 0)
+        set.lanes = wst_worker_lanes_auto();
+    if (set.lanes > WST_WORKER_LANES_MAX) {
+        WST_ERROR(&s->log, "lanes %llu: want 1 to %u (0: auto)",
                   (unsigned long long)set.lanes, WST_WORKER_LANES_MAX);
         return WST_ERR_INVALID;
     }

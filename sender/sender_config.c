@@ -59,7 +59,8 @@ const struct wst_config_entry wst_send_config[] = {
          FIELD(digest_threads), NULL, NULL},
     [WST_SEND_CONFIG_LANES] = {"lanes", WST_CONFIG_UINT, LANES_DEFAULT,
                                "data lanes (1.." LANES_MAX
-                               "): UCX workers, each with a thread of "
+                               "; 0: one per two CPUs): UCX workers, each "
+                               "with a thread of "
                                "its own, that the am mover stripes data over",
                                FIELD(lanes), NULL, NULL},
     WST_CONFIG_END,

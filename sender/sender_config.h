@@ -34,9 +34,10 @@ struct wst_send_settings {
 
 #define WST_DIGEST_THREADS_MAX 64
 
-/* Data lanes of a sender's worker (wst_sender_params.lanes), when the
- * caller says nothing; at most WST_WORKER_LANES_MAX (common/worker.h). */
-#define WST_SEND_LANES_DEFAULT 1
+/* Data lanes of a sender's worker (wst_sender_params.lanes) when the caller
+ * says nothing: 0, auto (wst_worker_lanes_auto, common/worker.h); at most
+ * WST_WORKER_LANES_MAX. */
+#define WST_SEND_LANES_DEFAULT 0
 
 /* Indexes of wst_send_config, for WST_CONFIG_LIKE entries. */
 enum wst_send_config_key {

@@ -268,8 +268,8 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.verify_threads);
         return WST_ERR_CONFIG;
     }
-    if (a->set.lanes < 1 || a->set.lanes > WST_WORKER_LANES_MAX) {
-        WST_ERROR(&a->log, "--lanes: %llu is not in 1..%d",
+    if (a->set.lanes > WST_WORKER_LANES_MAX) {
+        WST_ERROR(&a->log, "--lanes: %llu is not in 0..%d (0: auto)",
                   (unsigned long long)a->set.lanes, WST_WORKER_LANES_MAX);
         return WST_ERR_CONFIG;
     }

@@ -336,7 +336,7 @@ case_dry_run() {
     run_send 2 "$work/out" "$work/ck" --progress sometimes
     expect "$work/out" "progress"
     run_send 2 "$work/out" "$work/ck" --dry-run --lanes 9
-    expect "$work/out" "--lanes: 9 is not in 1\.\.8"
+    expect "$work/out" "--lanes: 9 is not in 0\.\.8"
 }
 
 case_progress() {

@@ -51,7 +51,7 @@ static void test_lib_config_sender_defaults(void **state)
     assert_int_equal(set.device_path, WST_PATH_PREF_AUTO);
     assert_int_equal(set.bounce_bytes, 64ull << 20);
     assert_int_equal(set.digest_threads, 2);
-    assert_int_equal(set.lanes, 1);
+    assert_int_equal(set.lanes, 0); /* auto */
     assert_int_equal(table_length(wst_send_config), WST_SEND_CONFIG_LANES + 1);
 }
 
@@ -76,7 +76,7 @@ static void test_lib_config_receiver_defaults(void **state)
     assert_int_equal(set.max_manifest_entries, 0);
     assert_int_equal(set.max_manifest_bytes, 512ull << 20);
     assert_int_equal(set.max_unranked, 8);
-    assert_int_equal(set.lanes, 1);
+    assert_int_equal(set.lanes, 0); /* auto */
     assert_int_equal(table_length(wst_recv_config), WST_RECV_CONFIG_LANES + 1);
 }
 

@@ -115,7 +115,7 @@ static const struct wst_config_entry bench_config[] = {
      offsetof(struct bench_settings, window), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY(
         "lanes",
-        "data lanes of the sender and the agent (1..8), "
+        "data lanes of the sender and the agent (1..8; 0: auto), "
         "and ucx_perftest's threads in its am, tag and stream tests",
         offsetof(struct bench_settings, lanes),
         &wst_send_config[WST_SEND_CONFIG_LANES]),
@@ -538,12 +538,14 @@ static int check_settings(struct bench *b)
                  "1..1000 --repeats and a --chunk");
         st = WST_ERR_CONFIG;
     }
-    if (st == WST_OK &&
-        (b->set.lanes < 1 || b->set.lanes > WST_WORKER_LANES_MAX)) {
-        snprintf(err, sizeof(err), "--lanes: %llu is not in 1..%d",
+    if (st == WST_OK && b->set.lanes > WST_WORKER_LANES_MAX) {
+        snprintf(err, sizeof(err), "--lanes: %llu is not in 0..%d (0: auto)",
                  (unsigned long long)b->set.lanes, WST_WORKER_LANES_MAX);
         st = WST_ERR_CONFIG;
     }
+    /* Both sides and perftest get the same count: auto resolved here. */
+    if (st == WST_OK && b->set.lanes == 0)
+        b->set.lanes = wst_worker_lanes_auto();
     if (st == WST_OK && parse_tests(b) != 0) {
         snprintf(err, sizeof(err),
                  "--perftest-tests \"%s\": want 1..8 comma-separated names",

@@ -288,8 +288,9 @@ static wst_status_t check_settings(struct send *s)
                         "be positive\n");
         return WST_ERR_CONFIG;
     }
-    if (s->set.lanes < 1 || s->set.lanes > WST_WORKER_LANES_MAX) {
-        fprintf(stderr, "wstream-send: --lanes: %llu is not in 1..%d\n",
+    if (s->set.lanes > WST_WORKER_LANES_MAX) {
+        fprintf(stderr,
+                "wstream-send: --lanes: %llu is not in 0..%d (0: auto)\n",
                 (unsigned long long)s->set.lanes, WST_WORKER_LANES_MAX);
         return WST_ERR_CONFIG;
     }
