@@ -390,6 +390,8 @@ static void lane_send_done(void *request, ucs_status_t status, void *user_data)
 
     ucp_request_free(request);
     wst_worker_busy(ls->lane, -1);
+    if (status != UCS_OK)
+        ls->lane->failed_sends++;
     lane_send_report(ls, wst_status_from_ucs(status));
 }
 
@@ -414,9 +416,10 @@ static void lane_send_run(void *arg)
                         ls->src, ls->len, &p);
     if (req == NULL)
         lane_send_report(ls, WST_OK);
-    else if (UCS_PTR_IS_ERR(req))
+    else if (UCS_PTR_IS_ERR(req)) {
+        ls->lane->failed_sends++;
         lane_send_report(ls, wst_status_from_ucs(UCS_PTR_STATUS(req)));
-    else
+    } else
         wst_worker_busy(ls->lane, +1); /* shm raises no event for it */
 }
 

@@ -127,6 +127,8 @@ struct wst_worker {
     unsigned lane_index;
     uint64_t lane_gen;
     unsigned relay_warned; /* messages refused, after the first logged */
+    uint64_t failed_sends; /* a lane's sends that failed (see ucx_fini) */
+    int lanes_held;        /* a lane left its context to the exit (ucx_fini) */
 
     pthread_t thread;
     int epfd;

@@ -32,6 +32,7 @@ struct campaign_trial {
     int shm;                 /* transport: 0 tcp, 1 shm (UCX_TLS=sm,tcp) */
     uint32_t agents;         /* 1..3, one engine group */
     uint32_t senders;        /* 1..3 */
+    uint32_t lanes;          /* data lanes of every process; 0: auto */
     char preset[32];         /* "tiny-moe", "tiny" or "dense:<MiB>" */
     uint32_t layers;         /* 2..4 */
     int target;              /* enum campaign_target */

@@ -39,6 +39,7 @@ struct settings {
     double timeout;
     int keep;
     char *tolerate_abort;
+    uint64_t lanes;
 };
 
 static const char *const transport_choices[] = {"tcp", "shm", "mixed", NULL};
@@ -62,6 +63,9 @@ static const struct wst_config_entry campaign_config[] = {
      "run only the trial of this seed (as printed, 0x...), with the same "
      "--transport",
      offsetof(struct settings, replay), NULL, NULL},
+    {"lanes", WST_CONFIG_UINT, "0",
+     "data lanes of every agent and sender (0: theirs, one per two CPUs)",
+     offsetof(struct settings, lanes), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "5",
      "agents' --timeout and senders' wait (s); a trial hangs when something "
      "has not answered 3x this (plus a stop's length) after the fault",
@@ -432,6 +436,7 @@ int main(int argc, char **argv)
         runs[i].i = i;
         campaign_pick(set.replay[0] ? replay : campaign_trial_seed(set.seed, i),
                       set.transport, &runs[i].t);
+        runs[i].t.lanes = (uint32_t)set.lanes;
     }
     signal(SIGPIPE, SIG_IGN);
     uint64_t t0 = wst_now_ns();
