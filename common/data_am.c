@@ -297,6 +297,17 @@ ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
 {
     wst_worker_t *w = lane->main;
 
+    /* A sender takes no data: a peer sending some back on the endpoint
+     * UCX made for its rendezvous replies is dropped, as on lane 0. (Its
+     * ops never change after create: readable here.) */
+    if (w->ops.data_dest == NULL) {
+        if (!lane->relay_warned++)
+            WST_WARN(lane->log,
+                     "data lane %u: a data message to a worker that takes "
+                     "none dropped (further drops are not logged)",
+                     lane->lane_index);
+        return UCS_OK;
+    }
     if (!rndv && length > RELAY_EAGER_MAX) {
         if (!lane->relay_warned++)
             WST_WARN(lane->log,

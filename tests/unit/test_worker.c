@@ -40,7 +40,8 @@ struct side {
     struct wst_logger log;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int reply; /* answer every control message with "pong" */
+    int reply;   /* answer every control message with "pong" */
+    int no_data; /* takes no data (a sender): no data_dest, no data_done */
 
     int n_accepted;
     wst_conn_t *accepted;
@@ -197,6 +198,10 @@ static wst_status_t side_start(struct side *s,
         .lanes = s->lanes,
     };
 
+    if (s->no_data) {
+        p.ops.data_dest = NULL;
+        p.ops.data_done = NULL;
+    }
     wst_logger_init(&s->log, "test", WST_LOG_WARN);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
@@ -1464,6 +1469,84 @@ static void test_worker_lanes_big_eager_dropped(void **state)
     free(small);
 }
 
+/* Both sides with three lanes, the client taking no data (a sender). */
+static int pair_setup_lanes_sender(void **state)
+{
+    struct pair *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return -1;
+    p->srv.lanes = p->cli.lanes = 3;
+    p->cli.no_data = 1;
+    if (side_start(&p->srv, NULL) != WST_OK) {
+        free(p);
+        return -1;
+    }
+    if (side_start(&p->cli, NULL) != WST_OK || pair_connect(p) != 0) {
+        if (p->cli.w != NULL)
+            side_stop(&p->cli);
+        side_stop(&p->srv);
+        free(p);
+        return -1;
+    }
+    *state = p;
+    return 0;
+}
+
+/* A peer sends data to a worker that takes none (a sender's lane, over
+ * the endpoint UCX made for rendezvous replies): it is dropped, and the
+ * worker lives on. Before, the lane relayed it and the main thread called
+ * a data_dest it does not have. */
+static void test_worker_lanes_no_data_taker(void **state)
+{
+    struct pair *p = *state;
+    struct address_call ac = {.w = p->cli.w};
+    struct open_data_call oc = {0};
+    struct open_lanes_call ol = {.peer_errors = 1};
+    unsigned char *small = pattern(256, 20);
+    struct lane_send_call c;
+
+    client_says(p, "hello");
+    assert_non_null(p->srv.accepted);
+    /* The server opens its data lanes to the client's. */
+    assert_int_equal(wst_worker_call(p->cli.w, do_address, &ac), WST_OK);
+    assert_non_null(ac.addr);
+    oc.conn = p->srv.accepted;
+    oc.addr = ac.addr;
+    oc.len = ac.len;
+    oc.peer_errors = 1;
+    assert_int_equal(wst_worker_call(p->srv.w, do_open_data, &oc), WST_OK);
+    free(ac.addr);
+    assert_int_equal(oc.st, WST_OK);
+    for (unsigned i = 0; i < 2; i++) {
+        struct lane_addr_call la = {.w = p->cli.w, .lane = i + 1};
+        assert_int_equal(wst_worker_call(p->cli.w, do_lane_address, &la),
+                         WST_OK);
+        assert_int_equal(la.st, WST_OK);
+        ol.addrs[i] = la.addr;
+        ol.lens[i] = la.len;
+    }
+    ol.conn = p->srv.accepted;
+    assert_int_equal(wst_worker_call(p->srv.w, do_open_lanes, &ol), WST_OK);
+    free(ol.addrs[0]);
+    free(ol.addrs[1]);
+    assert_int_equal(ol.lanes, 3);
+    /* One message on a lane. */
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_cond_init(&c.cond, NULL);
+    c.conn = p->srv.accepted;
+    c.lane = 1;
+    c.src = small;
+    c.len = 256;
+    assert_int_equal(wst_worker_post(p->srv.w, do_lane_send, &c), WST_OK);
+    assert_true(lane_send_wait(&c));
+    lane_send_fini(&c);
+    /* The client is alive and answers. */
+    client_says(p, "still here");
+    free(small);
+}
+
 /* data_dest busy for a lane's message: it waits, parked on the progress
  * thread, until the owner resumes; then its lane receives it. */
 static void test_worker_lanes_parked_until_resume(void **state)
@@ -1626,6 +1709,8 @@ int main(void)
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_stripe,
                                         pair_setup_lanes, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_lanes_no_data_taker,
+                                        pair_setup_lanes_sender, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_big_eager_dropped,
                                         pair_setup_lanes, pair_teardown),
         cmocka_unit_test_setup_teardown(test_worker_lanes_parked_until_resume,
