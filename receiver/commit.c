@@ -89,9 +89,12 @@ static void pub_committed(struct wst_receiver *r, void *arg)
     r->state.last_refit_am_bytes = a->bytes_by_mover[WST_MOVER_AM];
     r->state.last_refit_nccl_bytes = a->bytes_by_mover[WST_MOVER_NCCL];
     r->state.last_refit_seconds = a->seconds;
+    /* Published from the progress thread: the worker's counters are
+     * read where they are kept. */
+    uint64_t now[WST_RECEIVER_LANES_MAX];
+    wst_worker_lane_rx_bytes(r->worker, now, WST_RECEIVER_LANES_MAX);
     for (unsigned i = 0; i < WST_RECEIVER_LANES_MAX; i++)
-        r->state.last_refit_lane_bytes[i] =
-            r->lane_bytes_now[i] - r->lane_bytes_at_start[i];
+        r->state.last_refit_lane_bytes[i] = now[i] - r->lane_bytes_at_start[i];
 }
 
 /* Every byte is in place and verified: the version is committed now,
@@ -99,8 +102,6 @@ static void pub_committed(struct wst_receiver *r, void *arg)
 void wst_recv_publish_committed(struct wst_receiver *r,
                                 const struct wst_rm_action *a)
 {
-    wst_worker_lane_rx_bytes(r->worker, r->lane_bytes_now,
-                             WST_RECEIVER_LANES_MAX);
     wst_recv_publish(r, pub_committed, (void *)a);
     WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
              (unsigned long long)a->version, (unsigned long long)a->bytes,

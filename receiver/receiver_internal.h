@@ -101,7 +101,6 @@ struct wst_receiver {
     /* The worker's bytes landed per lane when the refit under way began
      * (progress thread). */
     uint64_t lane_bytes_at_start[WST_RECEIVER_LANES_MAX];
-    uint64_t lane_bytes_now[WST_RECEIVER_LANES_MAX];
     struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     struct wst_receiver_hooks hooks;
 
