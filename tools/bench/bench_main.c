@@ -37,6 +37,7 @@
 #include "median.h"
 #include "model.h"
 #include "perftest.h"
+#include "receiver_config.h"
 #include "refill.h"
 #include "sender_config.h"
 #include "stages.h"
@@ -61,6 +62,8 @@ struct bench_settings {
     uint64_t window;
     uint64_t lanes;
     int verify;
+    uint64_t digest_threads;
+    uint64_t verify_threads;
     uint64_t seed;
     double timeout;
     int log_level;
@@ -123,6 +126,12 @@ static const struct wst_config_entry bench_config[] = {
      "the agent checks every layer's digests (its --verify); the bench's "
      "byte-for-byte check of the last version runs either way",
      offsetof(struct bench_settings, verify), NULL, NULL},
+    {"digest-threads", WST_CONFIG_UINT, "0",
+     "the sender's hashing threads (0: its default)",
+     offsetof(struct bench_settings, digest_threads), NULL, NULL},
+    {"verify-threads", WST_CONFIG_UINT, "0",
+     "the agent's hashing threads (its --verify-threads; 0: its default)",
+     offsetof(struct bench_settings, verify_threads), NULL, NULL},
     {"seed", WST_CONFIG_UINT, "1", "data generator seed",
      offsetof(struct bench_settings, seed), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "120",
@@ -517,8 +526,11 @@ static void report(const struct bench *b)
         printf(" %s_gbps=%.3f", r->tests[t], r->chunk.gbps[t]);
     for (int t = 0; r->have_footprint && t < r->n_tests; t++)
         printf(" %s_footprint_gbps=%.3f", r->tests[t], r->footprint.gbps[t]);
-    printf(" agent_verify=%s verified=%s\n", b->set.verify ? "yes" : "no",
-           r->verified ? "yes" : "no");
+    printf(
+        " agent_verify=%s digest_threads=%llu verify_threads=%llu "
+        "verified=%s\n",
+        b->set.verify ? "yes" : "no", (unsigned long long)b->set.digest_threads,
+        (unsigned long long)b->set.verify_threads, r->verified ? "yes" : "no");
     fflush(stdout);
 }
 
@@ -541,6 +553,14 @@ static int check_settings(struct bench *b)
     if (st == WST_OK && b->set.lanes > WST_WORKER_LANES_MAX) {
         snprintf(err, sizeof(err), "--lanes: %llu is not in 0..%d (0: auto)",
                  (unsigned long long)b->set.lanes, WST_WORKER_LANES_MAX);
+        st = WST_ERR_CONFIG;
+    }
+    if (st == WST_OK && (b->set.digest_threads > WST_DIGEST_THREADS_MAX ||
+                         b->set.verify_threads > WST_RECV_VERIFY_THREADS_MAX)) {
+        snprintf(err, sizeof(err),
+                 "--digest-threads and --verify-threads: want 0..%d and "
+                 "0..%d (0: the default)",
+                 WST_DIGEST_THREADS_MAX, WST_RECV_VERIFY_THREADS_MAX);
         st = WST_ERR_CONFIG;
     }
     /* Both sides and perftest get the same count: auto resolved here. */
@@ -602,11 +622,18 @@ static int prepare(struct bench *b, const char *agent_bin)
         .shm_data = b->set.transport == WST_TRANSPORT_SHM,
         .window_bytes = b->set.window,
         .lanes = (uint32_t)b->set.lanes,
+        .digest_threads = (uint32_t)b->set.digest_threads,
         .secret_file = b->set.auth_secret_file,
     };
     /* The agent takes its settings from WST_* variables too (its config
      * table), and inherits this process's environment. */
     setenv("WST_VERIFY", b->set.verify ? "yes" : "no", 1);
+    if (b->set.verify_threads != 0) {
+        char n[24];
+        snprintf(n, sizeof(n), "%llu",
+                 (unsigned long long)b->set.verify_threads);
+        setenv("WST_VERIFY_THREADS", n, 1);
+    }
     if (wst_cluster_start(&b->cluster, &cp) != 0)
         return -1;
     if (wst_thread_cpu_table_init(&b->r.cpu[0], "sender",

@@ -222,6 +222,10 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         sp.field_mask |= WST_SENDER_PARAM_LANES;
         sp.lanes = p->lanes;
     }
+    if (p->digest_threads != 0) {
+        sp.field_mask |= WST_SENDER_PARAM_DIGEST_THREADS;
+        sp.digest_threads = p->digest_threads;
+    }
     if (p->device_path != NULL) {
         sp.field_mask |= WST_SENDER_PARAM_DEVICE_PATH;
         sp.device_path = p->device_path;

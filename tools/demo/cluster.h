@@ -58,7 +58,8 @@ struct wst_cluster_params {
     uint32_t staging_slots; /* agents' --staging-slots; 0: their default */
     uint64_t window_bytes;  /* senders' bytes in flight; 0: their default */
     uint32_t lanes; /* agents' --lanes and senders' lanes; 0: defaults */
-    const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
+    uint32_t digest_threads; /* senders' digest_threads; 0: their default */
+    const char *engine_bin;  /* wstream-engine-standin; NULL: no engine */
     /* Live memory on the GPUs 'devices' (needs engine_bin) when n_devices
      * is nonzero: agent k's on devices[k % n_devices]. Zeroed params keep
      * the host shm. */
