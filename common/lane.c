@@ -40,6 +40,13 @@ unsigned wst_worker_lanes_auto(void)
     return (unsigned)lanes;
 }
 
+unsigned wst_worker_hash_threads_auto(unsigned lanes)
+{
+    unsigned n = (3 * lanes + 3) / 4;
+
+    return n < 2 ? 2 : n;
+}
+
 wst_status_t wst_lanes_start(wst_worker_t *w,
                              const struct wst_worker_params *params)
 {

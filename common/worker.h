@@ -304,6 +304,14 @@ const char *wst_conn_name(const wst_conn_t *conn);
  * slower than 1 (1.54-1.64 against 1.74-1.88 GB/s). */
 unsigned wst_worker_lanes_auto(void);
 
+/* Hashing threads for a side that streams over 'lanes' data lanes (a
+ * sender's digest_threads, an agent's verify_threads, asked for 0):
+ * three for every four lanes, at least 2. Measured (NOTES.md, issue 17)
+ * on the 16-core host with 8 lanes: with 2 threads a side the hashing
+ * held a refit to 6.8-10.2 GB/s over shared memory, with 6 it ran
+ * 12.0-15.4; with 4 lanes 2 to 8 threads made no difference. */
+unsigned wst_worker_hash_threads_auto(unsigned lanes);
+
 /* Any thread: the worker's data lanes (1: lane 0 only). */
 unsigned wst_worker_lanes(const wst_worker_t *worker);
 

@@ -68,7 +68,6 @@ static wst_status_t apply_params(struct wst_receiver *r,
             set.verify_threads = p->verify_threads;
     }
     r->verify = set.verify;
-    r->verify_threads = (unsigned)set.verify_threads;
     if (f & WST_RECEIVER_PARAM_HEARTBEAT) {
         set.heartbeat_s = p->heartbeat_s;
         set.peer_timeout_s = p->peer_timeout_s;
@@ -128,6 +127,10 @@ static wst_status_t apply_params(struct wst_receiver *r,
         return WST_ERR_INVALID;
     }
     r->lanes = (unsigned)set.lanes;
+    /* After the lanes: the hashing keeps up with them (worker.h). */
+    r->verify_threads = set.verify_threads != 0
+                            ? (unsigned)set.verify_threads
+                            : wst_worker_hash_threads_auto(r->lanes);
     if ((f & WST_RECEIVER_PARAM_AUTH) && p->auth_secret_file != NULL &&
         p->auth_secret_file[0] != '\0') {
         char err[512];
@@ -371,8 +374,12 @@ wst_status_t wst_receiver_start(wst_receiver_t *r, uint16_t *port_p)
     if (st != WST_OK)
         return st;
     r->started = 1;
-    WST_INFO(&r->log, "listening on %s:%u: %zu regions, %zu wants",
-             r->listen_host, c.port, r->n_regions, r->n_wants);
+    WST_INFO(&r->log,
+             "listening on %s:%u: %zu regions, %zu wants, %u data lanes, "
+             "%u hashing threads%s",
+             r->listen_host, c.port, r->n_regions, r->n_wants, r->lanes,
+             r->verify ? r->verify_threads : 0,
+             r->verify ? "" : " (no verify)");
     if (port_p != NULL)
         *port_p = c.port;
     return WST_OK;

@@ -44,10 +44,11 @@ const struct wst_config_entry wst_recv_config[] = {
     [WST_RECV_CONFIG_VERIFY] = {"verify", WST_CONFIG_BOOL, "yes",
                                 "check every layer's digest", FIELD(verify),
                                 NULL, NULL},
-    [WST_RECV_CONFIG_VERIFY_THREADS] = {"verify-threads", WST_CONFIG_UINT, "2",
+    [WST_RECV_CONFIG_VERIFY_THREADS] = {"verify-threads", WST_CONFIG_UINT, "0",
                                         "threads (1.." VERIFY_THREADS_MAX
                                         ") that hash data as it lands, "
-                                        "with verify",
+                                        "with verify; 0: three for every "
+                                        "four lanes, at least 2",
                                         FIELD(verify_threads), NULL, NULL},
     [WST_RECV_CONFIG_LOG_LEVEL] = {"log-level", WST_CONFIG_ENUM, "info",
                                    "error, warn, info, debug, trace",

@@ -133,13 +133,12 @@ static wst_status_t apply_params(struct wst_sender *s,
     s->bounce_slots = (uint32_t)(bounce / WST_BOUNCE_SLOT_BYTES);
     if (f & WST_SENDER_PARAM_DIGEST_THREADS)
         set.digest_threads = p->digest_threads;
-    if (set.digest_threads < 1 || set.digest_threads > WST_DIGEST_THREADS_MAX) {
-        WST_ERROR(&s->log, "digest_threads %llu: want 1 to %u",
+    if (set.digest_threads > WST_DIGEST_THREADS_MAX) {
+        WST_ERROR(&s->log, "digest_threads %llu: want 1 to %u (0: auto)",
                   (unsigned long long)set.digest_threads,
                   WST_DIGEST_THREADS_MAX);
         return WST_ERR_INVALID;
     }
-    s->digest_threads = (unsigned)set.digest_threads;
     if ((f & WST_SENDER_PARAM_LANES) && p->lanes != 0)
         set.lanes = p->lanes;
     if (set.lanes == 0)
@@ -150,6 +149,10 @@ static wst_status_t apply_params(struct wst_sender *s,
         return WST_ERR_INVALID;
     }
     s->lanes = (unsigned)set.lanes;
+    /* After the lanes: the hashing keeps up with them (worker.h). */
+    s->digest_threads = set.digest_threads != 0
+                            ? (unsigned)set.digest_threads
+                            : wst_worker_hash_threads_auto(s->lanes);
     if (f & WST_SENDER_PARAM_SHM_DATA)
         set.shm_data = p->shm_data != 0;
     s->data_peer_errors = !(set.shm_data && shm_possible());

@@ -53,9 +53,9 @@ const struct wst_config_entry wst_send_config[] = {
          "pinned host memory the bounce path copies device shards through",
          FIELD(bounce_bytes), NULL, NULL},
     [WST_SEND_CONFIG_DIGEST_THREADS] =
-        {"digest-threads", WST_CONFIG_UINT, "2",
+        {"digest-threads", WST_CONFIG_UINT, "0",
          "threads that hash layers while the refit streams (push returns "
-         "at once)",
+         "at once); 0: three for every four lanes, at least 2",
          FIELD(digest_threads), NULL, NULL},
     [WST_SEND_CONFIG_LANES] = {"lanes", WST_CONFIG_UINT, LANES_DEFAULT,
                                "data lanes (1.." LANES_MAX

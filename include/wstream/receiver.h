@@ -95,7 +95,8 @@ struct wst_receiver_params {
     int verify; /* check digests; default 1 */
     /* With verify (WST_RECEIVER_PARAM_VERIFY too): threads that hash data
      * messages as they land, so that a layer is checked without reading
-     * it again; 0: the default, 2. At most 64. */
+     * it again; 0: the default, three for every four data lanes, at
+     * least 2. At most 64. */
     uint32_t verify_threads;
     int log_level;     /* 0..4, default 2 (info) */
     wst_log_fn log_fn; /* NULL: stderr */

@@ -115,7 +115,8 @@ struct wst_sender_params {
     /* Threads that hash each layer of a push for its receiver's check,
      * while the refit streams: push returns without hashing, and wait (or
      * destroy) returns only once none of them reads the shards any more.
-     * 1 to 64; default 2 (WST_SENDER_PARAM_DIGEST_THREADS). Device shards
+     * 1 to 64; 0 or unset: three for every four data lanes, at least 2
+     * (WST_SENDER_PARAM_DIGEST_THREADS). Device shards
      * are hashed on their GPU, one layer at a time. */
     unsigned digest_threads;
     /* Data lanes (WST_SENDER_PARAM_LANES): UCX workers, each with a

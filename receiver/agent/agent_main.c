@@ -263,8 +263,8 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.staging_slots);
         return WST_ERR_CONFIG;
     }
-    if (a->set.verify_threads < 1 || a->set.verify_threads > 64) {
-        WST_ERROR(&a->log, "--verify-threads: %llu is not in 1..64",
+    if (a->set.verify_threads > 64) {
+        WST_ERROR(&a->log, "--verify-threads: %llu is not in 0..64 (0: auto)",
                   (unsigned long long)a->set.verify_threads);
         return WST_ERR_CONFIG;
     }

@@ -50,13 +50,13 @@ static void test_lib_config_sender_defaults(void **state)
     assert_int_equal(set.shm_data, 0);
     assert_int_equal(set.device_path, WST_PATH_PREF_AUTO);
     assert_int_equal(set.bounce_bytes, 64ull << 20);
-    assert_int_equal(set.digest_threads, 2);
-    assert_int_equal(set.lanes, 0); /* auto */
+    assert_int_equal(set.digest_threads, 0); /* auto, from the lanes */
+    assert_int_equal(set.lanes, 0);          /* auto */
     assert_int_equal(table_length(wst_send_config), WST_SEND_CONFIG_LANES + 1);
 }
 
-/* include/wstream/receiver.h: timeout 30, mover auto, verify 1 with 2
- * hashing threads, log level
+/* include/wstream/receiver.h: timeout 30, mover auto, verify 1 with
+ * hashing threads by the lanes, log level
  * 2 (info), heartbeat 1, peer timeout 5, staging slots 2, manifest entries
  * auto (0), manifest bytes 512 MiB, unranked peers 8, 1 data lane. */
 static void test_lib_config_receiver_defaults(void **state)
@@ -68,7 +68,7 @@ static void test_lib_config_receiver_defaults(void **state)
     assert_true(set.timeout_s == 30.0);
     assert_string_equal(wst_recv_mover_names[set.mover], "auto");
     assert_int_equal(set.verify, 1);
-    assert_int_equal(set.verify_threads, 2);
+    assert_int_equal(set.verify_threads, 0); /* auto, from the lanes */
     assert_int_equal(set.log_level, WST_LOG_INFO);
     assert_true(set.heartbeat_s == 1.0);
     assert_true(set.peer_timeout_s == 5.0);
@@ -147,8 +147,6 @@ static void test_lib_config_create_refuses(void **state)
     assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
     sp.bounce_bytes = 64ull << 20;
     sp.field_mask |= WST_SENDER_PARAM_DIGEST_THREADS;
-    sp.digest_threads = 0;
-    assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
     sp.digest_threads = WST_DIGEST_THREADS_MAX + 1;
     assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
     sp.digest_threads = 2;
@@ -158,6 +156,18 @@ static void test_lib_config_create_refuses(void **state)
     assert_null(s);
 }
 
+/* Hashing threads for 0 ("auto"): three for every four lanes, at least
+ * 2 (common/worker.h; the figures that chose it are in NOTES.md). */
+static void test_lib_config_hash_threads_auto(void **state)
+{
+    static const unsigned want[WST_WORKER_LANES_MAX + 1] = {2, 2, 2, 3, 3,
+                                                            4, 5, 6, 6};
+
+    (void)state;
+    for (unsigned l = 0; l <= WST_WORKER_LANES_MAX; l++)
+        assert_int_equal(wst_worker_hash_threads_auto(l), want[l]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_lib_config_receiver_defaults),
         cmocka_unit_test(test_lib_config_device_path_names),
         cmocka_unit_test(test_lib_config_create_refuses),
+        cmocka_unit_test(test_lib_config_hash_threads_auto),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
