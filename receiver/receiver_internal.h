@@ -95,6 +95,8 @@ struct wst_receiver {
     struct wst_auth_secret secret; /* empty: insecure */
     double timeout_s;
     int allow_put;
+    /* The refit now ending was refused or failed (refit.c). */
+    int refit_failed;
     int verify;
     unsigned verify_threads;
     unsigned lanes; /* the worker's data lanes, 1..WST_WORKER_LANES_MAX */
@@ -202,6 +204,16 @@ void *wst_recv_item_dest(const struct wst_receiver *r,
                          const struct wst_plan_item *it, uint64_t offset);
 wst_status_t wst_recv_add_want(struct wst_receiver *r,
                                const struct wst_want *want);
+/* Progress thread, after a refit failed where plans handed out remote
+ * keys (allow_put: puts in hardware): every host region is registered
+ * again and its key packed again; the old registration goes first. A
+ * NIC's put that a stopped sender of the failed refit issues when it
+ * resumes then meets a key that no longer exists, and writes nothing
+ * (retire_receives in refit.c covers receives, not puts). The senders of
+ * the failed refit reconnect at their next push and get plans with the
+ * new keys. A region that cannot be registered again turns puts off
+ * (allow_put 0: later plans are am). */
+wst_status_t wst_recv_regions_rekey(struct wst_receiver *r);
 
 /* peers.c */
 void wst_recv_send_msg(struct wst_receiver *r, struct peer *p,

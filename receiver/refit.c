@@ -337,9 +337,11 @@ static void run_action(struct wst_receiver *r, const struct wst_rm_action *a)
         break;
     case WST_RM_ACT_REFUSED:
         wst_recv_publish_refused(r, a);
+        r->refit_failed = 1;
         break;
     case WST_RM_ACT_UNUSABLE:
         wst_recv_publish_unusable(r, a);
+        r->refit_failed = 1;
         break;
     case WST_RM_ACT_LATE_FAILURE:
         /* The version is complete; a late failure loses nothing. */
@@ -354,6 +356,10 @@ static void run_action(struct wst_receiver *r, const struct wst_rm_action *a)
         break;
     case WST_RM_ACT_END:
         retire_receives(r);
+        /* Puts in hardware land without us: their keys go instead. */
+        if (r->refit_failed && r->allow_put)
+            wst_recv_regions_rekey(r);
+        r->refit_failed = 0;
         poll_worker(r, 0);
         break;
     case WST_RM_ACT_REASON:

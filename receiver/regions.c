@@ -116,6 +116,58 @@ err_unmap:
     return st;
 }
 
+/* A host region's new registration and key; the old ones are destroyed
+ * first, so that whatever happens next no put can use them. */
+static wst_status_t rekey_region(struct wst_receiver *r, struct region *reg)
+{
+    wst_status_t st;
+
+    wst_worker_mem_unmap(r->worker, reg->memh);
+    reg->memh = NULL;
+    free(reg->rkey);
+    reg->rkey = NULL;
+    reg->rkey_len = 0;
+    st = wst_worker_mem_map(r->worker, reg->data, reg->length, &reg->memh);
+    if (st != WST_OK)
+        return st;
+    st = wst_worker_rkey_pack(r->worker, reg->memh, &reg->rkey, &reg->rkey_len);
+    if (st != WST_OK) {
+        wst_worker_mem_unmap(r->worker, reg->memh);
+        reg->memh = NULL;
+    }
+    return st;
+}
+
+wst_status_t wst_recv_regions_rekey(struct wst_receiver *r)
+{
+    wst_status_t first = WST_OK;
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->n_regions; i++) {
+        struct region *reg = &r->regions[i];
+        if (reg->mem != WST_MEM_HOST || reg->memh == NULL)
+            continue;
+        wst_status_t st = rekey_region(r, reg);
+        if (st == WST_OK) {
+            n++;
+            continue;
+        }
+        WST_ERROR(&r->log,
+                  "region %s: no new registration after a failed refit "
+                  "(%s); senders put into no region from now on",
+                  reg->name, wst_status_string(st));
+        if (first == WST_OK)
+            first = st;
+    }
+    if (first != WST_OK)
+        r->allow_put = 0; /* plans from now on are am: no key to hand */
+    WST_INFO(&r->log,
+             "remote keys of %zu host regions replaced after a failed "
+             "refit: puts still in flight for it find no key",
+             n);
+    return first;
+}
+
 wst_status_t wst_recv_add_want(struct wst_receiver *r,
                                const struct wst_want *want)
 {
