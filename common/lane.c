@@ -47,6 +47,65 @@ unsigned wst_worker_hash_threads_auto(unsigned lanes)
     return n < 2 ? 2 : n;
 }
 
+static int device_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+           c == '-';
+}
+
+wst_status_t wst_worker_lane_device_pick(const char *list, unsigned index,
+                                         char *dev, char *err, size_t errlen)
+{
+    const char *entry[WST_WORKER_DEVICES_MAX];
+    size_t len[WST_WORKER_DEVICES_MAX];
+    unsigned n = 0;
+
+    dev[0] = '\0';
+    if (list == NULL || list[0] == '\0')
+        return WST_OK;
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t l = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (n == WST_WORKER_DEVICES_MAX) {
+            snprintf(err, errlen, "lane devices \"%s\": more than %d", list,
+                     WST_WORKER_DEVICES_MAX);
+            return WST_ERR_INVALID;
+        }
+        if (l == 0 || l >= WST_WORKER_DEVICE_MAX) {
+            snprintf(err, errlen,
+                     "lane devices \"%s\": entry %u is empty or longer "
+                     "than %d characters",
+                     list, n + 1, WST_WORKER_DEVICE_MAX - 1);
+            return WST_ERR_INVALID;
+        }
+        for (size_t i = 0; i < l; i++)
+            if (!device_char_ok(p[i])) {
+                snprintf(err, errlen,
+                         "lane devices \"%s\": entry %u has a character "
+                         "a device name has not (letters, digits, \"_.:-\")",
+                         list, n + 1);
+                return WST_ERR_INVALID;
+            }
+        entry[n] = p;
+        len[n++] = l;
+        if (end == NULL)
+            break;
+        p = end + 1;
+    }
+    unsigned k = index % n;
+    memcpy(dev, entry[k], len[k]);
+    dev[len[k]] = '\0';
+    return WST_OK;
+}
+
+const char *wst_worker_lane_device(const wst_worker_t *w, unsigned lane)
+{
+    if (lane >= w->n_lanes)
+        return "";
+    return lane == 0 ? w->net_device : w->lanes[lane]->net_device;
+}
+
 wst_status_t wst_lanes_start(wst_worker_t *w,
                              const struct wst_worker_params *params)
 {
@@ -65,6 +124,7 @@ wst_status_t wst_lanes_start(wst_worker_t *w,
         .tick_ms = params->tick_ms,
         .rma = WST_WORKER_RMA_NEVER,
         .confine_ip = params->confine_ip,
+        .lane_devices = params->lane_devices,
     };
     for (unsigned i = 1; i < n; i++) {
         wst_status_t st = wst_worker_start(&lp, w, i, &w->lanes[i]);

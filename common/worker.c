@@ -112,22 +112,36 @@ static int iface_of(const char *ip, char *name, size_t len)
     return found;
 }
 
-/* UCX's network transports on the interface of w->confine_ip only, so
- * that its tcp transport does not listen on every interface. An operator's
- * own UCX_NET_DEVICES wins. */
+/* UCX's network transports on this lane's device (lane_devices), or else
+ * on the interface of w->confine_ip only, so that its tcp transport does
+ * not listen on every interface. An operator's own UCX_NET_DEVICES wins. */
 static void confine_ucx(wst_worker_t *w, ucp_config_t *config)
 {
     char ifname[64];
+    unsigned lane = w->main != NULL ? w->lane_index : 0;
 
-    if (w->confine_ip[0] == '\0' || strcmp(w->confine_ip, "0.0.0.0") == 0)
-        return;
-    if (getenv("UCX_NET_DEVICES") != NULL) {
+    if (getenv("UCX_NET_DEVICES") != NULL &&
+        (w->net_device[0] != '\0' ||
+         (w->confine_ip[0] != '\0' && strcmp(w->confine_ip, "0.0.0.0") != 0))) {
         WST_INFO(w->log,
-                 "UCX_NET_DEVICES=%s set: UCX's interfaces not "
-                 "confined to %s",
-                 getenv("UCX_NET_DEVICES"), w->confine_ip);
+                 "UCX_NET_DEVICES=%s set: data lane %u not confined to %s",
+                 getenv("UCX_NET_DEVICES"), lane,
+                 w->net_device[0] != '\0' ? w->net_device : w->confine_ip);
         return;
     }
+    if (w->net_device[0] != '\0') {
+        ucs_status_t st =
+            ucp_config_modify(config, "NET_DEVICES", w->net_device);
+        if (st != UCS_OK)
+            WST_WARN(w->log, "data lane %u: cannot confine UCX to %s: %s", lane,
+                     w->net_device, ucs_status_string(st));
+        else
+            WST_INFO(w->log, "data lane %u on network device %s", lane,
+                     w->net_device);
+        return;
+    }
+    if (w->confine_ip[0] == '\0' || strcmp(w->confine_ip, "0.0.0.0") == 0)
+        return;
     if (!iface_of(w->confine_ip, ifname, sizeof(ifname))) {
         WST_WARN(w->log,
                  "no interface has address %s: UCX's transports may listen "
@@ -528,6 +542,14 @@ wst_status_t wst_worker_start(const struct wst_worker_params *params,
     if (params->confine_ip != NULL)
         snprintf(w->confine_ip, sizeof(w->confine_ip), "%s",
                  params->confine_ip);
+    char err[256];
+    if (wst_worker_lane_device_pick(params->lane_devices, index, w->net_device,
+                                    err, sizeof(err)) != WST_OK) {
+        WST_ERROR(params->log, "%s", err);
+        wst_auth_secret_release(&w->secret);
+        free(w);
+        return WST_ERR_INVALID;
+    }
     w->tick_ms = params->tick_ms ? params->tick_ms : 100;
     w->rma_rule = params->rma;
     w->max_control_msg =

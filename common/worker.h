@@ -118,6 +118,8 @@ enum wst_worker_rma {
 
 /* Data lanes a worker may have (wst_worker_params.lanes). */
 #define WST_WORKER_LANES_MAX 8
+#define WST_WORKER_DEVICES_MAX 16 /* entries of lane_devices */
+#define WST_WORKER_DEVICE_MAX 64  /* bytes of one, with its NUL */
 
 struct wst_worker_params {
     const struct wst_logger *log; /* borrowed for the worker's lifetime */
@@ -139,6 +141,16 @@ struct wst_worker_params {
      * its own with its own progress thread, which carries a share of the
      * am mover's data messages (see "Data lanes" below). */
     unsigned lanes;
+    /* Network devices for the lanes, as UCX names them ("mlx5_0:1",
+     * "eth1"), comma-separated (copied): lane i's UCX context uses entry
+     * i mod n only (UCX_NET_DEVICES), lane 0 included; so with one entry
+     * per NIC and at least as many lanes, every NIC carries a share. It
+     * takes the place of confine_ip; UCX_NET_DEVICES in the environment
+     * wins over both. NULL or "": none (confine_ip applies). At most
+     * WST_WORKER_DEVICES_MAX entries of WST_WORKER_DEVICE_MAX - 1
+     * characters each, of letters, digits and "_.:-"; anything else fails
+     * wst_worker_create with WST_ERR_INVALID. */
+    const char *lane_devices;
 };
 
 typedef void (*wst_worker_fn)(void *arg);
@@ -311,6 +323,16 @@ unsigned wst_worker_lanes_auto(void);
  * held a refit to 6.8-10.2 GB/s over shared memory, with 6 it ran
  * 12.0-15.4; with 4 lanes 2 to 8 threads made no difference. */
 unsigned wst_worker_hash_threads_auto(unsigned lanes);
+
+/* Checks a lane_devices list (wst_worker_params) and copies entry 'index'
+ * mod its length into dev[WST_WORKER_DEVICE_MAX] ("" for NULL or "").
+ * WST_ERR_INVALID, with why in err, for a list it would refuse. */
+wst_status_t wst_worker_lane_device_pick(const char *list, unsigned index,
+                                         char *dev, char *err, size_t errlen);
+
+/* Any thread: the network device lane 'lane' was given (lane_devices),
+ * "" when none was or the lane does not exist. Owned by the worker. */
+const char *wst_worker_lane_device(const wst_worker_t *worker, unsigned lane);
 
 /* Any thread: the worker's data lanes (1: lane 0 only). */
 unsigned wst_worker_lanes(const wst_worker_t *worker);

@@ -84,6 +84,9 @@ struct wst_worker {
 
     struct wst_auth_secret secret; /* empty: insecure */
     char confine_ip[64];           /* UCX's interfaces: that one's only */
+    /* The one network device this worker's UCX context may use (its
+     * entry of wst_worker_params.lane_devices); "": none named. */
+    char net_device[WST_WORKER_DEVICE_MAX];
 
     ucp_context_h context;
     ucp_worker_h worker;

@@ -127,6 +127,20 @@ static wst_status_t apply_params(struct wst_receiver *r,
         return WST_ERR_INVALID;
     }
     r->lanes = (unsigned)set.lanes;
+    if ((f & WST_RECEIVER_PARAM_LANE_DEVICES) && p->lane_devices != NULL) {
+        char dev[WST_WORKER_DEVICE_MAX], err[256];
+        if (strlen(p->lane_devices) >= sizeof(r->lane_devices) ||
+            wst_worker_lane_device_pick(p->lane_devices, 0, dev, err,
+                                        sizeof(err)) != WST_OK) {
+            WST_ERROR(&r->log, "%s",
+                      strlen(p->lane_devices) >= sizeof(r->lane_devices)
+                          ? "lane devices: the list is too long"
+                          : err);
+            return WST_ERR_INVALID;
+        }
+        snprintf(r->lane_devices, sizeof(r->lane_devices), "%s",
+                 p->lane_devices);
+    }
     /* After the lanes: the hashing keeps up with them (worker.h). */
     r->verify_threads = set.verify_threads != 0
                             ? (unsigned)set.verify_threads
@@ -211,11 +225,15 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
         .secret = &r->secret,
         .confine_ip = r->listen_host,
         .lanes = r->lanes,
+        .lane_devices = r->lane_devices,
     };
     wp.rma = r->allow_put ? WST_WORKER_RMA_HARDWARE : WST_WORKER_RMA_NEVER;
     st = wst_worker_create(&wp, &r->worker);
     if (st != WST_OK)
         goto err_destroy_hashers;
+    for (unsigned i = 0; i < r->lanes && i < WST_RECEIVER_LANES_MAX; i++)
+        snprintf(r->state.lane_device[i], sizeof(r->state.lane_device[i]), "%s",
+                 wst_worker_lane_device(r->worker, i));
     /* No remote key leaves a worker whose puts UCX would emulate: those
      * write wherever the peer says. Senders then use am. */
     const char *why = NULL;

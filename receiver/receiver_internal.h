@@ -100,6 +100,8 @@ struct wst_receiver {
     int verify;
     unsigned verify_threads;
     unsigned lanes; /* the worker's data lanes, 1..WST_WORKER_LANES_MAX */
+    /* wst_receiver_params.lane_devices, checked; "": none. */
+    char lane_devices[WST_WORKER_DEVICES_MAX * WST_WORKER_DEVICE_MAX];
     /* The worker's bytes landed per lane when the refit under way began
      * (progress thread). */
     uint64_t lane_bytes_at_start[WST_RECEIVER_LANES_MAX];

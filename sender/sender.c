@@ -149,6 +149,20 @@ static wst_status_t apply_params(struct wst_sender *s,
         return WST_ERR_INVALID;
     }
     s->lanes = (unsigned)set.lanes;
+    if ((f & WST_SENDER_PARAM_LANE_DEVICES) && p->lane_devices != NULL) {
+        char dev[WST_WORKER_DEVICE_MAX], err[256];
+        if (strlen(p->lane_devices) >= sizeof(s->lane_devices) ||
+            wst_worker_lane_device_pick(p->lane_devices, 0, dev, err,
+                                        sizeof(err)) != WST_OK) {
+            WST_ERROR(&s->log, "%s",
+                      strlen(p->lane_devices) >= sizeof(s->lane_devices)
+                          ? "lane devices: the list is too long"
+                          : err);
+            return WST_ERR_INVALID;
+        }
+        snprintf(s->lane_devices, sizeof(s->lane_devices), "%s",
+                 p->lane_devices);
+    }
     /* After the lanes: the hashing keeps up with them (worker.h). */
     s->digest_threads = set.digest_threads != 0
                             ? (unsigned)set.digest_threads
@@ -210,6 +224,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
         .heartbeat = s->heartbeat,
         .secret = &s->secret,
         .lanes = s->lanes,
+        .lane_devices = s->lane_devices,
     };
     st = wst_worker_create(&wp, &s->worker);
     if (st != WST_OK)

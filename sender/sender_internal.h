@@ -128,6 +128,8 @@ struct wst_sender {
     uint32_t bounce_slots;
     struct wst_auth_secret secret; /* empty: none (insecure receivers only) */
     unsigned lanes; /* the worker's data lanes, 1..WST_WORKER_LANES_MAX */
+    /* wst_sender_params.lane_devices, checked; "": none. */
+    char lane_devices[WST_WORKER_DEVICES_MAX * WST_WORKER_DEVICE_MAX];
 
     wst_worker_t *worker;
     struct wst_send_device *dev; /* with the first device shard */

@@ -77,6 +77,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_AUTH = 1u << 11,
     WST_RECEIVER_PARAM_LIMITS = 1u << 12,
     WST_RECEIVER_PARAM_LANES = 1u << 13,
+    WST_RECEIVER_PARAM_LANE_DEVICES = 1u << 14,
 };
 
 /* Data lanes a receiver may have (wst_receiver_params.lanes). */
@@ -161,6 +162,13 @@ struct wst_receiver_params {
      * data messages; the hello tells each sender their addresses. 1 to 8;
      * 0: the default, 1. */
     uint32_t lanes;
+    /* Network devices for the data lanes (WST_RECEIVER_PARAM_LANE_DEVICES;
+     * copied), as UCX names them, comma-separated ("mlx5_0:1,mlx5_1:1"):
+     * lane i uses entry i mod n only, so with one entry per NIC every NIC
+     * carries a share. NULL or "": UCX chooses (confined to the listen
+     * address's interface). UCX_NET_DEVICES in the environment wins. At
+     * most 16 entries of 63 characters (letters, digits, "_.:-"). */
+    const char *lane_devices;
 };
 
 /* One block of live memory. */
@@ -277,6 +285,9 @@ struct wst_receiver_state {
      * nccl bytes travel outside them). */
     uint32_t lanes;
     uint64_t last_refit_lane_bytes[WST_RECEIVER_LANES_MAX];
+    /* The network device each lane was given (lane_devices); "": UCX's
+     * choice. */
+    char lane_device[WST_RECEIVER_LANES_MAX][64];
 };
 
 /* On success *receiver_p is owned by the caller. */

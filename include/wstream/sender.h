@@ -52,6 +52,7 @@ enum wst_sender_param_field {
     WST_SENDER_PARAM_AUTH = 1u << 12,
     WST_SENDER_PARAM_DIGEST_THREADS = 1u << 13,
     WST_SENDER_PARAM_LANES = 1u << 14,
+    WST_SENDER_PARAM_LANE_DEVICES = 1u << 15,
 };
 
 /* Progress: 'layer' of 'version' starts streaming to receiver 'receiver'
@@ -124,6 +125,11 @@ struct wst_sender_params {
      * messages, each lane to one of the receiver's (as many as both sides
      * have). 1 to 8; 0: the default, 1. */
     unsigned lanes;
+    /* Network devices for the data lanes (WST_SENDER_PARAM_LANE_DEVICES;
+     * copied), as UCX names them, comma-separated: lane i uses entry i mod
+     * n only. NULL or "": UCX chooses. UCX_NET_DEVICES in the environment
+     * wins. At most 16 entries of 63 characters (letters, digits, "_.:-"). */
+    const char *lane_devices;
 };
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a

@@ -33,6 +33,7 @@ struct agent_settings {
     uint64_t staging_slots;
     uint64_t verify_threads;
     uint64_t lanes;
+    char *lane_devices;
     int verify;
     int log_level;
     uint64_t max_manifest_entries;

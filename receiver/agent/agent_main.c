@@ -91,6 +91,11 @@ static const struct wst_config_entry agent_config[] = {
                           &wst_recv_config[WST_RECV_CONFIG_VERIFY_THREADS]),
     WST_CONFIG_LIKE_ENTRY("lanes", NULL, offsetof(struct agent_settings, lanes),
                           &wst_recv_config[WST_RECV_CONFIG_LANES]),
+    {"lane-devices", WST_CONFIG_STRING, "",
+     "network devices for the data lanes, as UCX names them, "
+     "comma-separated (mlx5_0:1,mlx5_1:1): lane i uses entry i mod n only "
+     "(wstream-topology --gpu prints a GPU's nearest); empty: UCX chooses",
+     offsetof(struct agent_settings, lane_devices), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY("log-level", NULL,
                           offsetof(struct agent_settings, log_level),
                           &wst_recv_config[WST_RECV_CONFIG_LOG_LEVEL]),
@@ -319,7 +324,8 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_HOOKS | WST_RECEIVER_PARAM_HEARTBEAT |
                       WST_RECEIVER_PARAM_STAGING_SLOTS |
                       WST_RECEIVER_PARAM_GROUP | WST_RECEIVER_PARAM_AUTH |
-                      WST_RECEIVER_PARAM_LIMITS | WST_RECEIVER_PARAM_LANES,
+                      WST_RECEIVER_PARAM_LIMITS | WST_RECEIVER_PARAM_LANES |
+                      WST_RECEIVER_PARAM_LANE_DEVICES,
         .rank = a->layout.rank,
         .group = a->layout.group,
         .group_size = a->layout.group_size,
@@ -331,6 +337,7 @@ static wst_status_t agent_start(struct agent *a)
         .verify = a->set.verify,
         .verify_threads = (uint32_t)a->set.verify_threads,
         .lanes = (uint32_t)a->set.lanes,
+        .lane_devices = a->set.lane_devices,
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,

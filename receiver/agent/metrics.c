@@ -148,11 +148,15 @@ static void scrape(struct wst_metrics *m, struct text *t)
              (unsigned long long)m->rx_put, (unsigned long long)m->rx_am,
              (unsigned long long)m->rx_nccl);
     text_add(t, "# HELP wstream_rx_lane_bytes_total Bytes of committed "
-                "refits' data messages by the data lane they landed on.\n"
+                "refits' data messages by the data lane they landed on, "
+                "and the network device the lane was given (\"\": UCX's "
+                "choice): per NIC, summed over its lanes.\n"
                 "# TYPE wstream_rx_lane_bytes_total counter\n");
     for (uint32_t i = 0; i < st.lanes && i < WST_RECEIVER_LANES_MAX; i++)
-        text_add(t, "wstream_rx_lane_bytes_total{lane=\"%u\"} %llu\n", i,
-                 (unsigned long long)m->rx_lane[i]);
+        text_add(t,
+                 "wstream_rx_lane_bytes_total{lane=\"%u\",device=\"%s\"} "
+                 "%llu\n",
+                 i, st.lane_device[i], (unsigned long long)m->rx_lane[i]);
     print_metric(t, "wstream_forged_data_total", "counter",
                  "Data messages dropped unwritten: they did not carry the "
                  "data token of the sender rank they claimed.",

@@ -47,6 +47,10 @@ void wst_status_file_write(struct agent *a)
         json_object_array_add(
             lb, json_object_new_uint64(st.last_refit_lane_bytes[i]));
     json_object_object_add(o, "last_refit_lane_bytes", lb);
+    struct json_object *ld = json_object_new_array();
+    for (uint32_t i = 0; i < st.lanes && i < WST_RECEIVER_LANES_MAX; i++)
+        json_object_array_add(ld, json_object_new_string(st.lane_device[i]));
+    json_object_object_add(o, "lane_devices", ld);
     json_object_object_add(o, "plan_seconds",
                            json_object_new_double(st.plan_seconds));
     json_object_object_add(o, "register_seconds",

@@ -136,6 +136,9 @@ static void test_lib_config_create_refuses(void **state)
     rp.field_mask = WST_RECEIVER_PARAM_LANES;
     rp.lanes = WST_WORKER_LANES_MAX + 1;
     assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.field_mask = WST_RECEIVER_PARAM_LANE_DEVICES;
+    rp.lane_devices = "eth0,,eth1";
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
     assert_null(r);
 
     sp.field_mask |= WST_SENDER_PARAM_MOVER;
@@ -153,6 +156,10 @@ static void test_lib_config_create_refuses(void **state)
     sp.field_mask |= WST_SENDER_PARAM_LANES;
     sp.lanes = WST_WORKER_LANES_MAX + 1;
     assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
+    sp.lanes = 1;
+    sp.field_mask |= WST_SENDER_PARAM_LANE_DEVICES;
+    sp.lane_devices = "eth0;eth1";
+    assert_int_equal(wst_sender_create(&sp, &s), WST_ERR_INVALID);
     assert_null(s);
 }
 
@@ -168,6 +175,56 @@ static void test_lib_config_hash_threads_auto(void **state)
         assert_int_equal(wst_worker_hash_threads_auto(l), want[l]);
 }
 
+/* lane_devices (common/worker.h): entry index mod n, checked whole. */
+static void test_lib_config_lane_devices(void **state)
+{
+    char dev[WST_WORKER_DEVICE_MAX], err[256];
+    char long_name[WST_WORKER_DEVICE_MAX + 1];
+    char many[WST_WORKER_DEVICES_MAX * 3 + 8] = "";
+
+    (void)state;
+    assert_int_equal(wst_worker_lane_device_pick(NULL, 3, dev, err, 256),
+                     WST_OK);
+    assert_string_equal(dev, "");
+    assert_int_equal(wst_worker_lane_device_pick("", 0, dev, err, 256), WST_OK);
+    assert_string_equal(dev, "");
+    assert_int_equal(
+        wst_worker_lane_device_pick("mlx5_0:1,mlx5_1:1", 0, dev, err, 256),
+        WST_OK);
+    assert_string_equal(dev, "mlx5_0:1");
+    assert_int_equal(
+        wst_worker_lane_device_pick("mlx5_0:1,mlx5_1:1", 3, dev, err, 256),
+        WST_OK);
+    assert_string_equal(dev, "mlx5_1:1");
+    assert_int_equal(wst_worker_lane_device_pick("eth-1.2", 5, dev, err, 256),
+                     WST_OK);
+    assert_string_equal(dev, "eth-1.2");
+
+    static const char *const bad[] = {",eth0",   "eth0,", "eth0,,eth1",
+                                      "eth0;rm", "eth 0", "eth0,\"x\""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        assert_int_equal(wst_worker_lane_device_pick(bad[i], 0, dev, err, 256),
+                         WST_ERR_INVALID);
+        assert_non_null(strstr(err, "lane devices"));
+    }
+    memset(long_name, 'a', WST_WORKER_DEVICE_MAX);
+    long_name[WST_WORKER_DEVICE_MAX] = '\0';
+    assert_int_equal(wst_worker_lane_device_pick(long_name, 0, dev, err, 256),
+                     WST_ERR_INVALID);
+    long_name[WST_WORKER_DEVICE_MAX - 1] = '\0'; /* the longest allowed */
+    assert_int_equal(wst_worker_lane_device_pick(long_name, 0, dev, err, 256),
+                     WST_OK);
+    for (int i = 0; i < WST_WORKER_DEVICES_MAX; i++)
+        strcat(many, i ? ",e" : "e");
+    assert_int_equal(wst_worker_lane_device_pick(many, 0, dev, err, 256),
+                     WST_OK);
+    strcat(many, ",e");
+    assert_int_equal(wst_worker_lane_device_pick(many, 0, dev, err, 256),
+                     WST_ERR_INVALID);
+    assert_non_null(strstr(err, "more than"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_lib_config_device_path_names),
         cmocka_unit_test(test_lib_config_create_refuses),
         cmocka_unit_test(test_lib_config_hash_threads_auto),
+        cmocka_unit_test(test_lib_config_lane_devices),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,6 +72,7 @@ struct send_settings {
     double commit_timeout;
     int mover;
     uint64_t lanes;
+    char *lane_devices;
     int progress;
     int dry_run;
     int log_level;
@@ -109,6 +110,11 @@ static const struct wst_config_entry send_config[] = {
      offsetof(struct send_settings, commit_timeout), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY("mover", NULL, offsetof(struct send_settings, mover),
                           &wst_send_config[WST_SEND_CONFIG_MOVER]),
+    {"lane-devices", WST_CONFIG_STRING, "",
+     "network devices for the data lanes, as UCX names them, "
+     "comma-separated (mlx5_0:1,mlx5_1:1): lane i uses entry i mod n only; "
+     "empty: UCX chooses",
+     offsetof(struct send_settings, lane_devices), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY("lanes", NULL, offsetof(struct send_settings, lanes),
                           &wst_send_config[WST_SEND_CONFIG_LANES]),
     {"progress", WST_CONFIG_ENUM, "auto",
@@ -426,7 +432,7 @@ static wst_status_t create_sender(struct send *s)
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
                       WST_SENDER_PARAM_MOVER | WST_SENDER_PARAM_LOG |
                       WST_SENDER_PARAM_PROGRESS | WST_SENDER_PARAM_AUTH |
-                      WST_SENDER_PARAM_LANES,
+                      WST_SENDER_PARAM_LANES | WST_SENDER_PARAM_LANE_DEVICES,
         .rank = 0,
         .world_size = 1,
         .receivers = (const char *const *)s->receivers,
@@ -434,6 +440,7 @@ static wst_status_t create_sender(struct send *s)
         .timeout_s = s->set.timeout,
         .mover = wst_send_mover_names[s->set.mover],
         .lanes = (unsigned)s->set.lanes,
+        .lane_devices = s->set.lane_devices,
         .log_level = s->set.log_level,
         .log_fn = wst_log_stream_sink,
         .log_arg = &s->log_stream,
