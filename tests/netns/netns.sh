@@ -12,8 +12,10 @@
 #                            always tears down; exits with CMD's status.
 #
 # Names are unique per run (pid), addresses 10.123.N.1/24 (agent) and
-# 10.123.N.2/24 (sender), N = pid % 250 + 1. Needs root: exits 77 (ctest
-# skip) otherwise.
+# 10.123.N.2/24 (sender), N = pid % 250 + 1. With WST_NETNS_PAIRS=2 a second
+# veth pair joins them too (two NICs a side): 10.124.N.1/24 and .2/24, its
+# links in WST_VETH2 and WST_SENDER_VETH2, @VETH2@ @SENDER_VETH2@
+# @AGENT_IP2@ in ARGS. Needs root: exits 77 (ctest skip) otherwise.
 set -u
 
 need_root() {
@@ -36,6 +38,10 @@ names() {
     local n=$(( tag % 250 + 1 ))
     AGENT_IP=10.123.$n.1
     SENDER_IP=10.123.$n.2
+    VETH2=wvb$tag
+    SENDER_VETH2=wvt$tag
+    AGENT_IP2=10.124.$n.1
+    SENDER_IP2=10.124.$n.2
 }
 
 do_teardown() {
@@ -44,6 +50,8 @@ do_teardown() {
     ip netns del "$SENDER_NS" 2>/dev/null
     ip link del "$VETH" 2>/dev/null
     ip link del "$SENDER_VETH" 2>/dev/null
+    ip link del "$VETH2" 2>/dev/null
+    ip link del "$SENDER_VETH2" 2>/dev/null
     return 0
 }
 
@@ -62,6 +70,15 @@ do_setup() {
     done
     ip -n "$AGENT_NS" link set "$VETH" up
     ip -n "$SENDER_NS" link set "$SENDER_VETH" up
+    if [ "${WST_NETNS_PAIRS:-1}" = 2 ]; then
+        ip link add "$VETH2" type veth peer name "$SENDER_VETH2"
+        ip link set "$VETH2" netns "$AGENT_NS"
+        ip link set "$SENDER_VETH2" netns "$SENDER_NS"
+        ip -n "$AGENT_NS" addr add "$AGENT_IP2/24" dev "$VETH2"
+        ip -n "$SENDER_NS" addr add "$SENDER_IP2/24" dev "$SENDER_VETH2"
+        ip -n "$AGENT_NS" link set "$VETH2" up
+        ip -n "$SENDER_NS" link set "$SENDER_VETH2" up
+    fi
     set +e
     echo "TAG=$1"
     echo "AGENT_NS=$AGENT_NS"
@@ -102,6 +119,8 @@ run)
     export WST_AGENT_NS=$AGENT_NS WST_SENDER_NS=$SENDER_NS
     export WST_AGENT_IP=$AGENT_IP WST_SENDER_IP=$SENDER_IP
     export WST_VETH=$VETH WST_SENDER_VETH=$SENDER_VETH
+    export WST_VETH2=$VETH2 WST_SENDER_VETH2=$SENDER_VETH2
+    export WST_AGENT_IP2=$AGENT_IP2
     args=()
     for a in "$@"; do
         a=${a//@AGENT_NS@/$AGENT_NS}
@@ -110,6 +129,9 @@ run)
         a=${a//@SENDER_IP@/$SENDER_IP}
         a=${a//@SENDER_VETH@/$SENDER_VETH}
         a=${a//@VETH@/$VETH}
+        a=${a//@SENDER_VETH2@/$SENDER_VETH2}
+        a=${a//@VETH2@/$VETH2}
+        a=${a//@AGENT_IP2@/$AGENT_IP2}
         args+=("$a")
     done
     "${args[@]}"

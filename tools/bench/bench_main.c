@@ -64,6 +64,8 @@ struct bench_settings {
     int verify;
     uint64_t digest_threads;
     uint64_t verify_threads;
+    char *agent_lane_devices;
+    char *sender_lane_devices;
     uint64_t seed;
     double timeout;
     int log_level;
@@ -132,6 +134,14 @@ static const struct wst_config_entry bench_config[] = {
     {"verify-threads", WST_CONFIG_UINT, "0",
      "the agent's hashing threads (its --verify-threads; 0: its default)",
      offsetof(struct bench_settings, verify_threads), NULL, NULL},
+    {"agent-lane-devices", WST_CONFIG_STRING, "",
+     "the agent's --lane-devices (network devices for its data lanes, "
+     "comma-separated; empty: UCX chooses)",
+     offsetof(struct bench_settings, agent_lane_devices), NULL, NULL},
+    {"sender-lane-devices", WST_CONFIG_STRING, "",
+     "the sender's lane_devices (network devices for its data lanes, "
+     "comma-separated; empty: UCX chooses)",
+     offsetof(struct bench_settings, sender_lane_devices), NULL, NULL},
     {"seed", WST_CONFIG_UINT, "1", "data generator seed",
      offsetof(struct bench_settings, seed), NULL, NULL},
     {"timeout", WST_CONFIG_DOUBLE, "120",
@@ -623,6 +633,8 @@ static int prepare(struct bench *b, const char *agent_bin)
         .window_bytes = b->set.window,
         .lanes = (uint32_t)b->set.lanes,
         .digest_threads = (uint32_t)b->set.digest_threads,
+        .agent_lane_devices = opt(b->set.agent_lane_devices),
+        .sender_lane_devices = opt(b->set.sender_lane_devices),
         .secret_file = b->set.auth_secret_file,
     };
     /* The agent takes its settings from WST_* variables too (its config

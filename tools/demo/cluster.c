@@ -222,6 +222,10 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         sp.field_mask |= WST_SENDER_PARAM_LANES;
         sp.lanes = p->lanes;
     }
+    if (p->sender_lane_devices != NULL) {
+        sp.field_mask |= WST_SENDER_PARAM_LANE_DEVICES;
+        sp.lane_devices = p->sender_lane_devices;
+    }
     if (p->digest_threads != 0) {
         sp.field_mask |= WST_SENDER_PARAM_DIGEST_THREADS;
         sp.digest_threads = p->digest_threads;
@@ -586,7 +590,7 @@ static void agent_exec(const struct wst_cluster *c,
                        const struct wst_cluster_agent *a)
 {
     char listen[300], timeout[32], hb[32], pt[32];
-    const char *argv[32];
+    const char *argv[40];
     int n = 0;
 
     snprintf(listen, sizeof(listen), "%s:%u",
@@ -622,6 +626,10 @@ static void agent_exec(const struct wst_cluster *c,
         snprintf(lanes, sizeof(lanes), "%u", c->p.lanes);
         argv[n++] = "--lanes";
         argv[n++] = lanes;
+    }
+    if (c->p.agent_lane_devices != NULL) {
+        argv[n++] = "--lane-devices";
+        argv[n++] = c->p.agent_lane_devices;
     }
     if (c->p.engine_bin != NULL) {
         argv[n++] = "--engine-socket";

@@ -59,7 +59,11 @@ struct wst_cluster_params {
     uint64_t window_bytes;  /* senders' bytes in flight; 0: their default */
     uint32_t lanes; /* agents' --lanes and senders' lanes; 0: defaults */
     uint32_t digest_threads; /* senders' digest_threads; 0: their default */
-    const char *engine_bin;  /* wstream-engine-standin; NULL: no engine */
+    /* The agents' --lane-devices and the senders' lane_devices (each side
+     * names the devices of its own namespace); NULL: none. */
+    const char *agent_lane_devices;
+    const char *sender_lane_devices;
+    const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
     /* Live memory on the GPUs 'devices' (needs engine_bin) when n_devices
      * is nonzero: agent k's on devices[k % n_devices]. Zeroed params keep
      * the host shm. */
