@@ -55,6 +55,7 @@ class SenderParams(ctypes.Structure):
         ("auth_secret_file", ctypes.c_char_p),
         ("digest_threads", ctypes.c_uint),
         ("lanes", ctypes.c_uint),
+        ("lane_devices", ctypes.c_char_p),
     ]
 
 
