@@ -52,6 +52,45 @@ static void format(const struct wst_topology *topo,
     }
 }
 
+wst_status_t wst_nic_lane_devices(const char *root, const char *bus_id,
+                                  const struct wst_logger *lg, char *out,
+                                  size_t outlen)
+{
+    struct wst_topology topo;
+    struct wst_nic_choice choice;
+    const struct wst_gpu *gpu;
+    wst_status_t st;
+
+    out[0] = '\0';
+    st = wst_topology_scan(root, lg, &topo);
+    if (st != WST_OK)
+        return st;
+    gpu = wst_topology_gpu_add(&topo, root, bus_id, lg);
+    if (gpu == NULL) {
+        st = WST_ERR_NOT_FOUND;
+        goto out_free;
+    }
+    st = wst_nic_choose(&topo, gpu, lg, &choice);
+    if (st == WST_ERR_NOT_FOUND) {
+        st = WST_OK; /* no port: UCX chooses (logged) */
+        goto out_free;
+    }
+    if (st != WST_OK)
+        goto out_free;
+    if (strlen(choice.net_devices) >= outlen) {
+        WST_ERROR(lg, "gpu %s: its ports' list is too long: %s", gpu->bdf,
+                  choice.net_devices);
+        st = WST_ERR_INVALID;
+        goto out_free;
+    }
+    snprintf(out, outlen, "%s", choice.net_devices);
+    WST_INFO(lg, "gpu %s: data lanes on its nearest RDMA ports %s (%s)",
+             gpu->bdf, out, wst_pci_dist_name(choice.dist));
+out_free:
+    wst_topology_free(&topo);
+    return st;
+}
+
 wst_status_t wst_nic_choose(const struct wst_topology *topo,
                             const struct wst_gpu *gpu,
                             const struct wst_logger *lg,

@@ -41,4 +41,13 @@ wst_status_t wst_nic_choose(const struct wst_topology *topo,
                             const struct wst_logger *lg,
                             struct wst_nic_choice *choice_p);
 
+/* The lane_devices list (common/worker.h) for the GPU with bus id
+ * 'bus_id': its nearest ACTIVE ports (wst_nic_choose) under the sysfs
+ * tree 'root' ("/sys" when NULL), into out[outlen]; "" with WST_OK when it
+ * has none (UCX chooses), said on lg. An error (logged) when the tree
+ * cannot be read or has no PCI device with that bus id. */
+wst_status_t wst_nic_lane_devices(const char *root, const char *bus_id,
+                                  const struct wst_logger *lg, char *out,
+                                  size_t outlen);
+
 #endif

@@ -28,3 +28,20 @@ extern "C" wst_status_t wst_kernels_device_count(int *count_p, char *why,
     *count_p = n;
     return WST_OK;
 }
+
+extern "C" wst_status_t wst_kernels_device_bus_id(int device, char *buf,
+                                                  int len, char *why,
+                                                  int whylen)
+{
+    cudaError_t err = cudaDeviceGetPCIBusId(buf, len, device);
+
+    if (err != cudaSuccess) {
+        if (buf != NULL && len > 0)
+            buf[0] = '\0';
+        if (why != NULL && whylen > 0)
+            snprintf(why, (size_t)whylen, "cudaDeviceGetPCIBusId(%d): %s",
+                     device, cudaGetErrorString(err));
+        return WST_ERR_NO_DEVICE;
+    }
+    return WST_OK;
+}

@@ -17,4 +17,10 @@ int wst_kernels_built_with_cuda(void);
  * reason goes to 'why' (may be NULL). */
 wst_status_t wst_kernels_device_count(int *count_p, char *why, int whylen);
 
+/* The PCI bus id of CUDA device 'device' ("0000:19:00.0") into buf[len].
+ * WST_ERR_NO_DEVICE, with the reason in 'why' (may be NULL), when the
+ * build has no CUDA or CUDA does not know the device. */
+wst_status_t wst_kernels_device_bus_id(int device, char *buf, int len,
+                                       char *why, int whylen);
+
 #endif

@@ -34,9 +34,11 @@
 #include "codec.h"
 #include "config.h"
 #include "engine_socket.h"
+#include "gpu_probe.h"
 #include "layout_file.h"
 #include "log.h"
 #include "metrics.h"
+#include "nic_choice.h"
 #include "receiver_config.h"
 #include "region_import.h"
 #include "region_memory.h"
@@ -91,10 +93,12 @@ static const struct wst_config_entry agent_config[] = {
                           &wst_recv_config[WST_RECV_CONFIG_VERIFY_THREADS]),
     WST_CONFIG_LIKE_ENTRY("lanes", NULL, offsetof(struct agent_settings, lanes),
                           &wst_recv_config[WST_RECV_CONFIG_LANES]),
-    {"lane-devices", WST_CONFIG_STRING, "",
+    {"lane-devices", WST_CONFIG_STRING, "auto",
      "network devices for the data lanes, as UCX names them, "
-     "comma-separated (mlx5_0:1,mlx5_1:1): lane i uses entry i mod n only "
-     "(wstream-topology --gpu prints a GPU's nearest); empty: UCX chooses",
+     "comma-separated (mlx5_0:1,mlx5_1:1): lane i uses entry i mod n only; "
+     "auto: the ACTIVE RDMA ports nearest the layout's GPU (as "
+     "wstream-topology prints them), none for host memory; empty: UCX "
+     "chooses",
      offsetof(struct agent_settings, lane_devices), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY("log-level", NULL,
                           offsetof(struct agent_settings, log_level),
@@ -129,6 +133,38 @@ static const struct wst_config_entry agent_config[] = {
      offsetof(struct agent_settings, insecure), NULL, NULL},
     WST_CONFIG_END,
 };
+
+/* --lane-devices into out: as given, or for "auto" the ACTIVE RDMA ports
+ * nearest the GPU the layout's live memory is on (nic_choice.h), so that
+ * each of its NICs carries lanes; "" (UCX chooses) for host memory, a GPU
+ * with no RDMA port near, or UCX_NET_DEVICES set (which wins anyway). */
+static wst_status_t resolve_lane_devices(struct agent *a, char *out,
+                                         size_t outlen)
+{
+    char bus_id[32], why[256];
+
+    out[0] = '\0';
+    if (strcmp(a->set.lane_devices, "auto") != 0) {
+        if (strlen(a->set.lane_devices) >= outlen) {
+            WST_ERROR(&a->log, "--lane-devices: the list is too long");
+            return WST_ERR_CONFIG;
+        }
+        snprintf(out, outlen, "%s", a->set.lane_devices);
+        return WST_OK;
+    }
+    if (!a->layout.has_cuda_ipc || getenv("UCX_NET_DEVICES") != NULL)
+        return WST_OK;
+    if (wst_kernels_device_bus_id((int)a->layout.cuda_device, bus_id,
+                                  (int)sizeof(bus_id), why,
+                                  (int)sizeof(why)) != WST_OK) {
+        WST_WARN(&a->log, "--lane-devices auto: %s: UCX chooses", why);
+        return WST_OK;
+    }
+    /* A sysfs it cannot read leaves UCX's choice, said in the log. */
+    if (wst_nic_lane_devices(NULL, bus_id, &a->log, out, outlen) != WST_OK)
+        out[0] = '\0';
+    return WST_OK;
+}
 
 /* Daemon-mode engine hooks: with --engine-socket each event goes to the
  * engine process over the socket (engine_socket.h); without it the agent
@@ -278,6 +314,13 @@ static wst_status_t agent_start(struct agent *a)
                   (unsigned long long)a->set.lanes, WST_WORKER_LANES_MAX);
         return WST_ERR_CONFIG;
     }
+    char dev[WST_WORKER_DEVICE_MAX], why[256];
+    if (strcmp(a->set.lane_devices, "auto") != 0 &&
+        wst_worker_lane_device_pick(a->set.lane_devices, 0, dev, why,
+                                    sizeof(why)) != WST_OK) {
+        WST_ERROR(&a->log, "--lane-devices: %s", why);
+        return WST_ERR_CONFIG;
+    }
     /* wst_receiver_create refuses the same ranges, but with a bare
      * WST_ERR_INVALID; here the flags and their values are named. The
      * bound is the codec's (a have manifest never holds more). */
@@ -317,6 +360,10 @@ static wst_status_t agent_start(struct agent *a)
         if (st != WST_OK)
             return st;
     }
+    char lane_devices[WST_WORKER_DEVICES_MAX * WST_WORKER_DEVICE_MAX];
+    st = resolve_lane_devices(a, lane_devices, sizeof(lane_devices));
+    if (st != WST_OK)
+        return st;
     struct wst_receiver_params rp = {
         .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
                       WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
@@ -337,7 +384,7 @@ static wst_status_t agent_start(struct agent *a)
         .verify = a->set.verify,
         .verify_threads = (uint32_t)a->set.verify_threads,
         .lanes = (uint32_t)a->set.lanes,
-        .lane_devices = a->set.lane_devices,
+        .lane_devices = lane_devices,
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,

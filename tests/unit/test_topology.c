@@ -21,6 +21,7 @@
 #include "pci_path.h"
 #include "topo_verbs.h"
 #include "topology.h"
+#include "worker.h"
 
 #ifndef WST_TOPO_FIXTURES
 #error "WST_TOPO_FIXTURES: the fixture descriptions' directory"
@@ -380,6 +381,44 @@ static void test_topology_two_nics_both_chosen(void **state)
     expect_choice(t, "0000:03:00.0", "mlx5_0:1,mlx5_1:1,mlx5_1:2", WST_PCI_PIX);
 }
 
+/* The agent's --lane-devices auto: the GPU's nearest ports as a lane list
+ * (one lane per NIC, nic_choice.h); none: "" and UCX chooses; a bus id no
+ * PCI device has: an error. */
+static void test_topology_two_nics_lane_devices(void **state)
+{
+    struct tree *t = *state;
+    char out[256], dev[WST_WORKER_DEVICE_MAX], err[256];
+
+    assert_int_equal(
+        wst_nic_lane_devices(t->dir, "0000:03:00.0", &t->lg, out, sizeof(out)),
+        WST_OK);
+    assert_string_equal(out, "mlx5_1:1,mlx5_0:1");
+    /* a list the worker takes: lane 1 on the second NIC */
+    assert_int_equal(wst_worker_lane_device_pick(out, 1, dev, err, sizeof(err)),
+                     WST_OK);
+    assert_string_equal(dev, "mlx5_0:1");
+    assert_int_equal(
+        wst_nic_lane_devices(t->dir, "0000:7f:00.0", &t->lg, out, sizeof(out)),
+        WST_ERR_NOT_FOUND);
+    assert_string_equal(out, "");
+    assert_int_equal(
+        wst_nic_lane_devices(t->dir, "0000:03:00.0", &t->lg, out, 8),
+        WST_ERR_INVALID);
+}
+
+static void test_topology_no_rdma_lane_devices(void **state)
+{
+    struct tree *t = *state;
+    char out[256] = "x";
+
+    assert_int_equal(
+        wst_nic_lane_devices(t->dir, "0000:01:00.0", &t->lg, out, sizeof(out)),
+        WST_OK);
+    assert_string_equal(out, "");
+    if (strstr(t->log, "UCX chooses") == NULL)
+        fail_msg("expected 'UCX chooses' in the log:\n%s", t->log);
+}
+
 /* A scan of a malformed tree fails with 'status', logs 'msg', and leaves
  * the caller's topology as it was. */
 static void expect_refused(struct tree *t, wst_status_t status, const char *msg)
@@ -580,6 +619,8 @@ int main(int argc, char **argv)
         FIXTURE(test_topology_vmbus_host_bridge, "h200-vm.topo"),
         FIXTURE(test_topology_port_down_falls_back, "port-down.topo"),
         FIXTURE(test_topology_two_nics_both_chosen, "two-nics.topo"),
+        FIXTURE(test_topology_two_nics_lane_devices, "two-nics.topo"),
+        FIXTURE(test_topology_no_rdma_lane_devices, "no-rdma.topo"),
         FIXTURE(test_topology_malformed_refused, "port-down.topo"),
         FIXTURE(test_topology_bus_ids, "two-nics.topo"),
         FIXTURE(test_topology_gpu_by_bus_id, "two-nics.topo"),
