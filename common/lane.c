@@ -106,6 +106,13 @@ const char *wst_worker_lane_device(const wst_worker_t *w, unsigned lane)
     return lane == 0 ? w->net_device : w->lanes[lane]->net_device;
 }
 
+uint64_t wst_worker_window_auto(unsigned lanes)
+{
+    uint64_t w = (uint64_t)lanes * (32ull << 20);
+
+    return w < (64ull << 20) ? 64ull << 20 : w;
+}
+
 wst_status_t wst_lanes_start(wst_worker_t *w,
                              const struct wst_worker_params *params)
 {

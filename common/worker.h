@@ -324,6 +324,13 @@ unsigned wst_worker_lanes_auto(void);
  * 12.0-15.4; with 4 lanes 2 to 8 threads made no difference. */
 unsigned wst_worker_hash_threads_auto(unsigned lanes);
 
+/* A sender's bytes in flight per receiver over 'lanes' data lanes (its
+ * window, asked for 0): 32 MiB a lane, at least 64 MiB, so that each lane
+ * has several 8 MiB messages under way. Measured (NOTES.md, issue 17) on
+ * the 16-core host with 8 lanes over shared memory: 64 MiB 14.4-14.5
+ * GB/s, 256 MiB 15.2-15.9, 512 MiB 15.7-16.1; over tcp no difference. */
+uint64_t wst_worker_window_auto(unsigned lanes);
+
 /* Checks a lane_devices list (wst_worker_params) and copies entry 'index'
  * mod its length into dev[WST_WORKER_DEVICE_MAX] ("" for NULL or "").
  * WST_ERR_INVALID, with why in err, for a list it would refuse. */

@@ -84,7 +84,6 @@ static wst_status_t apply_params(struct wst_sender *s,
     s->timeout_s = set.timeout_s;
     if ((f & WST_SENDER_PARAM_WINDOW) && p->window_bytes)
         set.window_bytes = p->window_bytes;
-    s->window = set.window_bytes;
     if (f & WST_SENDER_PARAM_HEARTBEAT) {
         set.heartbeat_s = p->heartbeat_s;
         set.peer_timeout_s = p->peer_timeout_s;
@@ -163,7 +162,10 @@ static wst_status_t apply_params(struct wst_sender *s,
         snprintf(s->lane_devices, sizeof(s->lane_devices), "%s",
                  p->lane_devices);
     }
-    /* After the lanes: the hashing keeps up with them (worker.h). */
+    /* After the lanes: the window (0: auto) and the hashing keep up with
+     * them (worker.h). */
+    s->window = set.window_bytes != 0 ? set.window_bytes
+                                      : wst_worker_window_auto(s->lanes);
     s->digest_threads = set.digest_threads != 0
                             ? (unsigned)set.digest_threads
                             : wst_worker_hash_threads_auto(s->lanes);

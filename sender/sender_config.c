@@ -28,8 +28,9 @@ const struct wst_config_entry wst_send_config[] = {
     [WST_SEND_CONFIG_LOG_LEVEL] = {"log-level", WST_CONFIG_ENUM, "info",
                                    "error, warn, info, debug, trace",
                                    FIELD(log_level), wst_log_level_names, NULL},
-    [WST_SEND_CONFIG_WINDOW] = {"window", WST_CONFIG_UINT, "64m",
-                                "bytes in flight per receiver",
+    [WST_SEND_CONFIG_WINDOW] = {"window", WST_CONFIG_UINT, "0",
+                                "bytes in flight per receiver (0: 32 MiB "
+                                "per data lane, at least 64 MiB)",
                                 FIELD(window_bytes), NULL, NULL},
     [WST_SEND_CONFIG_HEARTBEAT] =
         {"heartbeat", WST_CONFIG_DOUBLE, HEARTBEAT_DEFAULT,

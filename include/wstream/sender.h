@@ -77,7 +77,9 @@ struct wst_sender_params {
     int log_level;     /* 0..4, default 2 (info) */
     wst_log_fn log_fn; /* NULL: stderr */
     void *log_arg;
-    uint64_t window_bytes; /* bytes in flight per receiver; default 64 MiB */
+    /* Bytes in flight per receiver; 0 or unset: 32 MiB per data lane, at
+     * least 64 MiB. */
+    uint64_t window_bytes;
     /* Control-channel liveness: a heartbeat every heartbeat_s (default 1);
      * a receiver silent for peer_timeout_s (default 5) has failed, even if
      * TCP has not noticed (stopped process, partition). */

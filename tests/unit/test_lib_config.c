@@ -31,8 +31,8 @@ static size_t table_length(const struct wst_config_entry *t)
 }
 
 /* include/wstream/sender.h: timeout 30, mover auto, log level 2 (info),
- * window 64 MiB, heartbeat 1, peer timeout 5, shm_data off, device_path
- * auto, bounce 64 MiB, digest threads 2, 1 data lane. */
+ * window, digest threads and lanes auto (0), heartbeat 1, peer timeout 5,
+ * shm_data off, device_path auto, bounce 64 MiB. */
 static void test_lib_config_sender_defaults(void **state)
 {
     struct wst_send_settings set;
@@ -44,7 +44,7 @@ static void test_lib_config_sender_defaults(void **state)
     assert_true(set.timeout_s == 30.0);
     assert_string_equal(wst_send_mover_names[set.mover], "auto");
     assert_int_equal(set.log_level, WST_LOG_INFO);
-    assert_int_equal(set.window_bytes, 64ull << 20);
+    assert_int_equal(set.window_bytes, 0); /* auto, from the lanes */
     assert_true(set.heartbeat_s == 1.0);
     assert_true(set.peer_timeout_s == 5.0);
     assert_int_equal(set.shm_data, 0);
@@ -173,6 +173,11 @@ static void test_lib_config_hash_threads_auto(void **state)
     (void)state;
     for (unsigned l = 0; l <= WST_WORKER_LANES_MAX; l++)
         assert_int_equal(wst_worker_hash_threads_auto(l), want[l]);
+    /* the window: 32 MiB a lane, at least 64 MiB */
+    assert_int_equal(wst_worker_window_auto(1), 64ull << 20);
+    assert_int_equal(wst_worker_window_auto(2), 64ull << 20);
+    assert_int_equal(wst_worker_window_auto(3), 96ull << 20);
+    assert_int_equal(wst_worker_window_auto(8), 256ull << 20);
 }
 
 /* lane_devices (common/worker.h): entry index mod n, checked whole. */

@@ -116,7 +116,8 @@ static const struct wst_config_entry bench_config[] = {
      "bytes per perftest run (0: the refit size, at least 1 GiB)",
      offsetof(struct bench_settings, perftest_bytes), NULL, NULL},
     {"window", WST_CONFIG_UINT, "0",
-     "the sender's bytes in flight per receiver (0: its default, 64 MiB)",
+     "the sender's bytes in flight per receiver (0: its default, 32 MiB "
+     "per lane, at least 64 MiB)",
      offsetof(struct bench_settings, window), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY(
         "lanes",
