@@ -127,6 +127,7 @@ static void confine_ucx(wst_worker_t *w, ucp_config_t *config)
                  "UCX_NET_DEVICES=%s set: data lane %u not confined to %s",
                  getenv("UCX_NET_DEVICES"), lane,
                  w->net_device[0] != '\0' ? w->net_device : w->confine_ip);
+        w->net_device[0] = '\0'; /* not this lane's: say UCX's choice */
         return;
     }
     if (w->net_device[0] != '\0') {

@@ -337,8 +337,10 @@ uint64_t wst_worker_window_auto(unsigned lanes);
 wst_status_t wst_worker_lane_device_pick(const char *list, unsigned index,
                                          char *dev, char *err, size_t errlen);
 
-/* Any thread: the network device lane 'lane' was given (lane_devices),
- * "" when none was or the lane does not exist. Owned by the worker. */
+/* Any thread: the network device lane 'lane' was confined to
+ * (lane_devices), "" when none was (UCX's choice; also when
+ * UCX_NET_DEVICES overrode it) or the lane does not exist. Owned by the
+ * worker. */
 const char *wst_worker_lane_device(const wst_worker_t *worker, unsigned lane);
 
 /* Any thread: the worker's data lanes (1: lane 0 only). */
