@@ -99,6 +99,27 @@ wst_status_t wst_worker_lane_device_pick(const char *list, unsigned index,
     return WST_OK;
 }
 
+wst_status_t wst_worker_lane_devices_copy(const char *list, char *dst,
+                                          size_t len,
+                                          const struct wst_logger *lg)
+{
+    char dev[WST_WORKER_DEVICE_MAX], err[256];
+
+    if (list == NULL)
+        list = "";
+    if (strlen(list) >= len) {
+        WST_ERROR(lg, "lane devices: the list is longer than %zu bytes",
+                  len - 1);
+        return WST_ERR_INVALID;
+    }
+    if (wst_worker_lane_device_pick(list, 0, dev, err, sizeof(err)) != WST_OK) {
+        WST_ERROR(lg, "%s", err);
+        return WST_ERR_INVALID;
+    }
+    snprintf(dst, len, "%s", list);
+    return WST_OK;
+}
+
 const char *wst_worker_lane_device(const wst_worker_t *w, unsigned lane)
 {
     if (lane >= w->n_lanes)

@@ -337,6 +337,13 @@ uint64_t wst_worker_window_auto(unsigned lanes);
 wst_status_t wst_worker_lane_device_pick(const char *list, unsigned index,
                                          char *dev, char *err, size_t errlen);
 
+/* Checks a lane_devices list and copies it into dst[len] ("" for NULL);
+ * WST_ERR_INVALID, logged on lg, for a list the worker would refuse or
+ * one longer than dst. */
+wst_status_t wst_worker_lane_devices_copy(const char *list, char *dst,
+                                          size_t len,
+                                          const struct wst_logger *lg);
+
 /* Any thread: the network device lane 'lane' was confined to
  * (lane_devices), "" when none was (UCX's choice; also when
  * UCX_NET_DEVICES overrode it) or the lane does not exist. Owned by the

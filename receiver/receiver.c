@@ -127,20 +127,11 @@ static wst_status_t apply_params(struct wst_receiver *r,
         return WST_ERR_INVALID;
     }
     r->lanes = (unsigned)set.lanes;
-    if ((f & WST_RECEIVER_PARAM_LANE_DEVICES) && p->lane_devices != NULL) {
-        char dev[WST_WORKER_DEVICE_MAX], err[256];
-        if (strlen(p->lane_devices) >= sizeof(r->lane_devices) ||
-            wst_worker_lane_device_pick(p->lane_devices, 0, dev, err,
-                                        sizeof(err)) != WST_OK) {
-            WST_ERROR(&r->log, "%s",
-                      strlen(p->lane_devices) >= sizeof(r->lane_devices)
-                          ? "lane devices: the list is too long"
-                          : err);
-            return WST_ERR_INVALID;
-        }
-        snprintf(r->lane_devices, sizeof(r->lane_devices), "%s",
-                 p->lane_devices);
-    }
+    if ((f & WST_RECEIVER_PARAM_LANE_DEVICES) &&
+        wst_worker_lane_devices_copy(p->lane_devices, r->lane_devices,
+                                     sizeof(r->lane_devices),
+                                     &r->log) != WST_OK)
+        return WST_ERR_INVALID;
     /* After the lanes: the hashing keeps up with them (worker.h). */
     r->verify_threads = set.verify_threads != 0
                             ? (unsigned)set.verify_threads

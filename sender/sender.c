@@ -148,20 +148,11 @@ static wst_status_t apply_params(struct wst_sender *s,
         return WST_ERR_INVALID;
     }
     s->lanes = (unsigned)set.lanes;
-    if ((f & WST_SENDER_PARAM_LANE_DEVICES) && p->lane_devices != NULL) {
-        char dev[WST_WORKER_DEVICE_MAX], err[256];
-        if (strlen(p->lane_devices) >= sizeof(s->lane_devices) ||
-            wst_worker_lane_device_pick(p->lane_devices, 0, dev, err,
-                                        sizeof(err)) != WST_OK) {
-            WST_ERROR(&s->log, "%s",
-                      strlen(p->lane_devices) >= sizeof(s->lane_devices)
-                          ? "lane devices: the list is too long"
-                          : err);
-            return WST_ERR_INVALID;
-        }
-        snprintf(s->lane_devices, sizeof(s->lane_devices), "%s",
-                 p->lane_devices);
-    }
+    if ((f & WST_SENDER_PARAM_LANE_DEVICES) &&
+        wst_worker_lane_devices_copy(p->lane_devices, s->lane_devices,
+                                     sizeof(s->lane_devices),
+                                     &s->log) != WST_OK)
+        return WST_ERR_INVALID;
     /* After the lanes: the window (0: auto) and the hashing keep up with
      * them (worker.h). */
     s->window = set.window_bytes != 0 ? set.window_bytes
