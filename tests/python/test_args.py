@@ -43,6 +43,9 @@ class SenderArgsTest(unittest.TestCase):
             (dict(log_level="loud"), ValueError, "log_level"),
             (dict(log_level=9), ValueError, "log_level"),
             (dict(device_path="pcie"), ValueError, "device_path"),
+            (dict(lanes=9), ValueError, "lanes"),
+            (dict(lanes=-1), ValueError, "lanes"),
+            (dict(lane_devices=7), TypeError, "lane_devices"),
         ]
         for kw, exc, words in bad:
             kw = dict({"receivers": [NOWHERE]}, **kw)
@@ -50,6 +53,10 @@ class SenderArgsTest(unittest.TestCase):
                 with self.assertRaises(exc) as cm:
                     wstream.Sender(**kw)
                 self.assertIn(words, str(cm.exception))
+        # lane_devices is checked by the C library, which says why
+        with self.assertRaises(wstream.WstreamError) as cm:
+            wstream.Sender(receivers=[NOWHERE], lane_devices="eth0,,eth1")
+        self.assertIn("lane devices", str(cm.exception))
 
     def test_register(self):
         t = torch.zeros(4, 6)

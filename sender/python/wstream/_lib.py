@@ -21,6 +21,9 @@ PARAM_MOVER = 1 << 4
 PARAM_LOG = 1 << 5
 PARAM_DEVICE_PATH = 1 << 10
 PARAM_AUTH = 1 << 12
+PARAM_LANES = 1 << 14
+PARAM_LANE_DEVICES = 1 << 15
+LANES_MAX = 8
 
 # enum wst_mem_type
 MEM_HOST = 1

@@ -41,12 +41,16 @@ class Sender:
     "direct", "bounce" or "nccl"); secret_file: the deployment's secret
     (the agents' --auth-secret-file: 32+ bytes, readable by its owner
     only), default $WST_AUTH_SECRET_FILE; None or "": no secret, so only
-    agents that run --insecure accept this sender.
+    agents that run --insecure accept this sender; lanes: data lanes
+    (UCX workers with a thread each) to stripe over, 1..8, 0 for one per
+    two CPUs; lane_devices: network devices for the lanes as UCX names
+    them, comma-separated ("mlx5_0:1,mlx5_1:1"; lane i uses entry i mod
+    n), None for UCX's choice.
     """
 
     def __init__(self, receivers, rank=0, world_size=1, timeout=30.0,
                  mover="auto", log_level="info", device_path="auto",
-                 secret_file=_ENV_SECRET):
+                 secret_file=_ENV_SECRET, lanes=0, lane_devices=None):
         addrs = _checks.receivers(receivers)
         rank, world_size = _checks.rank_world(rank, world_size)
         timeout = _checks.seconds("timeout", timeout)
@@ -57,6 +61,10 @@ class Sender:
         if secret_file is _ENV_SECRET:
             secret_file = os.environ.get("WST_AUTH_SECRET_FILE")
         secret = _checks.path("secret_file", secret_file)
+        lanes = _checks.in_range("lanes", lanes, 0, _lib.LANES_MAX)
+        if lane_devices is not None and not isinstance(lane_devices, str):
+            raise TypeError("lane_devices must be a str or None, not %s"
+                            % type(lane_devices).__name__)
         self._lib = _lib.load()
         self._sink = _log.LogSink("sender[%d]" % rank)
         self._lock = threading.Lock()
@@ -69,7 +77,8 @@ class Sender:
         p.field_mask = (_lib.PARAM_RANK | _lib.PARAM_WORLD_SIZE |
                         _lib.PARAM_RECEIVERS | _lib.PARAM_TIMEOUT |
                         _lib.PARAM_MOVER | _lib.PARAM_LOG |
-                        _lib.PARAM_DEVICE_PATH | _lib.PARAM_AUTH)
+                        _lib.PARAM_DEVICE_PATH | _lib.PARAM_AUTH |
+                        _lib.PARAM_LANES | _lib.PARAM_LANE_DEVICES)
         p.rank, p.world_size = rank, world_size
         p.receivers, p.n_receivers = c_addrs, len(addrs)
         p.timeout_s = timeout
@@ -78,6 +87,8 @@ class Sender:
         p.log_fn = self._sink.c_fn
         p.device_path = device_path.encode()
         p.auth_secret_file = secret
+        p.lanes = lanes
+        p.lane_devices = lane_devices.encode() if lane_devices else None
         handle = ctypes.c_void_p()
         status = self._lib.wst_sender_create(ctypes.byref(p),
                                              ctypes.byref(handle))
