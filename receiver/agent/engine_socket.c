@@ -43,6 +43,9 @@ struct wst_engine_socket {
     /* UNUSABLE while the receiver is: a newly connected engine hears it
      * at once ("" when usable). Guarded by lock. */
     char standing[WST_ENGINE_LINE_MAX];
+    /* The engine answered READY and has not been told COMMITTED or
+     * UNUSABLE since: it is paused for a refit. Guarded by lock. */
+    int paused;
 };
 
 /* A parsed reply: fields[0] is the keyword; 'rest' the reason (or NULL). */
@@ -85,6 +88,21 @@ static int conn_gone(struct wst_engine_socket *s, wst_status_t *status_p)
     drop_conn(s);
     *status_p = WST_ERR_PROTOCOL;
     return 1;
+}
+
+/* Nonzero when the peer of connection fd has hung up (a restarted engine
+ * leaves its old connection so). Bytes waiting in it are no hang-up. */
+static int peer_hung_up(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    char c;
+
+    if (poll(&pfd, 1, 0) <= 0)
+        return 0;
+    if (pfd.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return 1;
+    return (pfd.revents & POLLIN) &&
+           recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 static wst_status_t send_line(struct wst_engine_socket *s, const char *line)
@@ -329,7 +347,13 @@ wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
 
     snprintf(what, sizeof(what), "BEGIN %llu", (unsigned long long)version);
     snprintf(line, sizeof(line), "%s\n", what);
-    return request(sock, &rq, line);
+    wst_status_t st = request(sock, &rq, line);
+    if (st == WST_OK) {
+        pthread_mutex_lock(&sock->lock);
+        sock->paused = 1;
+        pthread_mutex_unlock(&sock->lock);
+    }
+    return st;
 }
 
 wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
@@ -359,6 +383,7 @@ static void notify(struct wst_engine_socket *s, const char *line)
     wst_status_t status = WST_OK;
 
     pthread_mutex_lock(&s->lock);
+    s->paused = 0; /* COMMITTED or UNUSABLE: the refit is over */
     if (s->conn < 0 || conn_gone(s, &status))
         WST_WARN(s->log, "no engine connected on %s to tell: %.*s", s->path,
                  (int)strcspn(line, "\n"), line);
@@ -432,6 +457,18 @@ static void take_conn(struct wst_engine_socket *s, int fd)
     static const char busy[] = "ERROR busy\n";
 
     pthread_mutex_lock(&s->lock);
+    /* A restarted engine finds its old connection still installed: the
+     * agent learns of a hang-up only when it next writes. An idle one that
+     * hung up is replaced now. One paused for a refit is not: that refit
+     * fails at its next request, and the new engine, told busy, comes
+     * back after it (never handed a refit it did not pause for). */
+    if (s->conn >= 0 && !s->paused && peer_hung_up(s->conn)) {
+        drop_conn(s);
+        WST_WARN(s->log,
+                 "engine on %s hung up; the engine connecting now "
+                 "replaces it",
+                 s->path);
+    }
     if (s->conn >= 0) {
         pthread_mutex_unlock(&s->lock);
         WST_WARN(s->log,

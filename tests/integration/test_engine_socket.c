@@ -367,6 +367,49 @@ static void test_engine_socket_busy(void **state)
     assert_int_equal(WEXITSTATUS(c->standin_status), 0);
 }
 
+/* A restarted engine: the first stand-in is SIGKILLed while idle, and an
+ * engine that connects next replaces its dead connection (before, it was
+ * told "ERROR busy" until the agent next wrote to the dead one); a real
+ * stand-in connecting after that takes a refit. */
+static void test_engine_socket_restarted_engine(void **state)
+{
+    struct eng_case *c = *state;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct pollfd pfd;
+    char buf[64] = "", err[512];
+    ssize_t n = 0;
+    int fd, ws;
+
+    start_standin(c, "0", 0);
+    kill(c->standin, SIGKILL);
+    assert_int_equal(waitpid(c->standin, &ws, 0), c->standin);
+    c->standin = 0;
+    memcpy(sa.sun_path, c->a.engine_socket, strlen(c->a.engine_socket) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_true(it_agent_wait_log_lines(&c->a, "engine connected on", 2, 5.0));
+    assert_true(it_agent_log_has(&c->a, "hung up; the engine connecting now "
+                                        "replaces it"));
+    /* Installed, not told busy: nothing to read, and still open. */
+    pfd = (struct pollfd){.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, 300) > 0)
+        n = read(fd, buf, sizeof(buf) - 1);
+    if (n > 0)
+        fail_msg("the new engine was sent '%.*s'", (int)n, buf);
+    assert_int_equal(n, 0);
+    assert_false(it_agent_log_has(&c->a, "refused a second engine"));
+    close(fd);
+    /* and so is a real engine after it, which takes a refit */
+    start_standin(c, "0", 0);
+    assert_true(it_agent_wait_log_lines(&c->a, "engine connected on", 3, 5.0));
+    wst_status_t st = push_v1(&c->a, err, sizeof(err));
+    if (st != WST_OK)
+        fail_msg("push: %s: %s", wst_status_string(st), err);
+    assert_true(file_has(c->log_path, "got COMMITTED 1\n"));
+    stop_all(c);
+}
+
 /* This test as the agent of a stand-in: listens on 'sock', starts the
  * stand-in (its output into 'log') with "--socket sock" and 'args' (NULL
  * terminated), accepts it. *lfd_p gets the listening socket, *pid_p the
@@ -664,6 +707,8 @@ int main(int argc, char **argv)
                                         setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(test_engine_socket_busy, setup_engine,
                                         teardown_engine),
+        cmocka_unit_test_setup_teardown(test_engine_socket_restarted_engine,
+                                        setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(test_standin_catches_early_write,
                                         setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(test_standin_agent_hangs_up,
