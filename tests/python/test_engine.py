@@ -5,6 +5,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import unittest
 
 import harness
@@ -285,6 +286,62 @@ class HookLinesTest(unittest.TestCase):
         self.assertFalse(thread.is_alive())
         self.assertIsNone(hook.error)
         agent.close()
+
+    def test_reconnects_after_agent_and_busy(self):
+        """serve_forever: an agent that closes the connection, then one
+        that says busy, then one that serves: the hook comes back each
+        time and answers the next BEGIN; stop() ends it."""
+        agent = FakeAgent()
+        committed = []
+        hook = EngineHook(agent.path, on_committed=committed.append,
+                          connect_timeout=5)
+        thread = hook.serve_in_thread(reconnect=True)
+        agent.accept()
+        agent.send(b"BEGIN 1\n")
+        self.assertEqual(agent.reply(), b"READY 1\n")
+        agent.send(b"COMMITTED 1\n")
+        agent.rfile.close()
+        agent.conn.close()              # the agent restarts
+        agent.accept()
+        agent.send(b"ERROR busy\n")     # another engine holds it
+        agent.rfile.close()
+        agent.conn.close()
+        agent.accept()                  # back after its back-off
+        agent.send(b"BEGIN 2\n")
+        self.assertEqual(agent.reply(), b"READY 2\n")
+        agent.send(b"COMMITTED 2\n")
+        for _ in range(100):
+            if committed == [1, 2]:
+                break
+            time.sleep(0.01)
+        self.assertEqual(committed, [1, 2])
+        self.assertTrue(thread.is_alive())
+        hook.check()                    # nothing went wrong
+        hook.stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        self.assertIsNone(hook.error)
+        agent.close()
+
+    def test_check_raises_in_the_engine_thread(self):
+        """A protocol error ends serve_forever; check() raises it."""
+        agent = FakeAgent()
+        hook = EngineHook(agent.path, connect_timeout=5)
+        thread = hook.serve_in_thread(reconnect=True)
+        agent.accept()
+        agent.send(b"LAYER 0 9\n")      # no refit under way
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        with self.assertRaises(wstream.ProtocolError):
+            hook.check()
+        agent.close()
+
+    def test_serve_forever_checks_its_backoff(self):
+        hook = EngineHook("/tmp/wst-py-no-such-socket", connect_timeout=0.1)
+        with self.assertRaises(ValueError):
+            hook.serve_forever(backoff=0)
+        with self.assertRaises(ValueError):
+            hook.serve_forever(backoff=2, backoff_max=1)
 
     def test_nobody_listening(self):
         hook = EngineHook("/tmp/wst-py-no-such-socket-%d" % os.getpid(),

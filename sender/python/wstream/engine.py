@@ -24,6 +24,15 @@ connected) ends run() with a WstreamError, as does an exception from
 on_committed or on_unusable (there is no reply to carry it). The agent
 closing the connection ends run() normally; the agent drops an engine
 that answers late or wrongly, and run() again reconnects.
+
+serve_forever() (and serve_in_thread(reconnect=True)) keeps the engine
+attached across agent restarts: when the agent goes away, or says busy
+(another engine still holds the socket), or is not listening yet, it
+connects again after a back-off that doubles from backoff to backoff_max
+and starts over once a connection carried a message. It ends on stop(),
+or raises on a protocol error or an exception from a callback; a
+serving thread keeps that exception, and check() raises it in the
+engine's own thread (call it from the serving loop).
 """
 import errno
 import socket
@@ -59,6 +68,8 @@ class EngineHook:
         self._buf = b""
         self._active = None  # the version the last READY accepted
         self._stopping = False
+        self._served = False  # this connection carried a message
+        self._forever = False  # serve_forever runs
         self.error = None    # what ended serve_in_thread's run(), if any
 
     # -- connection --
@@ -68,10 +79,17 @@ class EngineHook:
         starting); UnreachableError if it never listens."""
         if self._sock is not None:
             return
-        # A new connection starts clean: no half line, no refit under way.
-        self._buf, self._active, self._stopping = b"", None, False
+        # A new connection starts clean: no half line, no refit under way;
+        # and a hook stopped before can serve again, unless serve_forever
+        # is running it (a stop() then must end it).
+        self._buf, self._active = b"", None
+        if not self._forever:
+            self._stopping = False
         deadline = time.monotonic() + self.connect_timeout
         while True:
+            if self._stopping:
+                raise errors.error(-6, "stopped while connecting to %s"
+                                   % self.socket_path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 sock.connect(self.socket_path)
@@ -113,7 +131,10 @@ class EngineHook:
                 raw = self._read_line()
                 if raw is None:
                     break
-                self._dispatch(lines.parse(raw))
+                msg = lines.parse(raw)
+                if msg[0] != "ERROR":
+                    self._served = True
+                self._dispatch(msg)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the agent went away: as EOF
         finally:
@@ -131,19 +152,60 @@ class EngineHook:
                               "lost the agent during the refit of version "
                               "%d (after READY)" % version)
 
-    def serve_in_thread(self, name="wstream-engine-hook"):
-        """Connects (in this thread, so failures raise here) and runs the
-        loop in a daemon thread; its exception, if any, lands in .error."""
-        if self._sock is None:
+    def serve_forever(self, backoff=0.05, backoff_max=2.0):
+        """run(), again and again: reconnects after the agent went away,
+        said busy or was not listening, with a back-off doubling from
+        backoff to backoff_max seconds. Returns after stop(); raises on a
+        protocol error or an exception from a callback."""
+        if not 0 < backoff <= backoff_max:
+            raise ValueError("want 0 < backoff <= backoff_max, got %r, %r"
+                             % (backoff, backoff_max))
+        delay = backoff
+        self._forever = True
+        try:
+            while not self._stopping:
+                try:
+                    self._served = False
+                    self.run()
+                except (errors.BusyError, errors.UnreachableError):
+                    self.close()
+                if self._stopping:
+                    break
+                if self._served:
+                    delay = backoff
+                self._sleep(delay)
+                delay = min(2 * delay, backoff_max)
+        finally:
+            self._forever = False
+
+    def _sleep(self, seconds):
+        """Sleeps, but returns early once stop() was called."""
+        end = time.monotonic() + seconds
+        while not self._stopping and time.monotonic() < end:
+            time.sleep(min(0.02, max(0.0, end - time.monotonic())))
+
+    def check(self):
+        """In the engine's thread: raises what ended the serving thread
+        (a protocol error, an exception from a callback), if anything."""
+        if self.error is not None:
+            raise self.error
+
+    def serve_in_thread(self, name="wstream-engine-hook", reconnect=False):
+        """Runs the loop in a daemon thread; its exception, if any, lands
+        in .error (check() raises it). Without reconnect it connects here
+        first (so that failures raise here) and serves one connection;
+        with it, serve_forever() in the thread."""
+        if not reconnect and self._sock is None:
             self.connect()
-        thread = threading.Thread(target=self._run_catching, name=name,
-                                  daemon=True)
+        target = self.serve_forever if reconnect else self.run
+        thread = threading.Thread(target=self._run_catching, args=(target,),
+                                  name=name, daemon=True)
         thread.start()
         return thread
 
-    def _run_catching(self):
+    def _run_catching(self, target):
         try:
-            self.run()
+            target()
         except BaseException as e:  # reported through .error
             self.error = e
 
