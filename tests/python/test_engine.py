@@ -336,6 +336,17 @@ class HookLinesTest(unittest.TestCase):
             hook.check()
         agent.close()
 
+    def test_stop_right_after_start(self):
+        """stop() just after serve_in_thread(reconnect=True) ends it, with
+        no agent listening (the thread may not have started yet)."""
+        hook = EngineHook("/tmp/wst-py-no-such-socket-%d" % os.getpid(),
+                          connect_timeout=5)
+        thread = hook.serve_in_thread(reconnect=True)
+        hook.stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        self.assertIsNone(hook.error)
+
     def test_serve_forever_checks_its_backoff(self):
         hook = EngineHook("/tmp/wst-py-no-such-socket", connect_timeout=0.1)
         with self.assertRaises(ValueError):

@@ -161,6 +161,8 @@ class EngineHook:
             raise ValueError("want 0 < backoff <= backoff_max, got %r, %r"
                              % (backoff, backoff_max))
         delay = backoff
+        if not self._forever:  # a hook stopped before may serve again
+            self._stopping = False
         self._forever = True
         try:
             while not self._stopping:
@@ -197,6 +199,10 @@ class EngineHook:
         with it, serve_forever() in the thread."""
         if not reconnect and self._sock is None:
             self.connect()
+        if reconnect:
+            # Here, not in the thread: a stop() right after this returns
+            # must not be undone by the thread's start.
+            self._stopping, self._forever = False, True
         target = self.serve_forever if reconnect else self.run
         thread = threading.Thread(target=self._run_catching, args=(target,),
                                   name=name, daemon=True)
