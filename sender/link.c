@@ -173,6 +173,9 @@ static void on_want_summary(struct link *l, const struct wst_want_summary *w)
 {
     if (!w->usable)
         WST_WARN(&l->s->log, "receiver %s is unusable: %s", l->name, w->reason);
+    pthread_mutex_lock(&l->s->lock);
+    l->held_version = w->committed_version;
+    pthread_mutex_unlock(&l->s->lock);
     snprintf(l->group, sizeof(l->group), "%s", w->group);
     l->group_size = w->group_size;
     l->group_member = w->group_member;
@@ -343,6 +346,7 @@ static void on_commit(struct link *l, const struct wst_commit *c)
     }
     pthread_mutex_lock(&l->s->lock);
     l->committed = c->version;
+    l->held_version = c->version;
     l->state = LINK_COMMITTED;
     pthread_cond_broadcast(&l->s->cond);
     pthread_mutex_unlock(&l->s->lock);

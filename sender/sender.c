@@ -330,18 +330,13 @@ wst_status_t wst_sender_push(wst_sender_t *s, uint64_t version)
     return wst_sender_push_after(s, version, NULL);
 }
 
-wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
-                                   void *cuda_event)
+/* Connects every receiver not connected yet (a failed link anew) and
+ * waits for every plan and the engine groups' check: what a push does
+ * before it begins. WST_ERR_BUSY while a version is in flight. */
+static wst_status_t connect_links(wst_sender_t *s)
 {
     wst_status_t st;
 
-    s->last_error[0] = '\0';
-    if (version == 0 || version <= s->version) {
-        snprintf(s->last_error, sizeof(s->last_error),
-                 "version %llu is not above the last pushed (%llu)",
-                 (unsigned long long)version, (unsigned long long)s->version);
-        return WST_ERR_INVALID;
-    }
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->n_links; i++) {
         enum link_state ls = s->links[i].state;
@@ -379,8 +374,42 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
     if (st != WST_OK) {
         snprintf(s->last_error, sizeof(s->last_error), "%s", gc.err);
         WST_ERROR(&s->log, "%s", s->last_error);
-        return st;
     }
+    return st;
+}
+
+wst_status_t wst_sender_connect(wst_sender_t *s)
+{
+    s->last_error[0] = '\0';
+    return connect_links(s);
+}
+
+uint64_t wst_sender_committed_version(wst_sender_t *s, size_t i)
+{
+    uint64_t v = 0;
+
+    pthread_mutex_lock(&s->lock);
+    if (i < s->n_links)
+        v = s->links[i].held_version;
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
+                                   void *cuda_event)
+{
+    wst_status_t st;
+
+    s->last_error[0] = '\0';
+    if (version == 0 || version <= s->version) {
+        snprintf(s->last_error, sizeof(s->last_error),
+                 "version %llu is not above the last pushed (%llu)",
+                 (unsigned long long)version, (unsigned long long)s->version);
+        return WST_ERR_INVALID;
+    }
+    st = connect_links(s);
+    if (st != WST_OK)
+        return st;
     /* Before the first copy or digest of this push is enqueued. */
     if (cuda_event != NULL && s->dev != NULL) {
         st = wst_send_device_after(s->dev, cuda_event);

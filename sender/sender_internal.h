@@ -97,6 +97,9 @@ struct link {
 
     uint64_t version;
     uint64_t committed;
+    /* The version the receiver holds committed, as it last said (its
+     * want summary at connect, its commit since); 0: none. Under s->lock. */
+    uint64_t held_version;
     /* This version's barriers (group.c): the receiver said READY and
      * PREPARED, we said GO and COMMIT; aborted: failed because another
      * receiver of the group did. */

@@ -180,6 +180,17 @@ wst_status_t wst_sender_push(wst_sender_t *sender, uint64_t version);
 wst_status_t wst_sender_push_after(wst_sender_t *sender, uint64_t version,
                                    void *cuda_event);
 
+/* Connects to every receiver and exchanges manifests and plans, as the
+ * first push does, without pushing; then wst_sender_committed_version says
+ * what each receiver holds, so that a restarted trainer can number its
+ * next version above it. Errors as a push's before it begins. */
+wst_status_t wst_sender_connect(wst_sender_t *sender);
+
+/* The version receiver i holds committed, as it last said (when this
+ * sender connected, or at its commit of a push since); 0 when it holds
+ * none or was not heard yet. */
+uint64_t wst_sender_committed_version(wst_sender_t *sender, size_t i);
+
 /* Waits until every receiver has committed the pushed version (WST_OK), a
  * receiver or connection reports an error (that error), or timeout_s passes
  * (WST_ERR_TIMED_OUT). */

@@ -282,6 +282,24 @@ static wst_status_t push(struct st_case *c, uint64_t version, char *err,
     return st;
 }
 
+/* What a restarted trainer reads before it pushes: the version the agent
+ * holds (wst_sender_connect, wst_sender_committed_version). */
+static uint64_t held_version(struct st_case *c)
+{
+    struct it_sender s;
+    uint64_t v;
+
+    assert_int_equal(it_sender_load(&s, &c->a), 0);
+    assert_int_equal(it_sender_setup(&s, &c->a, SIZE_MAX, 1), WST_OK);
+    assert_int_equal(wst_sender_committed_version(s.sender, 0), 0);
+    if (wst_sender_connect(s.sender) != WST_OK)
+        fail_msg("connect: %s", wst_sender_last_error(s.sender));
+    v = wst_sender_committed_version(s.sender, 0);
+    assert_int_equal(wst_sender_committed_version(s.sender, 1), 0);
+    it_sender_destroy(&s);
+    return v;
+}
+
 static void push_ok(struct st_case *c, uint64_t version)
 {
     char err[512];
@@ -319,6 +337,7 @@ static void test_restart_keeps_committed_version(void **state)
     expect_file(c->state_path, 5, 1);
     assert_true(it_agent_log_has(&c->a, "committed version 5, usable"));
 
+    assert_int_equal(held_version(c), 5);
     assert_int_equal(push(c, 3, err, sizeof(err)), WST_ERR_STATE);
     if (strstr(err, "version 3 is not above 5") == NULL)
         fail_msg("the refusal '%s' does not name 3 and 5", err);

@@ -108,6 +108,26 @@ class PushTest(unittest.TestCase):
         self.assertEqual(list(events), [])
         self.assertEqual(self.rig.engine_state()["state"], "serving")
 
+    def test_4_restarted_trainer_reads_versions(self):
+        # A trainer that restarts cannot know what the agent holds; it
+        # connects first, reads the committed version and pushes above it.
+        with wstream.Sender(self.rig.addr, log_level="warn") as s:
+            s.register_all(self.sd)
+            self.assertEqual(s.committed_versions(), [0])  # not heard yet
+            s.connect()
+            self.assertEqual(s.committed_versions(), [4])
+            with self.assertRaises(wstream.StateError) as cm:
+                s.push(3)  # the agent refuses it; wait() says so
+                s.wait(timeout=30)
+            self.assertIn("version 3 is not above 4", str(cm.exception))
+        with wstream.Sender(self.rig.addr, log_level="warn") as s:
+            s.register_all(self.sd)
+            s.connect()
+            s.push(max(s.committed_versions()) + 1)
+            s.wait(timeout=30)
+            self.assertEqual(s.committed_versions(), [5])
+        self.check_live()
+
 
 if __name__ == "__main__":
     harness.main()

@@ -206,6 +206,22 @@ class Sender:
                            self._lib.wst_sender_push_after, version, event)
             self._version = version
 
+    def connect(self):
+        """Connects to every receiver and exchanges manifests and plans, as
+        the first push does, without pushing (register first)."""
+        with self._lock:
+            self._check_open()
+            self._call("connect", self._lib.wst_sender_connect)
+
+    def committed_versions(self):
+        """The version each receiver holds committed (0: none), as it last
+        said: after connect() or a push; a restarted trainer numbers its
+        next version above the largest."""
+        with self._lock:
+            self._check_open()
+            return [self._lib.wst_sender_committed_version(self._handle, i)
+                    for i in range(len(self.receivers))]
+
     def wait(self, timeout=60.0):
         """Waits until every receiver committed the pushed version."""
         timeout = _checks.seconds("timeout", timeout)
