@@ -109,6 +109,12 @@ class FakeAgent:
     def reply(self):
         return self.rfile.readline()
 
+    def hang_up(self):
+        """Closes the accepted connection; the listener stays."""
+        self.rfile.close()
+        self.conn.close()
+        self.rfile = self.conn = None
+
     def close(self):
         for s in (self.rfile, self.conn, self.listener):
             if s is not None:
@@ -118,6 +124,13 @@ class FakeAgent:
 
 
 class HookLinesTest(unittest.TestCase):
+    def stop_and_join(self, hook, thread):
+        """stop() ends a serving thread, which leaves no error."""
+        hook.stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        self.assertIsNone(hook.error)
+
     def serve(self, script, **callbacks):
         """Runs an EngineHook against 'script' (a function of the fake
         agent); returns (exception or None, replies the script got)."""
@@ -281,10 +294,7 @@ class HookLinesTest(unittest.TestCase):
         agent.send(b"BEGIN 5\n")
         self.assertEqual(agent.reply(), b"READY 5\n")
         self.assertTrue(begun.is_set())
-        hook.stop()
-        thread.join(5)
-        self.assertFalse(thread.is_alive())
-        self.assertIsNone(hook.error)
+        self.stop_and_join(hook, thread)
         agent.close()
 
     def test_reconnects_after_agent_and_busy(self):
@@ -300,12 +310,10 @@ class HookLinesTest(unittest.TestCase):
         agent.send(b"BEGIN 1\n")
         self.assertEqual(agent.reply(), b"READY 1\n")
         agent.send(b"COMMITTED 1\n")
-        agent.rfile.close()
-        agent.conn.close()              # the agent restarts
+        agent.hang_up()                 # the agent restarts
         agent.accept()
         agent.send(b"ERROR busy\n")     # another engine holds it
-        agent.rfile.close()
-        agent.conn.close()
+        agent.hang_up()
         agent.accept()                  # back after its back-off
         agent.send(b"BEGIN 2\n")
         self.assertEqual(agent.reply(), b"READY 2\n")
@@ -317,10 +325,7 @@ class HookLinesTest(unittest.TestCase):
         self.assertEqual(committed, [1, 2])
         self.assertTrue(thread.is_alive())
         hook.check()                    # nothing went wrong
-        hook.stop()
-        thread.join(5)
-        self.assertFalse(thread.is_alive())
-        self.assertIsNone(hook.error)
+        self.stop_and_join(hook, thread)
         agent.close()
 
     def test_check_raises_in_the_engine_thread(self):
@@ -342,10 +347,7 @@ class HookLinesTest(unittest.TestCase):
         hook = EngineHook("/tmp/wst-py-no-such-socket-%d" % os.getpid(),
                           connect_timeout=5)
         thread = hook.serve_in_thread(reconnect=True)
-        hook.stop()
-        thread.join(5)
-        self.assertFalse(thread.is_alive())
-        self.assertIsNone(hook.error)
+        self.stop_and_join(hook, thread)
 
     def test_serve_forever_checks_its_backoff(self):
         hook = EngineHook("/tmp/wst-py-no-such-socket", connect_timeout=0.1)
