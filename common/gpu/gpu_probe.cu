@@ -29,9 +29,8 @@ extern "C" wst_status_t wst_kernels_device_count(int *count_p, char *why,
     return WST_OK;
 }
 
-extern "C" wst_status_t wst_kernels_device_bus_id(int device, char *buf,
-                                                  int len, char *why,
-                                                  int whylen)
+extern "C" wst_status_t
+wst_kernels_device_bus_id(int device, char *buf, int len, char *why, int whylen)
 {
     cudaError_t err = cudaDeviceGetPCIBusId(buf, len, device);
 

@@ -14,9 +14,10 @@
  *
  * An accept thread takes the connection (a second one gets "ERROR busy" and
  * is closed, unless the first hung up while not paused for a refit: then
- * the second replaces it); the request functions run on the receiver's engine thread and
- * block until the reply or the deadline. Any timeout or protocol error
- * drops the connection, since a late reply would desynchronise the stream.
+ * the second replaces it); the request functions run on the receiver's engine
+ * thread and block until the reply or the deadline. Any timeout or protocol
+ * error drops the connection, since a late reply would desynchronise the
+ * stream.
  */
 #ifndef WST_ENGINE_SOCKET_H
 #define WST_ENGINE_SOCKET_H
