@@ -119,48 +119,41 @@ static void confine_ucx(wst_worker_t *w, ucp_config_t *config)
 {
     char ifname[64];
     unsigned lane = w->main != NULL ? w->lane_index : 0;
+    int own = w->net_device[0] != '\0';
+    int by_ip =
+        w->confine_ip[0] != '\0' && strcmp(w->confine_ip, "0.0.0.0") != 0;
 
-    if (getenv("UCX_NET_DEVICES") != NULL &&
-        (w->net_device[0] != '\0' ||
-         (w->confine_ip[0] != '\0' && strcmp(w->confine_ip, "0.0.0.0") != 0))) {
+    if (!own && !by_ip)
+        return;
+    if (getenv("UCX_NET_DEVICES") != NULL) {
         WST_INFO(w->log,
                  "UCX_NET_DEVICES=%s set: data lane %u not confined to %s",
                  getenv("UCX_NET_DEVICES"), lane,
-                 w->net_device[0] != '\0' ? w->net_device : w->confine_ip);
+                 own ? w->net_device : w->confine_ip);
         w->net_device[0] = '\0'; /* not this lane's: say UCX's choice */
         return;
     }
-    if (w->net_device[0] != '\0') {
-        ucs_status_t st =
-            ucp_config_modify(config, "NET_DEVICES", w->net_device);
-        if (st != UCS_OK)
-            WST_WARN(w->log, "data lane %u: cannot confine UCX to %s: %s", lane,
-                     w->net_device, ucs_status_string(st));
-        else
-            WST_INFO(w->log, "data lane %u on network device %s", lane,
-                     w->net_device);
-        return;
-    }
-    if (w->confine_ip[0] == '\0' || strcmp(w->confine_ip, "0.0.0.0") == 0)
-        return;
-    if (!iface_of(w->confine_ip, ifname, sizeof(ifname))) {
+    if (!own && !iface_of(w->confine_ip, ifname, sizeof(ifname))) {
         WST_WARN(w->log,
                  "no interface has address %s: UCX's transports may listen "
                  "on every interface",
                  w->confine_ip);
         return;
     }
-    ucs_status_t st = ucp_config_modify(config, "NET_DEVICES", ifname);
+    const char *dev = own ? w->net_device : ifname;
+    ucs_status_t st = ucp_config_modify(config, "NET_DEVICES", dev);
     if (st != UCS_OK) {
-        WST_WARN(w->log, "cannot confine UCX to interface %s: %s", ifname,
-                 ucs_status_string(st));
+        WST_WARN(w->log, "data lane %u: cannot confine UCX to %s: %s", lane,
+                 dev, ucs_status_string(st));
         return;
     }
-    /* Said at start: an RDMA port is then left out unless named. */
-    WST_INFO(w->log,
-             "UCX's network transports confined to interface %s (%s); set "
-             "UCX_NET_DEVICES to choose others (an RDMA port)",
-             ifname, w->confine_ip);
+    if (own)
+        WST_INFO(w->log, "data lane %u on network device %s", lane, dev);
+    else /* Said at start: an RDMA port is then left out unless named. */
+        WST_INFO(w->log,
+                 "UCX's network transports confined to interface %s (%s); "
+                 "set UCX_NET_DEVICES to choose others (an RDMA port)",
+                 dev, w->confine_ip);
 }
 
 /* The UCX worker data arrives on: its data handler, its address, and its
