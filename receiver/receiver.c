@@ -222,6 +222,9 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     st = wst_worker_create(&wp, &r->worker);
     if (st != WST_OK)
         goto err_destroy_hashers;
+    /* The public state's name length is the worker's, written out. */
+    _Static_assert(sizeof(r->state.lane_device[0]) == WST_WORKER_DEVICE_MAX,
+                   "wst_receiver_state.lane_device");
     for (unsigned i = 0; i < r->lanes && i < WST_RECEIVER_LANES_MAX; i++)
         snprintf(r->state.lane_device[i], sizeof(r->state.lane_device[i]), "%s",
                  wst_worker_lane_device(r->worker, i));

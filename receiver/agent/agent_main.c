@@ -134,36 +134,29 @@ static const struct wst_config_entry agent_config[] = {
     WST_CONFIG_END,
 };
 
-/* --lane-devices into out: as given, or for "auto" the ACTIVE RDMA ports
- * nearest the GPU the layout's live memory is on (nic_choice.h), so that
- * each of its NICs carries lanes; "" (UCX chooses) for host memory, a GPU
- * with no RDMA port near, or UCX_NET_DEVICES set (which wins anyway). */
-static wst_status_t resolve_lane_devices(struct agent *a, char *out,
-                                         size_t outlen)
+/* --lane-devices: as given (the receiver checks it), or for "auto" the
+ * ACTIVE RDMA ports nearest the GPU the layout's live memory is on
+ * (nic_choice.h), written into buf[len], so that each of its NICs carries
+ * lanes; "" (UCX chooses) for host memory, a GPU with no RDMA port near,
+ * or UCX_NET_DEVICES set (which wins anyway). */
+static const char *lane_devices(struct agent *a, char *buf, size_t len)
 {
     char bus_id[32], why[256];
 
-    out[0] = '\0';
-    if (strcmp(a->set.lane_devices, "auto") != 0) {
-        if (strlen(a->set.lane_devices) >= outlen) {
-            WST_ERROR(&a->log, "--lane-devices: the list is too long");
-            return WST_ERR_CONFIG;
-        }
-        snprintf(out, outlen, "%s", a->set.lane_devices);
-        return WST_OK;
-    }
+    if (strcmp(a->set.lane_devices, "auto") != 0)
+        return a->set.lane_devices;
     if (!a->layout.has_cuda_ipc || getenv("UCX_NET_DEVICES") != NULL)
-        return WST_OK;
+        return "";
     if (wst_kernels_device_bus_id((int)a->layout.cuda_device, bus_id,
                                   (int)sizeof(bus_id), why,
                                   (int)sizeof(why)) != WST_OK) {
         WST_WARN(&a->log, "--lane-devices auto: %s: UCX chooses", why);
-        return WST_OK;
+        return "";
     }
     /* A sysfs it cannot read leaves UCX's choice, said in the log. */
-    if (wst_nic_lane_devices(NULL, bus_id, &a->log, out, outlen) != WST_OK)
-        out[0] = '\0';
-    return WST_OK;
+    if (wst_nic_lane_devices(NULL, bus_id, &a->log, buf, len) != WST_OK)
+        return "";
+    return buf;
 }
 
 /* Daemon-mode engine hooks: with --engine-socket each event goes to the
@@ -360,10 +353,7 @@ static wst_status_t agent_start(struct agent *a)
         if (st != WST_OK)
             return st;
     }
-    char lane_devices[WST_WORKER_DEVICES_MAX * WST_WORKER_DEVICE_MAX];
-    st = resolve_lane_devices(a, lane_devices, sizeof(lane_devices));
-    if (st != WST_OK)
-        return st;
+    char nearest[WST_WORKER_DEVICES_MAX * WST_WORKER_DEVICE_MAX];
     struct wst_receiver_params rp = {
         .field_mask = WST_RECEIVER_PARAM_RANK | WST_RECEIVER_PARAM_LISTEN |
                       WST_RECEIVER_PARAM_TIMEOUT | WST_RECEIVER_PARAM_MOVER |
@@ -384,7 +374,7 @@ static wst_status_t agent_start(struct agent *a)
         .verify = a->set.verify,
         .verify_threads = (uint32_t)a->set.verify_threads,
         .lanes = (uint32_t)a->set.lanes,
-        .lane_devices = lane_devices,
+        .lane_devices = lane_devices(a, nearest, sizeof(nearest)),
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,
         .staging_slots = (uint32_t)a->set.staging_slots,
