@@ -60,6 +60,23 @@ static wst_status_t region_memory(struct wst_receiver *r,
     return WST_OK;
 }
 
+/* A host region's registration and packed key into reg (data, length
+ * set); nothing is left registered when it fails. */
+static wst_status_t register_region(struct wst_receiver *r, struct region *reg)
+{
+    wst_status_t st =
+        wst_worker_mem_map(r->worker, reg->data, reg->length, &reg->memh);
+
+    if (st != WST_OK)
+        return st;
+    st = wst_worker_rkey_pack(r->worker, reg->memh, &reg->rkey, &reg->rkey_len);
+    if (st != WST_OK) {
+        wst_worker_mem_unmap(r->worker, reg->memh);
+        reg->memh = NULL;
+    }
+    return st;
+}
+
 wst_status_t wst_receiver_add_region(wst_receiver_t *r,
                                      const struct wst_region *region,
                                      uint32_t *id_p)
@@ -82,14 +99,9 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
      * is not: this UCX cannot reach it, so data lands in a pinned host
      * ring and is copied (device.h). */
     if (reg.mem == WST_MEM_HOST) {
-        st = wst_worker_mem_map(r->worker, region->data, region->length,
-                                &reg.memh);
+        st = register_region(r, &reg);
         if (st != WST_OK)
             return st;
-        st =
-            wst_worker_rkey_pack(r->worker, reg.memh, &reg.rkey, &reg.rkey_len);
-        if (st != WST_OK)
-            goto err_unmap;
     }
     st = wst_array_grow(&r->regions, &r->regions_cap, r->n_regions + 1,
                         sizeof(*r->regions));
@@ -97,7 +109,7 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
         st = wst_array_grow(&r->region_descs, &r->region_descs_cap,
                             r->n_regions + 1, sizeof(*r->region_descs));
     if (st != WST_OK)
-        goto err_free_rkey;
+        goto err_unregister;
     strcpy(desc.name, region->name);
     desc.length = region->length;
     desc.mem = reg.mem;
@@ -108,9 +120,8 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
     r->n_regions++;
     return WST_OK;
 
-err_free_rkey:
+err_unregister:
     free(reg.rkey);
-err_unmap:
     if (reg.memh != NULL)
         wst_worker_mem_unmap(r->worker, reg.memh);
     return st;
@@ -120,22 +131,12 @@ err_unmap:
  * first, so that whatever happens next no put can use them. */
 static wst_status_t rekey_region(struct wst_receiver *r, struct region *reg)
 {
-    wst_status_t st;
-
     wst_worker_mem_unmap(r->worker, reg->memh);
     reg->memh = NULL;
     free(reg->rkey);
     reg->rkey = NULL;
     reg->rkey_len = 0;
-    st = wst_worker_mem_map(r->worker, reg->data, reg->length, &reg->memh);
-    if (st != WST_OK)
-        return st;
-    st = wst_worker_rkey_pack(r->worker, reg->memh, &reg->rkey, &reg->rkey_len);
-    if (st != WST_OK) {
-        wst_worker_mem_unmap(r->worker, reg->memh);
-        reg->memh = NULL;
-    }
-    return st;
+    return register_region(r, reg);
 }
 
 wst_status_t wst_recv_regions_rekey(struct wst_receiver *r)
