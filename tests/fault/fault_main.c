@@ -610,6 +610,7 @@ int main(int argc, char **argv)
     rc = 1;
     if (wst_cluster_start(&cluster, &cp) != 0) {
         note("cluster did not start");
+        failures++;
     } else if (scenario() != 0) {
         failures++;
     }

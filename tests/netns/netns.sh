@@ -27,6 +27,13 @@ need_root() {
         echo "SKIP: needs root for network namespaces (no 'ip' command)" >&2
         exit 77
     fi
+    # Entering a namespace remounts /sys privately (ip netns exec, and the
+    # cluster's join_netns), which needs / to be a mount point: in a chroot
+    # it is not, and every process started in a namespace would fail.
+    if ! awk '$5 == "/" { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+        echo "SKIP: / is not a mount point here (a chroot?): processes cannot enter a network namespace" >&2
+        exit 77
+    fi
 }
 
 names() {
