@@ -88,6 +88,22 @@ if [ -n "$torch_py" ] && [ $built -eq 0 ]; then
     result "python tests ($torch_py)" $st "($(grep -E 'tests passed' "$out/py.tmp"))"
     grep -E 'Test +#[0-9]+: python\.cuda' "$out/py.tmp" | tee -a "$summary"
     rm -f "$out/py.tmp"
+    # 1c. Hugging Face transformers as the engine (tests/gpu/hf_refit.py):
+    #     logits and generation bit-exact after each optimizer step.
+    PYTHONPATH="$root/sender/python" PYTHONDONTWRITEBYTECODE=1 \
+        WSTREAM_LIB="$build/lib/libwstream_sender.so" \
+        WSTREAM_AGENT="$bin/wstream-agent" \
+        timeout 600 "$torch_py" "$root/tests/gpu/hf_refit.py" "$out" \
+        >"$out/hf.tmp" 2>&1
+    st=$?
+    cat "$out/hf.tmp" >>"$log"
+    if [ $st -eq 77 ]; then
+        say "SKIP hf_refit: $(tail -1 "$out/hf.tmp")"
+    else
+        result "hf_refit (transformers engine)" $st
+        grep -E '^(transformers|attach|\|)' "$out/hf.tmp" | tee -a "$summary"
+    fi
+    rm -f "$out/hf.tmp"
 else
     say "SKIP python tests on the GPU: no python3 whose torch sees a GPU"
 fi
