@@ -334,6 +334,12 @@ static wst_status_t agent_start(struct agent *a)
         WST_ERROR(&a->log, "layout %s: %s", a->set.layout, err);
         return st;
     }
+    /* Not mapped yet: refused rather than served from memory of its own. */
+    if (a->layout.n_allocations > 0) {
+        WST_ERROR(&a->log, "layout %s: \"allocations\" is not served yet",
+                  a->set.layout);
+        return WST_ERR_UNSUPPORTED;
+    }
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
     st = wst_agent_state_open(a);
     if (st == WST_OK)
