@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <wstream/receiver.h>
 
+#include "alloc_maps.h"
 #include "engine_socket.h"
 #include "layout_file.h"
 #include "log.h"
@@ -56,10 +57,9 @@ struct agent {
     struct wst_layout layout;
     wst_receiver_t *receiver;
     struct wst_engine_socket *engine; /* NULL without --engine-socket */
-    void *shm_base;
-    uint64_t shm_bytes;
-    void *ipc_base;    /* the engine's device allocation, mapped by CUDA IPC;
-                          unmapped after the receiver is destroyed */
+    /* The layout's allocations, mapped (shm) or imported (CUDA IPC);
+     * given back after the receiver is destroyed. */
+    struct wst_alloc_maps allocs;
     void **owned;      /* regions the agent allocated itself */
     double register_s; /* registering every region, at start-up */
     char name[32];     /* log name, "agent[rank]" once the layout is read */

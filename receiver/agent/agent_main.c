@@ -1,10 +1,11 @@
 /* agent_main.c - wstream-agent: the receiver library as a standalone daemon.
  *
  * Reads a layout file (layout_file.h), maps the engine's live regions from
- * the POSIX shared-memory object the layout names, or imports the engine's
- * GPU allocation by the CUDA IPC handle it names ("cuda_ipc": the regions
- * are then device memory, WST_MEM_CUDA), or allocates them itself when it
- * names neither (region_import.h); registers them once, and serves refits
+ * the POSIX shared-memory objects the layout names, imports the engine's
+ * GPU allocations by the CUDA IPC handles it names ("cuda_ipc": those
+ * regions are then device memory, WST_MEM_CUDA), and allocates itself the
+ * regions in none of them (region_import.h); registers them once, and
+ * serves refits
  * until SIGTERM or SIGINT. Its state after every commit or failure goes to
  * --status-file as one JSON object (status_file.h), so operators and tests
  * can see the committed version and whether the agent is usable. What a
@@ -142,13 +143,14 @@ static const struct wst_config_entry agent_config[] = {
 static const char *lane_devices(struct agent *a, char *buf, size_t len)
 {
     char bus_id[32], why[256];
+    uint32_t device;
 
     if (strcmp(a->set.lane_devices, "auto") != 0)
         return a->set.lane_devices;
-    if (!a->layout.has_cuda_ipc || getenv("UCX_NET_DEVICES") != NULL)
+    if (!wst_layout_cuda_device(&a->layout, &device) ||
+        getenv("UCX_NET_DEVICES") != NULL)
         return "";
-    if (wst_kernels_device_bus_id((int)a->layout.cuda_device, bus_id,
-                                  (int)sizeof(bus_id), why,
+    if (wst_kernels_device_bus_id((int)device, bus_id, (int)sizeof(bus_id), why,
                                   (int)sizeof(why)) != WST_OK) {
         WST_WARN(&a->log, "--lane-devices auto: %s: UCX chooses", why);
         return "";
@@ -340,10 +342,8 @@ static wst_status_t agent_start(struct agent *a)
         st = wst_region_memory_check_host(a);
     if (st != WST_OK)
         return st;
-    if (a->layout.shm[0] != '\0' && (st = wst_region_import_shm(a)) != WST_OK)
-        return st;
-    if (a->layout.has_cuda_ipc &&
-        (st = wst_region_import_cuda_ipc(a)) != WST_OK)
+    st = wst_region_import_allocations(a);
+    if (st != WST_OK)
         return st;
     if (a->set.engine_socket[0] != '\0') {
         st = wst_engine_socket_create(a->set.engine_socket, a->set.timeout,

@@ -11,8 +11,12 @@
  *     "cuda_ipc": "0123...ef",          optional, exclusive with "shm"
  *     "cuda_bytes": 123456,             required with "cuda_ipc"
  *     "cuda_device": 0,                 optional with "cuda_ipc" (0)
+ *     "allocations": [ {"name": "host0", "shm": "/eng-0", "bytes": 4096},
+ *                      {"name": "gpu0", "cuda_ipc": "0123...ef",
+ *                       "bytes": 8192, "device": 0} ],   optional
  *     "group": {"name": "engine-0", "size": 2, "member": 1},   optional
- *     "regions": [ {"name": "...", "offset": 0, "bytes": 1048576} ],
+ *     "regions": [ {"name": "...", "allocation": "gpu0", "offset": 0,
+ *                   "bytes": 1048576} ],
  *     "wants": [ {"tensor": "...", "dtype": "bf16", "shape": [1024, 1024],
  *                 "start": [0, 0], "stop": [512, 1024], "region": "...",
  *                 "offset": 0, "row_pitch": 0,
@@ -35,6 +39,20 @@
  * "cuda_ipc", not both; "shm_bytes", "cuda_bytes" and "cuda_device" without
  * their object are refused. Without either, the agent allocates each region
  * itself and a region's "offset" is optional (0).
+ * "allocations" is for live memory in many blocks (an engine's caching
+ * allocator hands out one CUDA IPC handle per segment): each entry is a
+ * "name" (1..63 bytes, unique) and exactly one of "shm" (a POSIX shm
+ * object) or "cuda_ipc" (a handle, spelled as above), with "bytes" > 0;
+ * "device" (default 0) only with "cuda_ipc". A region with "allocation"
+ * lives at "offset" (then required) inside the entry of that name, under
+ * the rules above: inside its "bytes", no overlap with the other regions
+ * of that entry. A region without it is allocated by the agent. Refused:
+ * "allocations" next to the top-level "shm" or "cuda_ipc" (one way per
+ * file), "allocation" without "allocations", two entries with one shm name
+ * or one handle (CUDA maps a handle once per process), cuda_ipc entries on
+ * different devices (one receiver serves one GPU), more than
+ * WST_LAYOUT_ALLOC_MAX entries. Host (shm) and device entries may mix: the
+ * receiver serves host and device regions together.
  * "group" names the engine group of this agent: the agents of one tensor/
  * expert-parallel engine, "size" of them, each its own "member" < "size";
  * a version is committed by all of them or by none (receiver.h). The name
@@ -61,7 +79,8 @@
  * regions and wants.
  *
  * The code is cut by purpose behind this header: layout_parse.c (reading),
- * layout_rules.c (the checks), layout_save.c (writing); layout_internal.h
+ * layout_rules.c (the checks), layout_save.c (writing), layout_allocs.c
+ * (the allocations: their list, parsing and rules); layout_internal.h
  * lists what they share.
  */
 #ifndef WST_LAYOUT_FILE_H
@@ -81,7 +100,34 @@
 
 struct wst_layout_region {
     char name[WST_NAME_MAX];
-    uint64_t offset; /* into the shm or cuda_ipc allocation (0 without) */
+    /* 1 + the index in 'allocations' of the allocation the region lives
+     * in ("allocation"); 0: none of them -- the region is in the top-level
+     * shm or cuda_ipc allocation when the layout has one, else the agent
+     * allocates it. 1-based so that a zeroed region is never silently put
+     * into allocations[0]. */
+    uint32_t allocation;
+    uint64_t offset; /* into its allocation (0 without one) */
+    uint64_t bytes;
+};
+
+/* One entry of "allocations": a block of the engine's live memory that
+ * regions are placed in. */
+#define WST_LAYOUT_ALLOC_MAX 65536   /* entries of "allocations" */
+#define WST_LAYOUT_ALLOC_NAME_MAX 64 /* bytes of a name, with the NUL */
+
+enum wst_layout_alloc_kind {
+    WST_LAYOUT_ALLOC_SHM = 1, /* a POSIX shm object, mapped by the agent */
+    WST_LAYOUT_ALLOC_CUDA_IPC /* a device allocation, imported by CUDA IPC */
+};
+
+struct wst_layout_allocation {
+    char name[WST_LAYOUT_ALLOC_NAME_MAX]; /* "" for the top-level one */
+    enum wst_layout_alloc_kind kind;
+    char shm[WST_NAME_MAX]; /* WST_LAYOUT_ALLOC_SHM: the object's name */
+    /* WST_LAYOUT_ALLOC_CUDA_IPC: the handle's raw bytes and its GPU
+     * ("device"; always 0 for shm). */
+    unsigned char cuda_ipc[WST_LAYOUT_CUDA_IPC_BYTES];
+    uint32_t device;
     uint64_t bytes;
 };
 
@@ -127,6 +173,10 @@ struct wst_layout {
     unsigned char cuda_ipc[WST_LAYOUT_CUDA_IPC_BYTES];
     uint64_t cuda_bytes;
     uint32_t cuda_device;
+    /* "allocations" (owned; NULL and 0 without the key). Exclusive with
+     * shm and has_cuda_ipc. */
+    size_t n_allocations;
+    struct wst_layout_allocation *allocations;
     size_t n_regions;
     struct wst_layout_region *regions;
     size_t n_wants;
@@ -151,7 +201,9 @@ wst_status_t wst_layout_parse(const char *json_text, size_t len,
 /* Writes 'l' (borrowed) to 'path' atomically: a temporary file next to it,
  * fsync'd, then renamed over 'path'. Refuses (WST_ERR_INVALID) values the
  * loader would refuse to read back: numbers >= INT64_MAX, region indices out
- * of range, unknown dtypes, both shm and cuda_ipc, a zero cuda_bytes.
+ * of range, unknown dtypes, both shm and cuda_ipc, a zero cuda_bytes, and
+ * allocations the parser would refuse (names, kinds, sizes, duplicates,
+ * devices; next to shm or cuda_ipc; a region's allocation out of range).
  * WST_ERR_IO when the file cannot be written. */
 wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
                              char *err, size_t errlen);
@@ -167,6 +219,21 @@ wst_layout_ipc_decode(const char *hex,
 void wst_layout_ipc_encode(
     const unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES],
     char hex[WST_LAYOUT_CUDA_IPC_HEX + 1]);
+
+/* The allocations of 'l' as one list, whichever way the file spelled
+ * them: "allocations", or the one implicit allocation of the top-level
+ * "shm" or "cuda_ipc" (name "", kind, shm_bytes or cuda_bytes,
+ * cuda_device), or none. wst_layout_alloc_get copies entry k < count into
+ * *out; wst_layout_region_alloc gives the entry region i lives in, or
+ * SIZE_MAX when the agent allocates it. All borrow 'l' for the call. */
+size_t wst_layout_alloc_count(const struct wst_layout *l);
+void wst_layout_alloc_get(const struct wst_layout *l, size_t k,
+                          struct wst_layout_allocation *out);
+size_t wst_layout_region_alloc(const struct wst_layout *l, size_t i);
+
+/* Nonzero when some allocation of 'l' is device memory, with its GPU in
+ * *device_p (a valid layout has them all on one GPU). */
+int wst_layout_cuda_device(const struct wst_layout *l, uint32_t *device_p);
 
 /* Frees the arrays of 'l' and zeroes it. NULL and zeroed structs are fine. */
 void wst_layout_release(struct wst_layout *l);

@@ -3,7 +3,9 @@
  * The layout file module (layout_file.h is its public header) is cut by
  * purpose: layout_fields.c reads checked JSON values, layout_parse.c and
  * layout_parse_experts.c turn a document into a struct wst_layout,
- * layout_rules.c holds the checks that parse and save both apply, and
+ * layout_allocs.c holds the allocations (their list, "allocations" and
+ * its rules), layout_rules.c the other checks that parse and save both
+ * apply, and
  * layout_save.c writes a struct wst_layout back out. Every function here
  * reports a refusal through wst_layout_fail, which writes the message into
  * the caller's buffer and returns the status.
@@ -73,6 +75,48 @@ wst_status_t wst_layout_get_dims(struct parse_ctx *c, struct json_object *obj,
                                  const char *where, const char *key, uint32_t n,
                                  uint64_t *dims, uint32_t *n_p);
 
+/* The "cuda_ipc" string 'v': exactly WST_LAYOUT_CUDA_IPC_HEX lowercase hex
+ * digits, decoded into 'handle' (layout_parse.c). */
+wst_status_t
+wst_layout_read_ipc(struct parse_ctx *c, struct json_object *v,
+                    const char *where,
+                    unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES]);
+
+/* ---- allocations (layout_allocs.c) -------------------------------------- */
+
+/* The top-level "allocations": refused next to "shm" or "cuda_ipc" (parse
+ * them first). Absent: *by_name_p NULL. Present: l->allocations filled
+ * (NULL when empty), checked, and *by_name_p a malloc'd name-sorted index
+ * of them (the caller frees it) for wst_layout_find_alloc. */
+wst_status_t wst_layout_parse_allocs(struct parse_ctx *c,
+                                     struct json_object *root,
+                                     struct wst_layout *l, size_t **by_name_p);
+
+/* One entry's rules: name, kind, shm name, bytes, device. The name and shm
+ * name checks only fire on save: the parser cannot produce those values. */
+wst_status_t wst_layout_check_alloc(struct parse_ctx *c, wst_status_t bad,
+                                    const char *where,
+                                    const struct wst_layout_allocation *a);
+
+/* The rules across entries: names unique, no shm object or handle twice,
+ * every cuda_ipc entry on one device. 'by_name' (n entries) gets the
+ * name-sorted index. */
+wst_status_t wst_layout_check_allocs(struct parse_ctx *c, wst_status_t bad,
+                                     const struct wst_layout_allocation *x,
+                                     size_t n, size_t *by_name);
+
+/* Index of the allocation named 'name' in the sorted index, or SIZE_MAX. */
+size_t wst_layout_find_alloc(const struct wst_layout_allocation *x,
+                             const size_t *by_name, size_t n, const char *name);
+
+/* Bytes of entry k of wst_layout_alloc_count's list, and how a message
+ * names it: with 'limit', the field that bounds its regions ("shm_bytes",
+ * "cuda_bytes", "allocation "x" bytes"), else the block itself ("the
+ * shm", "the cuda_ipc allocation", "allocation "x""). */
+uint64_t wst_layout_alloc_bytes(const struct wst_layout *l, size_t k);
+void wst_layout_alloc_label(const struct wst_layout *l, size_t k, int limit,
+                            char *buf, size_t len);
+
 /* ---- rules (layout_rules.c) --------------------------------------------- */
 
 /* Region index whose name is 'name' in the name-sorted index 'by_name', or
@@ -81,9 +125,10 @@ size_t wst_layout_find_region(const struct wst_layout_region *regions,
                               const size_t *by_name, size_t n,
                               const char *name);
 
-/* Duplicate names, placement inside the shm or cuda_ipc allocation and
- * overlaps. 'by_name' gets the name-sorted index (n entries) for want
- * lookups. */
+/* Duplicate names, placement inside each region's allocation (the shm,
+ * the cuda_ipc allocation or an entry of "allocations") and overlaps
+ * within one allocation. 'by_name' gets the name-sorted index (n entries)
+ * for want lookups. */
 wst_status_t wst_layout_check_regions(struct parse_ctx *c,
                                       const struct wst_layout *l,
                                       size_t *by_name);

@@ -36,11 +36,46 @@ wst_status_t wst_layout_fail(struct parse_ctx *c, wst_status_t status,
 
 /* ---- regions ------------------------------------------------------------ */
 
+/* A region's "allocation": the entry of "allocations" it names, resolved
+ * through 'alloc_by_name' (NULL: the file has no "allocations"). */
+static wst_status_t parse_region_alloc(struct parse_ctx *c,
+                                       struct json_object *o, const char *where,
+                                       const struct wst_layout *l,
+                                       const size_t *alloc_by_name,
+                                       struct wst_layout_region *r)
+{
+    char name[WST_LAYOUT_ALLOC_NAME_MAX];
+    size_t idx;
+    wst_status_t status;
+
+    if (alloc_by_name == NULL)
+        return wst_layout_fail(c, WST_ERR_CONFIG,
+                               "%s (\"%s\"): field \"allocation\" without a "
+                               "top-level \"allocations\"",
+                               where, r->name);
+    status =
+        wst_layout_get_string(c, o, where, "allocation", name, sizeof(name));
+    if (status != WST_OK)
+        return status;
+    idx = wst_layout_find_alloc(l->allocations, alloc_by_name, l->n_allocations,
+                                name);
+    if (idx == SIZE_MAX)
+        return wst_layout_fail(c, WST_ERR_CONFIG,
+                               "%s (\"%s\"): unknown allocation \"%s\"", where,
+                               r->name, name);
+    r->allocation = (uint32_t)idx + 1;
+    return WST_OK;
+}
+
+/* A region is placed -- "offset" required -- when it names an allocation
+ * or the file has the top-level "shm" or "cuda_ipc". */
 static wst_status_t parse_region(struct parse_ctx *c, struct json_object *o,
-                                 size_t i, int placed,
+                                 size_t i, const struct wst_layout *l,
+                                 const size_t *alloc_by_name,
                                  struct wst_layout_region *r)
 {
     char where[64];
+    int placed = l->shm[0] != '\0' || l->has_cuda_ipc;
     wst_status_t status;
 
     snprintf(where, sizeof(where), "regions[%zu]", i);
@@ -48,6 +83,10 @@ static wst_status_t parse_region(struct parse_ctx *c, struct json_object *o,
         return wst_layout_fail(c, WST_ERR_CONFIG, "%s: must be an object",
                                where);
     status = wst_layout_get_name(c, o, where, "name", r->name);
+    if (status == WST_OK && json_object_object_get_ex(o, "allocation", NULL)) {
+        status = parse_region_alloc(c, o, where, l, alloc_by_name, r);
+        placed = 1;
+    }
     if (status == WST_OK)
         status = wst_layout_get_u64(c, o, where, "offset", placed, &r->offset);
     if (status == WST_OK)
@@ -298,33 +337,36 @@ void wst_layout_ipc_encode(
     hex[WST_LAYOUT_CUDA_IPC_HEX] = '\0';
 }
 
-/* The "cuda_ipc" string: exactly 128 lowercase hex digits, with a message
- * that says which rule it broke. */
-static wst_status_t parse_ipc_handle(struct parse_ctx *c, struct json_object *v,
-                                     struct wst_layout *l)
+/* Exactly 128 lowercase hex digits, with a message that says which rule
+ * the string broke. */
+wst_status_t
+wst_layout_read_ipc(struct parse_ctx *c, struct json_object *v,
+                    const char *where,
+                    unsigned char handle[WST_LAYOUT_CUDA_IPC_BYTES])
 {
     const char *s;
     size_t len, bad;
 
     if (!json_object_is_type(v, json_type_string))
         return wst_layout_fail(c, WST_ERR_CONFIG,
-                               "layout: field \"cuda_ipc\" must be a string");
+                               "%s: field \"cuda_ipc\" must be a string",
+                               where);
     s = json_object_get_string(v);
     len = (size_t)json_object_get_string_len(v);
     if (len != WST_LAYOUT_CUDA_IPC_HEX)
         return wst_layout_fail(
             c, WST_ERR_CONFIG,
-            "layout: field \"cuda_ipc\" has %zu characters, expected "
+            "%s: field \"cuda_ipc\" has %zu characters, expected "
             "%d hex digits (a %d-byte CUDA IPC handle)",
-            len, WST_LAYOUT_CUDA_IPC_HEX, WST_LAYOUT_CUDA_IPC_BYTES);
+            where, len, WST_LAYOUT_CUDA_IPC_HEX, WST_LAYOUT_CUDA_IPC_BYTES);
     bad = hex_bad_digit(s, len);
     if (bad != len)
         return wst_layout_fail(
             c, WST_ERR_CONFIG,
-            "layout: field \"cuda_ipc\": character %zu (byte 0x%02x) "
+            "%s: field \"cuda_ipc\": character %zu (byte 0x%02x) "
             "is not a lowercase hex digit",
-            bad, (unsigned char)s[bad]);
-    hex_decode(s, l->cuda_ipc);
+            where, bad, (unsigned char)s[bad]);
+    hex_decode(s, handle);
     return WST_OK;
 }
 
@@ -353,7 +395,7 @@ static wst_status_t parse_cuda_ipc(struct parse_ctx *c,
             c, WST_ERR_CONFIG,
             "layout: fields \"shm\" and \"cuda_ipc\" are exclusive "
             "(the live regions are in host or in device memory)");
-    status = parse_ipc_handle(c, v, l);
+    status = wst_layout_read_ipc(c, v, "layout", l->cuda_ipc);
     if (status == WST_OK)
         status = wst_layout_get_u64(c, root, "layout", "cuda_bytes", 1,
                                     &l->cuda_bytes);
@@ -408,10 +450,12 @@ static wst_status_t parse_root(struct parse_ctx *c, struct json_object *root,
                                struct wst_layout *l)
 {
     struct json_object *regions, *wants;
-    size_t *by_name = NULL, i;
+    size_t *by_name = NULL, *alloc_by_name = NULL, i;
     wst_status_t status;
 
     status = parse_header(c, root, l);
+    if (status == WST_OK)
+        status = wst_layout_parse_allocs(c, root, l, &alloc_by_name);
     if (status == WST_OK)
         status = wst_layout_get_array(c, root, "layout", "regions",
                                       WST_LAYOUT_MAX, &regions, &l->n_regions);
@@ -419,7 +463,7 @@ static wst_status_t parse_root(struct parse_ctx *c, struct json_object *root,
         status = wst_layout_get_array(c, root, "layout", "wants",
                                       WST_LAYOUT_MAX, &wants, &l->n_wants);
     if (status != WST_OK)
-        return status;
+        goto out_free_index;
     l->regions = calloc(l->n_regions ? l->n_regions : 1, sizeof(*l->regions));
     l->wants = calloc(l->n_wants ? l->n_wants : 1, sizeof(*l->wants));
     by_name = malloc((l->n_regions ? l->n_regions : 1) * sizeof(*by_name));
@@ -428,9 +472,8 @@ static wst_status_t parse_root(struct parse_ctx *c, struct json_object *root,
         goto out_free_index;
     }
     for (i = 0; i < l->n_regions && status == WST_OK; i++)
-        status =
-            parse_region(c, json_object_array_get_idx(regions, i), i,
-                         l->shm[0] != '\0' || l->has_cuda_ipc, &l->regions[i]);
+        status = parse_region(c, json_object_array_get_idx(regions, i), i, l,
+                              alloc_by_name, &l->regions[i]);
     if (status == WST_OK)
         status = wst_layout_check_regions(c, l, by_name);
     if (status == WST_OK)
@@ -439,6 +482,7 @@ static wst_status_t parse_root(struct parse_ctx *c, struct json_object *root,
         status = wst_layout_parse_experts(c, root, l, by_name);
 out_free_index:
     free(by_name);
+    free(alloc_by_name);
     return status;
 }
 
@@ -553,6 +597,7 @@ void wst_layout_release(struct wst_layout *l)
     for (i = 0; l->experts != NULL && i < l->n_experts; i++)
         free(l->experts[i].expert_ids);
     free(l->experts);
+    free(l->allocations);
     free(l->regions);
     free(l->wants);
     memset(l, 0, sizeof(*l));

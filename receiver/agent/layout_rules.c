@@ -1,5 +1,6 @@
 /* layout_rules.c - the layout file's checks: regions (duplicates,
- * placement, overlap), wants, "experts" entries and their layers.
+ * placement in their allocation, overlap), wants, "experts" entries and
+ * their layers (the allocations' own rules are in layout_allocs.c).
  *
  * Checks that would be quadratic (duplicate names and layers, name lookup,
  * overlap) run on sorted index arrays: files hold up to 2^20 entries. The
@@ -23,12 +24,18 @@ static int cmp_region_name(const void *a, const void *b, void *arg)
     return strcmp(r[*(const size_t *)a].name, r[*(const size_t *)b].name);
 }
 
-static int cmp_region_offset(const void *a, const void *b, void *arg)
+/* By allocation, then offset; regions the agent allocates (SIZE_MAX) are
+ * never in the array sorted. 'arg' is the layout. */
+static int cmp_region_place(const void *a, const void *b, void *arg)
 {
-    const struct wst_layout_region *r = arg;
-    uint64_t x = r[*(const size_t *)a].offset;
-    uint64_t y = r[*(const size_t *)b].offset;
+    const struct wst_layout *l = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    size_t ki = wst_layout_region_alloc(l, i),
+           kj = wst_layout_region_alloc(l, j);
+    uint64_t x = l->regions[i].offset, y = l->regions[j].offset;
 
+    if (ki != kj)
+        return ki < kj ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
@@ -53,53 +60,61 @@ size_t wst_layout_find_region(const struct wst_layout_region *regions,
 
 /* ---- regions ------------------------------------------------------------ */
 
-/* The allocation the regions live in ("shm" or "cuda_ipc"): its size and
- * name for messages; 0 when the agent allocates each region itself. */
-static int placed_in(const struct wst_layout *l, uint64_t *bytes_p,
-                     const char **key_p, const char **what_p)
-{
-    if (l->shm[0] != '\0') {
-        *bytes_p = l->shm_bytes;
-        *key_p = "shm_bytes";
-        *what_p = "the shm";
-        return 1;
-    }
-    if (l->has_cuda_ipc) {
-        *bytes_p = l->cuda_bytes;
-        *key_p = "cuda_bytes";
-        *what_p = "the cuda_ipc allocation";
-        return 1;
-    }
-    return 0;
-}
-
-/* Regions sorted by offset may not overlap inside the allocation. */
+/* Regions of one allocation, sorted by offset, may not overlap. */
 static wst_status_t check_overlap(struct parse_ctx *c,
-                                  const struct wst_layout *l, const char *what)
+                                  const struct wst_layout *l)
 {
     const struct wst_layout_region *r = l->regions;
-    size_t *by_off, i, n = l->n_regions;
+    size_t *by_off, i, k, n = 0;
+    char what[WST_LAYOUT_ALLOC_NAME_MAX + 32];
     wst_status_t status = WST_OK;
 
-    by_off = malloc(n * sizeof(*by_off));
+    by_off = malloc((l->n_regions ? l->n_regions : 1) * sizeof(*by_off));
     if (by_off == NULL)
         return wst_layout_fail(c, WST_ERR_NO_MEMORY, "out of memory");
-    for (i = 0; i < n; i++)
-        by_off[i] = i;
-    qsort_r(by_off, n, sizeof(*by_off), cmp_region_offset, (void *)r);
+    for (i = 0; i < l->n_regions; i++) {
+        if (wst_layout_region_alloc(l, i) != SIZE_MAX)
+            by_off[n++] = i;
+    }
+    qsort_r(by_off, n, sizeof(*by_off), cmp_region_place, (void *)l);
     for (i = 1; i < n; i++) {
         const struct wst_layout_region *a = &r[by_off[i - 1]];
         const struct wst_layout_region *b = &r[by_off[i]];
 
-        if (a->offset + a->bytes > b->offset) {
-            status = wst_layout_fail(c, WST_ERR_CONFIG,
-                                     "regions \"%s\" and \"%s\" overlap in %s",
-                                     a->name, b->name, what);
-            break;
-        }
+        k = wst_layout_region_alloc(l, by_off[i]);
+        if (k != wst_layout_region_alloc(l, by_off[i - 1]) ||
+            a->offset + a->bytes <= b->offset)
+            continue;
+        wst_layout_alloc_label(l, k, 0, what, sizeof(what));
+        status = wst_layout_fail(c, WST_ERR_CONFIG,
+                                 "regions \"%s\" and \"%s\" overlap in %s",
+                                 a->name, b->name, what);
+        break;
     }
     free(by_off);
     return status;
+}
+
+/* Region i inside its allocation, when it has one. */
+static wst_status_t check_placed(struct parse_ctx *c,
+                                 const struct wst_layout *l, size_t i,
+                                 uint64_t end)
+{
+    size_t k = wst_layout_region_alloc(l, i);
+    char what[WST_LAYOUT_ALLOC_NAME_MAX + 32];
+    uint64_t limit;
+
+    if (k == SIZE_MAX)
+        return WST_OK;
+    limit = wst_layout_alloc_bytes(l, k);
+    if (end <= limit)
+        return WST_OK;
+    wst_layout_alloc_label(l, k, 1, what, sizeof(what));
+    return wst_layout_fail(c, WST_ERR_CONFIG,
+                           "regions[%zu] (\"%s\"): offset + bytes = %llu is "
+                           "beyond %s %llu",
+                           i, l->regions[i].name, (unsigned long long)end, what,
+                           (unsigned long long)limit);
 }
 
 wst_status_t wst_layout_check_regions(struct parse_ctx *c,
@@ -107,10 +122,9 @@ wst_status_t wst_layout_check_regions(struct parse_ctx *c,
                                       size_t *by_name)
 {
     const struct wst_layout_region *r = l->regions;
-    const char *key = NULL, *what = NULL;
     size_t i, n = l->n_regions;
-    uint64_t end, limit = 0;
-    int placed = placed_in(l, &limit, &key, &what);
+    uint64_t end;
+    wst_status_t status;
 
     for (i = 0; i < n; i++) {
         by_name[i] = i;
@@ -119,13 +133,9 @@ wst_status_t wst_layout_check_regions(struct parse_ctx *c,
                 c, WST_ERR_CONFIG,
                 "regions[%zu] (\"%s\"): offset + bytes overflows", i,
                 r[i].name);
-        if (placed && end > limit)
-            return wst_layout_fail(
-                c, WST_ERR_CONFIG,
-                "regions[%zu] (\"%s\"): offset + bytes = %llu is "
-                "beyond %s %llu",
-                i, r[i].name, (unsigned long long)end, key,
-                (unsigned long long)limit);
+        status = check_placed(c, l, i, end);
+        if (status != WST_OK)
+            return status;
     }
     qsort_r(by_name, n, sizeof(*by_name), cmp_region_name, (void *)r);
     for (i = 1; i < n; i++) {
@@ -135,9 +145,9 @@ wst_status_t wst_layout_check_regions(struct parse_ctx *c,
                 by_name[i] > by_name[i - 1] ? by_name[i] : by_name[i - 1],
                 r[by_name[i]].name);
     }
-    if (!placed || n < 2)
+    if (wst_layout_alloc_count(l) == 0 || n < 2)
         return WST_OK;
-    return check_overlap(c, l, what);
+    return check_overlap(c, l);
 }
 
 /* ---- wants -------------------------------------------------------------- */

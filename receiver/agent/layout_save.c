@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -184,10 +185,47 @@ static wst_status_t save_check_experts(struct parse_ctx *c,
                                    l->n_experts);
 }
 
+/* "allocations": the parser's rules, and one way of naming live memory
+ * per file. */
+static wst_status_t save_check_allocs(struct parse_ctx *c,
+                                      const struct wst_layout *l)
+{
+    char where[WST_LAYOUT_ALLOC_NAME_MAX + 40];
+    size_t *by_name, i;
+    wst_status_t status;
+
+    if (l->n_allocations == 0)
+        return WST_OK;
+    if (l->shm[0] != '\0' || l->has_cuda_ipc)
+        return wst_layout_fail(
+            c, WST_ERR_INVALID,
+            "layout: allocations and the top-level %s (they are exclusive)",
+            l->shm[0] != '\0' ? "shm" : "cuda_ipc");
+    if (l->n_allocations > WST_LAYOUT_ALLOC_MAX)
+        return wst_layout_fail(c, WST_ERR_INVALID,
+                               "layout: %zu allocations, at most %d allowed",
+                               l->n_allocations, WST_LAYOUT_ALLOC_MAX);
+    for (i = 0; i < l->n_allocations; i++) {
+        snprintf(where, sizeof(where), "allocations[%zu]", i);
+        status = wst_layout_check_alloc(c, WST_ERR_INVALID, where,
+                                        &l->allocations[i]);
+        if (status != WST_OK)
+            return status;
+    }
+    by_name = malloc(l->n_allocations * sizeof(*by_name));
+    if (by_name == NULL)
+        return wst_layout_fail(c, WST_ERR_NO_MEMORY, "out of memory");
+    status = wst_layout_check_allocs(c, WST_ERR_INVALID, l->allocations,
+                                     l->n_allocations, by_name);
+    free(by_name);
+    return status;
+}
+
 static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
 {
     size_t i;
     uint32_t d;
+    wst_status_t status;
 
     if (l->shm_bytes >= INT64_MAX)
         return wst_layout_fail(c, WST_ERR_INVALID,
@@ -202,12 +240,22 @@ static wst_status_t save_check(struct parse_ctx *c, const struct wst_layout *l)
     if (l->has_cuda_ipc && l->cuda_device > INT_MAX)
         return wst_layout_fail(c, WST_ERR_INVALID,
                                "layout: cuda_device too large");
+    status = save_check_allocs(c, l);
+    if (status != WST_OK)
+        return status;
     for (i = 0; i < l->n_regions; i++) {
         if (l->regions[i].offset >= INT64_MAX ||
             l->regions[i].bytes >= INT64_MAX ||
             !memchr(l->regions[i].name, '\0', WST_NAME_MAX))
             return wst_layout_fail(c, WST_ERR_INVALID,
                                    "regions[%zu]: bad entry", i);
+        if (l->regions[i].allocation > l->n_allocations)
+            return wst_layout_fail(
+                c, WST_ERR_INVALID,
+                "regions[%zu] (\"%s\"): allocation %u out of range (%zu "
+                "allocations)",
+                i, l->regions[i].name, l->regions[i].allocation,
+                l->n_allocations);
     }
     for (i = 0; i < l->n_wants; i++) {
         const struct wst_want *w = &l->wants[i];
@@ -246,6 +294,49 @@ static int add_cuda_ipc(struct json_object *root, const struct wst_layout *l)
            add_u64(root, "cuda_device", l->cuda_device);
 }
 
+/* Adds one entry of "allocations" to 'arr'; nonzero on failure. */
+static int add_allocation(struct json_object *arr,
+                          const struct wst_layout_allocation *a)
+{
+    char hex[WST_LAYOUT_CUDA_IPC_HEX + 1];
+    struct json_object *o = json_object_new_object();
+
+    if (o == NULL)
+        return 1;
+    if (json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return 1;
+    }
+    /* 'o' belongs to 'arr' now; on failure the caller frees the root */
+    if (add_str(o, "name", a->name))
+        return 1;
+    if (a->kind == WST_LAYOUT_ALLOC_SHM)
+        return add_str(o, "shm", a->shm) || add_u64(o, "bytes", a->bytes);
+    wst_layout_ipc_encode(a->cuda_ipc, hex);
+    return add_str(o, "cuda_ipc", hex) || add_u64(o, "bytes", a->bytes) ||
+           add_u64(o, "device", a->device);
+}
+
+/* Adds "allocations" (only called when there are entries, so files
+ * without them look as before); nonzero on failure. */
+static int add_allocations(struct json_object *root, const struct wst_layout *l)
+{
+    struct json_object *arr = json_object_new_array_ext((int)l->n_allocations);
+    size_t i;
+
+    if (arr == NULL)
+        return 1;
+    if (json_object_object_add(root, "allocations", arr)) {
+        json_object_put(arr);
+        return 1;
+    }
+    for (i = 0; i < l->n_allocations; i++) {
+        if (add_allocation(arr, &l->allocations[i]))
+            return 1;
+    }
+    return 0;
+}
+
 static struct json_object *build_json(const struct wst_layout *l)
 {
     struct json_object *root = json_object_new_object(), *arr, *o;
@@ -266,14 +357,19 @@ static struct json_object *build_json(const struct wst_layout *l)
               add_u64(root, "shm_bytes", l->shm_bytes);
     if (!bad && l->has_cuda_ipc)
         bad = add_cuda_ipc(root, l);
+    if (!bad && l->n_allocations > 0)
+        bad = add_allocations(root, l);
     arr = json_object_new_array_ext((int)l->n_regions);
     bad = bad || json_object_object_add(root, "regions", arr);
     for (i = 0; !bad && i < l->n_regions; i++) {
+        const struct wst_layout_region *r = &l->regions[i];
+
         o = json_object_new_object();
-        bad = json_object_array_add(arr, o) ||
-              add_str(o, "name", l->regions[i].name) ||
-              add_u64(o, "offset", l->regions[i].offset) ||
-              add_u64(o, "bytes", l->regions[i].bytes);
+        bad = json_object_array_add(arr, o) || add_str(o, "name", r->name) ||
+              (r->allocation != 0 &&
+               add_str(o, "allocation",
+                       l->allocations[r->allocation - 1].name)) ||
+              add_u64(o, "offset", r->offset) || add_u64(o, "bytes", r->bytes);
     }
     arr = bad ? NULL : json_object_new_array_ext((int)l->n_wants);
     bad = bad || json_object_object_add(root, "wants", arr);
@@ -312,6 +408,7 @@ wst_status_t wst_layout_save(const char *path, const struct wst_layout *l,
 
     if (path == NULL || l == NULL || (l->n_regions > 0 && l->regions == NULL) ||
         (l->n_wants > 0 && l->wants == NULL) ||
+        (l->n_allocations > 0 && l->allocations == NULL) ||
         (l->n_experts > 0 && l->experts == NULL))
         return wst_layout_fail(&c, WST_ERR_INVALID, "layout: NULL argument");
     status = save_check(&c, l);

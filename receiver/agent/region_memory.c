@@ -17,18 +17,25 @@ wst_status_t wst_region_memory_check_host(struct agent *a)
 {
     const struct wst_layout *l = &a->layout;
     uint64_t avail, sum = 0;
+    size_t n = 0;
     char why[256];
     wst_status_t st;
 
-    if (l->shm[0] != '\0' || l->has_cuda_ipc || l->n_regions == 0)
+    for (size_t i = 0; i < l->n_regions; i++)
+        n += wst_layout_region_alloc(l, i) == SIZE_MAX;
+    if (n == 0)
         return WST_OK;
     st = wst_mem_available(&avail, why, sizeof(why));
     if (st != WST_OK) {
         WST_ERROR(&a->log, "%s", why);
         return st;
     }
+    n = 0;
     for (size_t i = 0; i < l->n_regions; i++) {
         const struct wst_layout_region *r = &l->regions[i];
+        if (wst_layout_region_alloc(l, i) != SIZE_MAX)
+            continue;
+        n++;
         /* Each is < INT64_MAX (the parser's bound): the sum cannot wrap
          * before it passes avail, which is far below that. */
         sum += r->bytes;
@@ -39,36 +46,54 @@ wst_status_t wst_region_memory_check_host(struct agent *a)
                   "memory the agent allocates to %" PRIu64 " bytes over "
                   "%zu region%s; this host has %" PRIu64 " bytes available "
                   "(MemAvailable in /proc/meminfo)",
-                  a->set.layout, r->name, r->bytes, sum, i + 1, i ? "s" : "",
+                  a->set.layout, r->name, r->bytes, sum, n, n > 1 ? "s" : "",
                   avail);
         return WST_ERR_NO_MEMORY;
     }
     return WST_OK;
 }
 
-wst_status_t wst_region_memory_check_shm(struct agent *a, int fd)
+wst_status_t
+wst_region_memory_check_shm(const struct wst_logger *log,
+                            const char *layout_path,
+                            const struct wst_layout_allocation *alloc,
+                            size_t n_regions, int fd, uint64_t *missing_p)
 {
-    const struct wst_layout *l = &a->layout;
     struct statvfs vfs;
     struct stat sb;
     uint64_t backed, missing, avail;
 
     if (fstat(fd, &sb) != 0 || fstatvfs(fd, &vfs) != 0) {
-        WST_ERROR(&a->log, "shared memory %s: cannot stat: %s", l->shm,
-                  strerror(errno));
+        WST_ERROR(log, "layout %s: shared memory %s: cannot stat: %s",
+                  layout_path, alloc->shm, strerror(errno));
         return WST_ERR_IO;
     }
     /* st_blocks counts 512-byte units whatever the block size. */
     backed = (uint64_t)sb.st_blocks * 512;
-    missing = backed < l->shm_bytes ? l->shm_bytes - backed : 0;
+    missing = backed < alloc->bytes ? alloc->bytes - backed : 0;
     avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (missing <= avail)
+    /* Both terms are below INT64_MAX (the parser's bound on bytes). */
+    if (*missing_p + missing <= avail) {
+        *missing_p += missing;
         return WST_OK;
-    WST_ERROR(&a->log,
-              "layout %s: shared memory %s: shm_bytes %" PRIu64 " (%zu "
-              "region%s) need %" PRIu64 " bytes more than the object "
-              "holds in pages, and its file system has %" PRIu64 " bytes free",
-              a->set.layout, l->shm, l->shm_bytes, l->n_regions,
-              l->n_regions == 1 ? "" : "s", missing, avail);
+    }
+    if (alloc->name[0] == '\0')
+        WST_ERROR(log,
+                  "layout %s: shared memory %s: shm_bytes %" PRIu64 " (%zu "
+                  "region%s) need %" PRIu64 " bytes more than the object "
+                  "holds in pages, and its file system has %" PRIu64
+                  " bytes free",
+                  layout_path, alloc->shm, alloc->bytes, n_regions,
+                  n_regions == 1 ? "" : "s", missing, avail);
+    else
+        WST_ERROR(log,
+                  "layout %s: allocation \"%s\": shared memory %s: bytes "
+                  "%" PRIu64 " (%zu region%s) need %" PRIu64 " bytes more "
+                  "than the object holds in pages, %" PRIu64 " with the shm "
+                  "allocations before it, and its file system has %" PRIu64
+                  " bytes free",
+                  layout_path, alloc->name, alloc->shm, alloc->bytes, n_regions,
+                  n_regions == 1 ? "" : "s", missing, *missing_p + missing,
+                  avail);
     return WST_ERR_NO_MEMORY;
 }

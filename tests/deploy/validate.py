@@ -1122,6 +1122,55 @@ KUSTOMIZE_LEFT_OUT = {
 INT64_MAX = 2**63 - 1
 
 
+ALLOC_MAX = 65536
+
+
+def check_allocations(d, num, out):
+    """The top-level "allocations": {name: bytes} of its entries (problems
+    into out); num reads an integer field as check_layout does."""
+    if "shm" in d or "cuda_ipc" in d:
+        out.append("'allocations' and the top-level 'shm'/'cuda_ipc' are exclusive")
+    allocs = d["allocations"]
+    if not isinstance(allocs, list) or len(allocs) > ALLOC_MAX:
+        out.append(f"'allocations' must be a list of at most {ALLOC_MAX} entries")
+        return {}
+    sizes, objects, devices = {}, set(), set()
+    for i, a in enumerate(allocs):
+        where = f"allocations[{i}]"
+        name = a.get("name") if isinstance(a, dict) else None
+        if not isinstance(name, str) or not 0 < len(name.encode()) < 64:
+            out.append(f"{where}: 'name' must be a string of 1..63 bytes")
+            continue
+        if name in sizes:
+            out.append(f"{where}: allocation {name!r} twice")
+        if ("shm" in a) == ("cuda_ipc" in a):
+            out.append(f"{where}: needs exactly one of 'shm' and 'cuda_ipc'")
+            continue
+        if "shm" in a:
+            if not isinstance(a["shm"], str) or not re.fullmatch(r"/[^/]{1,254}", a["shm"]):
+                out.append(f"{where}: 'shm' {a['shm']!r}: a POSIX shm name is '/' "
+                           "and a name without '/'")
+            if "device" in a:
+                out.append(f"{where}: 'device' is for 'cuda_ipc' entries, not 'shm'")
+            obj = ("shm", a["shm"])
+        else:
+            if not isinstance(a["cuda_ipc"], str) or \
+                    not re.fullmatch(r"[0-9a-f]{128}", a["cuda_ipc"]):
+                out.append(f"{where}: 'cuda_ipc' must be 128 lowercase hex digits")
+            devices.add(num(a, "device", where, required=False) or 0)
+            obj = ("cuda_ipc", a["cuda_ipc"])
+        if obj in objects:
+            out.append(f"{where}: the same {obj[0]} as an earlier entry")
+        objects.add(obj)
+        size = num(a, "bytes", where)
+        if size == 0:
+            out.append(f"{where}: 'bytes' must be above 0")
+        sizes[name] = size or 0
+    if len(devices) > 1:
+        out.append(f"'cuda_ipc' allocations on devices {sorted(devices)}: one agent serves one GPU")
+    return sizes
+
+
 def check_layout(d, dtypes):
     """Problems of a layout dict, by the rules of receiver/agent/layout_file.h."""
     out = []
@@ -1159,6 +1208,7 @@ def check_layout(d, dtypes):
         num(d, "cuda_device", "layout", required=False)
     elif "cuda_bytes" in d or "cuda_device" in d:
         out.append("'cuda_bytes'/'cuda_device' without 'cuda_ipc'")
+    allocs = check_allocations(d, num, out) if "allocations" in d else None
     regions = {}
     spans = []
     for i, r in enumerate(d.get("regions") or []):
@@ -1169,19 +1219,29 @@ def check_layout(d, dtypes):
             continue
         if name in regions:
             out.append(f"{where}: region {name!r} twice")
-        off = num(r, "offset", where, required=limit is not None) or 0
+        alloc, r_limit = r.get("allocation"), limit
+        if alloc is not None:
+            if allocs is None:
+                out.append(f"{where}: 'allocation' without a top-level 'allocations'")
+                continue
+            if alloc not in allocs:
+                out.append(f"{where}: unknown allocation {alloc!r}")
+                continue
+            r_limit = allocs[alloc]
+        off = num(r, "offset", where, required=r_limit is not None or alloc is not None) or 0
         size = num(r, "bytes", where)
         if size is None:
             continue
         regions[name] = size
-        if limit is not None:
-            if off + size > limit:
-                out.append(f"{where}: {name} runs past the live memory "
-                           f"({off} + {size} > {limit})")
-            spans.append((off, off + size, name))
+        if r_limit is not None:
+            if off + size > r_limit:
+                out.append(f"{where}: {name} runs past the live memory"
+                           f"{'' if alloc is None else f' of allocation {alloc}'} "
+                           f"({off} + {size} > {r_limit})")
+            spans.append((alloc or "", off, off + size, name))
     spans.sort()
-    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
-        if b0 < a1:
+    for (ak, a0, a1, an), (bk, b0, b1, bn) in zip(spans, spans[1:]):
+        if ak == bk and b0 < a1:
             out.append(f"regions {an} and {bn} overlap")
     placed = {}
     for i, w in enumerate(d.get("wants") or []):
@@ -1682,6 +1742,16 @@ MUTATIONS = [
      lambda ms: edit_layout(ms, lambda d: d["regions"][1].update(offset=4096))),
     ("layout region past shm_bytes", "runs past the live memory",
      lambda ms: edit_layout(ms, lambda d: d.update(shm_bytes=4096))),
+    ("layout allocations next to shm", "'allocations' and the top-level",
+     lambda ms: edit_layout(ms, lambda d: d.update(
+         allocations=[{"name": "a", "shm": "/other", "bytes": 4096}]))),
+    ("layout allocations with one handle twice", "the same cuda_ipc as an earlier",
+     lambda ms: edit_layout(ms, lambda d: d.update(allocations=[
+         {"name": n, "cuda_ipc": "ab" * 64, "bytes": 4096} for n in ("a", "b")]))),
+    ("layout region in an unknown allocation", "unknown allocation 'gpu9'",
+     lambda ms: edit_layout(ms, lambda d: (
+         d.update(allocations=[{"name": "a", "shm": "/other", "bytes": 4096}]),
+         d["regions"][0].update(allocation="gpu9")))),
     ("layout want with an unknown dtype", "unknown dtype",
      lambda ms: edit_layout(ms, lambda d: d["wants"][0].update(dtype="bfloat16"))),
     ("layout want outside its region", "run past region",

@@ -2,8 +2,9 @@
  * (receiver/agent/layout_file.h), from a buffer.
  *
  * What parses must hold what the header promises the agent: every index
- * into 'regions' in range, every region inside its shm or cuda_ipc
- * allocation, counts under WST_LAYOUT_MAX, NUL-terminated names.
+ * into 'regions' and 'allocations' in range, every region inside its
+ * allocation, counts under WST_LAYOUT_MAX and WST_LAYOUT_ALLOC_MAX,
+ * NUL-terminated names, device allocations on one GPU.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,20 +23,54 @@ static void check(int ok, const char *what)
     }
 }
 
+/* The allocations: bounded, one way of spelling them, names terminated,
+ * one GPU for all device entries. */
+static void check_allocations(const struct wst_layout *l)
+{
+    uint32_t device = 0;
+    int cuda = 0;
+
+    check(l->n_allocations <= WST_LAYOUT_ALLOC_MAX, "too many allocations");
+    check(!(l->shm[0] && l->has_cuda_ipc), "both shm and cuda_ipc");
+    check(l->n_allocations == 0 || (!l->shm[0] && !l->has_cuda_ipc),
+          "allocations next to shm or cuda_ipc");
+    for (size_t k = 0; k < l->n_allocations; k++) {
+        const struct wst_layout_allocation *a = &l->allocations[k];
+        check(a->name[0] && memchr(a->name, '\0', sizeof(a->name)) != NULL,
+              "a bad allocation name");
+        check(a->bytes > 0, "an empty allocation");
+        if (a->kind == WST_LAYOUT_ALLOC_SHM) {
+            check(a->shm[0] && memchr(a->shm, '\0', sizeof(a->shm)) != NULL,
+                  "a bad shm name");
+            check(a->device == 0, "a device on a shm allocation");
+            continue;
+        }
+        check(a->kind == WST_LAYOUT_ALLOC_CUDA_IPC, "an unknown kind");
+        check(!cuda || a->device == device, "two devices");
+        cuda = 1;
+        device = a->device;
+    }
+}
+
 static void check_layout(const struct wst_layout *l)
 {
-    uint64_t limit = l->shm[0]         ? l->shm_bytes
-                     : l->has_cuda_ipc ? l->cuda_bytes
-                                       : UINT64_MAX;
+    struct wst_layout_allocation a;
 
     check(l->n_regions <= WST_LAYOUT_MAX && l->n_wants <= WST_LAYOUT_MAX,
           "too many entries");
-    check(!(l->shm[0] && l->has_cuda_ipc), "both shm and cuda_ipc");
+    check_allocations(l);
     for (size_t i = 0; i < l->n_regions; i++) {
         const struct wst_layout_region *r = &l->regions[i];
+        size_t k = wst_layout_region_alloc(l, i);
         check(memchr(r->name, '\0', sizeof(r->name)) != NULL,
               "an unterminated region name");
-        check(r->offset <= limit && r->bytes <= limit - r->offset,
+        check(r->allocation <= l->n_allocations,
+              "a region's allocation out of range");
+        if (k == SIZE_MAX)
+            continue;
+        check(k < wst_layout_alloc_count(l), "a region's allocation unknown");
+        wst_layout_alloc_get(l, k, &a);
+        check(r->offset <= a.bytes && r->bytes <= a.bytes - r->offset,
               "a region past its allocation");
     }
     for (size_t i = 0; i < l->n_wants; i++)

@@ -50,8 +50,10 @@ for part in all bottom; do
     compact "$work/l.json" "$here/corpus/layout/send-$part.json"
 done
 
-# The same wants in the engine's GPU memory (cuda_ipc) and in regions the
-# agent allocates itself: the fuzzer would not spell a 128-digit handle.
+# The same wants in the engine's GPU memory (cuda_ipc), in regions the
+# agent allocates itself, and spread over "allocations" (two shm objects,
+# two device segments, one region the agent's): the fuzzer would not spell
+# a 128-digit handle.
 python3 - "$here/corpus/layout/send-bottom.json" "$here/corpus/layout" <<'PY'
 import json, sys
 base = json.load(open(sys.argv[1]))
@@ -61,8 +63,27 @@ own = json.loads(json.dumps(base))
 for r in own["regions"]:
     del r["offset"]
 json.dump(own, open(sys.argv[2] + "/send-own.json", "w"), separators=(",", ":"))
+spread = json.loads(json.dumps(base))
 base.update(cuda_ipc="0123456789abcdef" * 8, cuda_bytes=size, cuda_device=0)
 json.dump(base, open(sys.argv[2] + "/send-cuda-ipc.json", "w"),
+          separators=(",", ":"))
+names = ["host0", "host1", "gpu0", "gpu1"]
+ends = dict.fromkeys(names, 0)
+for i, r in enumerate(spread["regions"]):
+    if i == len(spread["regions"]) - 1:
+        del r["offset"]  # the agent's own
+        continue
+    a = names[i % len(names)]
+    r["allocation"], r["offset"] = a, ends[a]
+    ends[a] = (ends[a] + r["bytes"] + 63) // 64 * 64
+spread["allocations"] = [
+    {"name": "host0", "shm": "/wst-corpus-0", "bytes": ends["host0"]},
+    {"name": "host1", "shm": "/wst-corpus-1", "bytes": ends["host1"]},
+    {"name": "gpu0", "cuda_ipc": "0123456789abcdef" * 8,
+     "bytes": ends["gpu0"], "device": 0},
+    {"name": "gpu1", "cuda_ipc": "fedcba9876543210" * 8,
+     "bytes": ends["gpu1"]}]
+json.dump(spread, open(sys.argv[2] + "/send-allocations.json", "w"),
           separators=(",", ":"))
 PY
 

@@ -1,9 +1,10 @@
 #!/bin/bash
 # tests/gpu/run.sh OUT_DIR [DEPS_DIR] - everything that needs a GPU, in one
 # go: build with CUDA, run every kernel check against its CPU twin (and the
-# NCCL mover on one GPU), the unit tests, the device-memory refits of the
-# demo (agents' live memory on the GPU; senders' shards on the GPU, moved
-# by the bounce path), then the benchmarks.
+# NCCL mover on one GPU), the unit tests, an agent's layout over several
+# CUDA IPC allocations, the device-memory refits of the demo (agents' live
+# memory on the GPU; senders' shards on the GPU, moved by the bounce
+# path), then the benchmarks.
 # Full logs go to OUT_DIR/log.txt; the summary (every check's line and the
 # benchmark table) is printed last and kept in OUT_DIR/summary.txt.
 #
@@ -136,6 +137,18 @@ if [ "${WST_GPU_ONLY_TWO:-0}" != 1 ]; then
 # 2. Unit tests (the GPU probe runs for real here).
 [ $built -eq 0 ] && ctest --test-dir "$build" -L unit --output-on-failure >>"$log" 2>&1
 result "unit tests" $? "($(grep -E 'tests passed' "$log" | tail -1))"
+
+# 2b. A layout over several device allocations, each by its own CUDA IPC
+#     handle, and a shm object ("allocations"): an agent imports them all
+#     and two refits are checked bit-exact in each.
+if [ $built -eq 0 ]; then
+    "$bin/wst-gpu-alloc-ipc" "$bin/wstream-agent" >"$out/alloc_ipc.txt" 2>>"$log"
+    st=$?
+    grep -E '^(PASS|FAIL)' "$out/alloc_ipc.txt" | tee -a "$summary"
+    result "allocations over CUDA IPC handles" $st
+else
+    result "allocations over CUDA IPC handles" 1 "(not built)"
+fi
 
 # 3. Device-memory refits: agents import their engine's device buffers by
 #    CUDA IPC, land host senders' data in pinned slots, repack on the GPU,

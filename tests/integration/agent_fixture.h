@@ -61,7 +61,9 @@ struct it_sender {
 int it_agent_start(struct it_agent *a, const char *agent_bin);
 
 /* As it_agent_start, with 'edit' (may be NULL) applied to the layout
- * before it is written and served. */
+ * before it is written and served. An edit that gives the layout
+ * "allocations" (n_allocations > 0) makes it the test's: the fixture
+ * creates no shm object then, and a->shm stays NULL. */
 int it_agent_start_edited(struct it_agent *a, const char *agent_bin,
                           void (*edit)(struct wst_layout *l));
 

@@ -4,8 +4,9 @@
 #
 # usage: agent_memory.sh AGENT
 #
-# Regions the agent allocates itself are weighed against MemAvailable, an
-# shm object's unbacked bytes against its file system's free space; each
+# Regions the agent allocates itself are weighed against MemAvailable, the
+# unbacked bytes of its shm objects (summed over "allocations") against
+# their file system's free space; each
 # refusal must name the region (or the object) and the numbers, and come
 # before anything is mapped or allocated. A layout that fits still starts.
 set -euo pipefail
@@ -21,7 +22,7 @@ pid=
 
 cleanup() {
     [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-    rm -f "/dev/shm/$shm"
+    rm -f "/dev/shm/$shm" "/dev/shm/$shm-b"
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -74,6 +75,26 @@ cat >"$work/shm.json" <<JSON
 JSON
 refused "$work/shm.json" \
     "layout .*shm.json: shared memory /$shm: shm_bytes $big \(1 region\) need $big bytes more than the object holds in pages, and its file system has [0-9]+ bytes free"
+
+# Two objects each of which fits in /dev/shm's free space, but not both:
+# the second is refused before either is populated.
+free=$(df -B1 --output=avail /dev/shm | tail -1 | tr -d ' ')
+part=$((free / 3 * 2 / 4096 * 4096))
+truncate -s "$part" "/dev/shm/$shm"
+truncate -s "$part" "/dev/shm/$shm-b"
+cat >"$work/parts.json" <<JSON
+{"format": 1, "rank": 0,
+ "allocations": [{"name": "one", "shm": "/$shm", "bytes": $part},
+                 {"name": "two", "shm": "/$shm-b", "bytes": $part}],
+ "regions": [{"name": "a", "allocation": "one", "offset": 0, "bytes": 4096},
+             {"name": "b", "allocation": "two", "offset": 0, "bytes": 4096},
+             {"name": "c", "allocation": "two", "offset": 4096, "bytes": 4096}],
+ "wants": []}
+JSON
+refused "$work/parts.json" \
+    "layout .*parts.json: allocation \"two\": shared memory /$shm-b: bytes $part \(2 regions\) need $part bytes more than the object holds in pages, $((part * 2)) with the shm allocations before it, and its file system has [0-9]+ bytes free"
+[ "$(du -k "/dev/shm/$shm" | cut -f1)" -eq 0 ] || fail "parts.json: /$shm was populated"
+rm -f "/dev/shm/$shm-b"
 
 # What fits starts: 1 MiB of the agent's own, and a 1 MiB object.
 truncate -s 1M "/dev/shm/$shm"
