@@ -311,17 +311,15 @@ def build_layout(model, spec, rank=0, group=None, shm_name=None):
             raise ValueError("the model's CUDA parameters are on GPUs %s; "
                              "one agent serves one GPU" % sorted(devices))
         allocations.extend(by_handle.values())
-        if host is not None:
-            allocations.insert(0, {"name": "host", "shm": host.name,
-                                   "bytes": host.bytes})
+    if host is not None:
+        allocations.insert(0, {"name": "host", "shm": host.name,
+                               "bytes": host.bytes})
     wants = []
     for (n, p), pl in zip(params, placements):
         nbytes = p.numel() * p.element_size()
         alloc, offset = where[n]
-        region = {"name": n, "offset": offset, "bytes": max(nbytes, 1)}
-        if allocations:
-            region["allocation"] = alloc
-        regions.append(region)
+        regions.append({"name": n, "allocation": alloc, "offset": offset,
+                        "bytes": max(nbytes, 1)})
         itemsize = p.element_size()
         for piece in pl.pieces:
             for start, stop, elem, pitch in sharding.want_boxes(pl.view,
@@ -332,11 +330,8 @@ def build_layout(model, spec, rank=0, group=None, shm_name=None):
                     "stop": list(stop), "region": n,
                     "offset": elem * itemsize,
                     "row_pitch": pitch * itemsize})
-    layout = {"format": 1, "rank": rank, "regions": regions, "wants": wants}
-    if allocations:
-        layout["allocations"] = allocations
-    elif host is not None:
-        layout["shm"], layout["shm_bytes"] = host.name, host.bytes
+    layout = {"format": 1, "rank": rank, "allocations": allocations,
+              "regions": regions, "wants": wants}
     if group is not None:
         gname, gsize, member = group
         layout["group"] = {"name": gname, "size": gsize, "member": member}
