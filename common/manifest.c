@@ -105,6 +105,60 @@ uint64_t wst_box_elems(const struct wst_box *box)
     return n;
 }
 
+/* Splits the flat range [a, b) of the sub-tensor spanned by dims d.. into
+ * boxes: a partial head slice, a full middle block, a partial tail slice. */
+static void flat_split(const struct wst_tensor_desc *t, uint32_t d, uint64_t a,
+                       uint64_t b, struct wst_box *pre, struct wst_box *out,
+                       size_t *n)
+{
+    uint64_t inner = 1, ia, ib, ra, rb;
+    uint32_t j;
+
+    if (a >= b)
+        return;
+    if (d == t->ndim - 1) {
+        pre->start[d] = a;
+        pre->stop[d] = b;
+        out[(*n)++] = *pre;
+        return;
+    }
+    for (j = d + 1; j < t->ndim; j++)
+        inner *= t->shape[j];
+    ia = a / inner, ra = a % inner, ib = b / inner, rb = b % inner;
+    if (ia == ib) {
+        pre->start[d] = ia, pre->stop[d] = ia + 1;
+        flat_split(t, d + 1, ra, rb, pre, out, n);
+        return;
+    }
+    if (ra != 0) {
+        pre->start[d] = ia, pre->stop[d] = ia + 1;
+        flat_split(t, d + 1, ra, inner, pre, out, n);
+        ia++;
+    }
+    if (ia < ib) {
+        pre->start[d] = ia, pre->stop[d] = ib;
+        for (j = d + 1; j < t->ndim; j++)
+            pre->start[j] = 0, pre->stop[j] = t->shape[j];
+        out[(*n)++] = *pre;
+    }
+    if (rb != 0) {
+        pre->start[d] = ib, pre->stop[d] = ib + 1;
+        flat_split(t, d + 1, 0, rb, pre, out, n);
+    }
+}
+
+size_t wst_flat_boxes(const struct wst_tensor_desc *t, uint64_t start,
+                      uint64_t stop, struct wst_box *out)
+{
+    struct wst_box pre;
+    size_t n = 0;
+
+    memset(&pre, 0, sizeof(pre));
+    pre.ndim = t->ndim;
+    flat_split(t, 0, start, stop, &pre, out, &n);
+    return n;
+}
+
 /* Span of a want in bytes; nonzero return on uint64 overflow (only possible
  * for entries that have not passed wst_want_check). */
 static int want_span_overflows(const struct wst_want *w, uint64_t *span_p)

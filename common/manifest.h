@@ -103,6 +103,17 @@ wst_status_t wst_box_check(const struct wst_tensor_desc *t,
  * wst_box_check, so the product cannot overflow. */
 uint64_t wst_box_elems(const struct wst_box *box);
 
+/* A flat range splits into at most 2*ndim-1 N-D boxes. */
+#define WST_FLAT_MAX_BOXES (2 * WST_MAX_DIMS)
+
+/* The N-D boxes (ndim of the tensor) that together hold elements
+ * [start, stop) of t's row-major flattened view, disjoint and in row-major
+ * order: a partial head, a full middle block and a partial tail per dim.
+ * Writes at most WST_FLAT_MAX_BOXES to 'out' and returns their number (0
+ * for an empty range). The range must have passed wst_box_check. */
+size_t wst_flat_boxes(const struct wst_tensor_desc *t, uint64_t start,
+                      uint64_t stop, struct wst_box *out);
+
 /* Bytes of destination memory a want entry spans in its region, from
  * 'offset' to one past its last byte (accounts for row_pitch). 0 if empty. */
 uint64_t wst_want_span(const struct wst_want *w);
