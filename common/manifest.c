@@ -159,6 +159,50 @@ size_t wst_flat_boxes(const struct wst_tensor_desc *t, uint64_t start,
     return n;
 }
 
+/* A have as N-D boxes: itself, or the pieces of its flat range. */
+static size_t have_boxes(const struct wst_have *h, struct wst_box *out)
+{
+    if (h->flat)
+        return wst_flat_boxes(&h->tensor, h->box.start[0], h->box.stop[0], out);
+    out[0] = h->box;
+    return wst_box_elems(&h->box) > 0 ? 1 : 0;
+}
+
+/* Nonzero when a and b (same ndim) share an element; its index to x. */
+static int boxes_meet(const struct wst_box *a, const struct wst_box *b,
+                      uint64_t *x)
+{
+    uint32_t d;
+
+    for (d = 0; d < a->ndim; d++) {
+        uint64_t lo = a->start[d] > b->start[d] ? a->start[d] : b->start[d];
+        uint64_t hi = a->stop[d] < b->stop[d] ? a->stop[d] : b->stop[d];
+        if (lo >= hi)
+            return 0;
+        x[d] = lo;
+    }
+    return 1;
+}
+
+int wst_haves_overlap(const struct wst_have *a, const struct wst_have *b,
+                      uint64_t *x_p)
+{
+    struct wst_box ba[WST_FLAT_MAX_BOXES], bb[WST_FLAT_MAX_BOXES];
+    size_t na = have_boxes(a, ba), nb = have_boxes(b, bb), i, j;
+    uint64_t x[WST_MAX_DIMS];
+
+    for (i = 0; i < na; i++) {
+        for (j = 0; j < nb; j++) {
+            if (!boxes_meet(&ba[i], &bb[j], x))
+                continue;
+            if (x_p != NULL)
+                memcpy(x_p, x, a->tensor.ndim * sizeof(*x));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Span of a want in bytes; nonzero return on uint64 overflow (only possible
  * for entries that have not passed wst_want_check). */
 static int want_span_overflows(const struct wst_want *w, uint64_t *span_p)

@@ -114,6 +114,13 @@ uint64_t wst_box_elems(const struct wst_box *box);
 size_t wst_flat_boxes(const struct wst_tensor_desc *t, uint64_t start,
                       uint64_t stop, struct wst_box *out);
 
+/* Whether two haves of one tensor (the same ndim and shape; either may be
+ * flat) hold a common element. When they do, its N-D index (tensor ndim
+ * entries) goes to x_p (may be NULL). Both must have passed wst_have_check.
+ * Empty boxes overlap nothing. */
+int wst_haves_overlap(const struct wst_have *a, const struct wst_have *b,
+                      uint64_t *x_p);
+
 /* Bytes of destination memory a want entry spans in its region, from
  * 'offset' to one past its last byte (accounts for row_pitch). 0 if empty. */
 uint64_t wst_want_span(const struct wst_want *w);
