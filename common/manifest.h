@@ -41,7 +41,9 @@ struct wst_box {
     uint64_t stop[WST_MAX_DIMS];
 };
 
-/* One shard a sender owns. */
+/* One shard a sender owns: a box of one tensor in one buffer. A sender may
+ * list several haves of one tensor (slices, each its own buffer; the
+ * sender keeps them disjoint); plan items name a have, not a tensor. */
 struct wst_have {
     struct wst_tensor_desc tensor;
     struct wst_box box;

@@ -9,8 +9,9 @@
  * Hugging Face index) is mapped read-only and checked completely before
  * anything connects: a bad file is refused with a message naming the file
  * and the tensor, and nothing is pushed. Each tensor is then one full
- * (unsharded) host shard of sender rank 0 of a world of 1, pointing into
- * the mapping; each agent plans what it wants from it, and the version is
+ * (unsharded) host shard of sender rank 0 of a world of 1 (a per-expert
+ * tensor: a slice of its grouped tensor, below), pointing into the
+ * mapping; each agent plans what it wants from it, and the version is
  * pushed and waited for until every agent committed it. A 0-dim tensor
  * travels as shape [1] (wstream has no 0-dim tensors); a tensor with no
  * elements is not sent (it has no bytes and no agent can want it).
