@@ -219,7 +219,8 @@ static const struct eref *grouped_in(const struct eref *g, size_t n, uint32_t l)
     return lo < n && g[lo].layer == l ? &g[lo] : NULL;
 }
 
-/* Lists the per-expert tensors into e[] and the grouped ones into g[]. */
+/* Lists the per-expert tensors into e[] and the grouped ones into g[];
+ * with NULL arrays, only counts them. */
 static void list_refs(const struct wst_send_tensor *x, size_t n, struct eref *e,
                       size_t *n_e, struct eref *g, size_t *n_g)
 {
@@ -230,11 +231,14 @@ static void list_refs(const struct wst_send_tensor *x, size_t n, struct eref *e,
         if (!parse_name(x[i].t->name, &r))
             continue;
         r.idx = i;
-        if (r.expert == UINT32_MAX)
-            g[(*n_g)++] = r;
-        else
-            e[(*n_e)++] = r;
+        struct eref *to = r.expert == UINT32_MAX ? g : e;
+        size_t *count = r.expert == UINT32_MAX ? n_g : n_e;
+        if (to != NULL)
+            to[*count] = r;
+        (*count)++;
     }
+    if (e == NULL)
+        return;
     if (*n_e > 1)
         qsort(e, *n_e, sizeof(*e), eref_cmp);
     if (*n_g > 1)
@@ -322,13 +326,18 @@ wst_status_t wst_send_group_experts(struct wst_send_tensor *x, size_t n,
                                     struct wst_send_experts *out, char *err,
                                     size_t errlen)
 {
-    struct eref *e = calloc(n ? n : 1, sizeof(*e));
-    struct eref *g = calloc(n ? n : 1, sizeof(*g));
-    uint32_t *experts_of = calloc(n ? n : 1, sizeof(*experts_of));
     struct wst_send_experts found = {0};
     size_t n_e = 0, n_g = 0;
     wst_status_t st = WST_ERR_NO_MEMORY;
 
+    list_refs(x, n, NULL, &n_e, NULL, &n_g);
+    if (n_e == 0) { /* nothing to group; grouped tensors go as they are */
+        *out = found;
+        return WST_OK;
+    }
+    struct eref *e = calloc(n_e, sizeof(*e));
+    struct eref *g = calloc(n_g ? n_g : 1, sizeof(*g));
+    uint32_t *experts_of = calloc(n_e, sizeof(*experts_of));
     if (e == NULL || g == NULL || experts_of == NULL) {
         snprintf(err, errlen, "no memory to group expert tensors");
         goto out_free;
