@@ -105,6 +105,104 @@ uint64_t wst_box_elems(const struct wst_box *box)
     return n;
 }
 
+/* Splits the flat range [a, b) of the sub-tensor spanned by dims d.. into
+ * boxes: a partial head slice, a full middle block, a partial tail slice. */
+static void flat_split(const struct wst_tensor_desc *t, uint32_t d, uint64_t a,
+                       uint64_t b, struct wst_box *pre, struct wst_box *out,
+                       size_t *n)
+{
+    uint64_t inner = 1, ia, ib, ra, rb;
+    uint32_t j;
+
+    if (a >= b)
+        return;
+    if (d == t->ndim - 1) {
+        pre->start[d] = a;
+        pre->stop[d] = b;
+        out[(*n)++] = *pre;
+        return;
+    }
+    for (j = d + 1; j < t->ndim; j++)
+        inner *= t->shape[j];
+    ia = a / inner, ra = a % inner, ib = b / inner, rb = b % inner;
+    if (ia == ib) {
+        pre->start[d] = ia, pre->stop[d] = ia + 1;
+        flat_split(t, d + 1, ra, rb, pre, out, n);
+        return;
+    }
+    if (ra != 0) {
+        pre->start[d] = ia, pre->stop[d] = ia + 1;
+        flat_split(t, d + 1, ra, inner, pre, out, n);
+        ia++;
+    }
+    if (ia < ib) {
+        pre->start[d] = ia, pre->stop[d] = ib;
+        for (j = d + 1; j < t->ndim; j++)
+            pre->start[j] = 0, pre->stop[j] = t->shape[j];
+        out[(*n)++] = *pre;
+    }
+    if (rb != 0) {
+        pre->start[d] = ib, pre->stop[d] = ib + 1;
+        flat_split(t, d + 1, 0, rb, pre, out, n);
+    }
+}
+
+size_t wst_flat_boxes(const struct wst_tensor_desc *t, uint64_t start,
+                      uint64_t stop, struct wst_box *out)
+{
+    struct wst_box pre;
+    size_t n = 0;
+
+    memset(&pre, 0, sizeof(pre));
+    pre.ndim = t->ndim;
+    flat_split(t, 0, start, stop, &pre, out, &n);
+    return n;
+}
+
+/* A have as N-D boxes: itself, or the pieces of its flat range. */
+static size_t have_boxes(const struct wst_have *h, struct wst_box *out)
+{
+    if (h->flat)
+        return wst_flat_boxes(&h->tensor, h->box.start[0], h->box.stop[0], out);
+    out[0] = h->box;
+    return wst_box_elems(&h->box) > 0 ? 1 : 0;
+}
+
+/* Nonzero when a and b (same ndim) share an element; its index to x. */
+static int boxes_meet(const struct wst_box *a, const struct wst_box *b,
+                      uint64_t *x)
+{
+    uint32_t d;
+
+    for (d = 0; d < a->ndim; d++) {
+        uint64_t lo = a->start[d] > b->start[d] ? a->start[d] : b->start[d];
+        uint64_t hi = a->stop[d] < b->stop[d] ? a->stop[d] : b->stop[d];
+        if (lo >= hi)
+            return 0;
+        x[d] = lo;
+    }
+    return 1;
+}
+
+int wst_haves_overlap(const struct wst_have *a, const struct wst_have *b,
+                      uint64_t *x_p)
+{
+    struct wst_box ba[WST_FLAT_MAX_BOXES], bb[WST_FLAT_MAX_BOXES];
+    size_t na = have_boxes(a, ba), nb = have_boxes(b, bb), i, j;
+    uint64_t x[WST_MAX_DIMS];
+
+    for (i = 0; i < na; i++) {
+        for (j = 0; j < nb; j++) {
+            if (!boxes_meet(&ba[i], &bb[j], x))
+                continue;
+            if (x_p != NULL)
+                memcpy(x_p, x, a->tensor.ndim * sizeof(*x));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Span of a want in bytes; nonzero return on uint64 overflow (only possible
  * for entries that have not passed wst_want_check). */
 static int want_span_overflows(const struct wst_want *w, uint64_t *span_p)

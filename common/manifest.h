@@ -41,7 +41,9 @@ struct wst_box {
     uint64_t stop[WST_MAX_DIMS];
 };
 
-/* One shard a sender owns. */
+/* One shard a sender owns: a box of one tensor in one buffer. A sender may
+ * list several haves of one tensor (slices, each its own buffer; the
+ * sender keeps them disjoint); plan items name a have, not a tensor. */
 struct wst_have {
     struct wst_tensor_desc tensor;
     struct wst_box box;
@@ -102,6 +104,24 @@ wst_status_t wst_box_check(const struct wst_tensor_desc *t,
 /* Number of elements in a box (0 for empty). Box must have passed
  * wst_box_check, so the product cannot overflow. */
 uint64_t wst_box_elems(const struct wst_box *box);
+
+/* A flat range splits into at most 2*ndim-1 N-D boxes. */
+#define WST_FLAT_MAX_BOXES (2 * WST_MAX_DIMS)
+
+/* The N-D boxes (ndim of the tensor) that together hold elements
+ * [start, stop) of t's row-major flattened view, disjoint and in row-major
+ * order: a partial head, a full middle block and a partial tail per dim.
+ * Writes at most WST_FLAT_MAX_BOXES to 'out' and returns their number (0
+ * for an empty range). The range must have passed wst_box_check. */
+size_t wst_flat_boxes(const struct wst_tensor_desc *t, uint64_t start,
+                      uint64_t stop, struct wst_box *out);
+
+/* Whether two haves of one tensor (the same ndim and shape; either may be
+ * flat) hold a common element. When they do, its N-D index (tensor ndim
+ * entries) goes to x_p (may be NULL). Both must have passed wst_have_check.
+ * Empty boxes overlap nothing. */
+int wst_haves_overlap(const struct wst_have *a, const struct wst_have *b,
+                      uint64_t *x_p);
 
 /* Bytes of destination memory a want entry spans in its region, from
  * 'offset' to one past its last byte (accounts for row_pitch). 0 if empty. */

@@ -35,8 +35,6 @@
 
 /* Bounds the layer_bytes table; real models have a few hundred layers. */
 #define PLAN_MAX_LAYERS 65536u
-/* A flat range splits into at most 2*ndim-1 boxes. */
-#define FLAT_MAX_BOXES (2 * WST_MAX_DIMS)
 
 struct layout {
     uint64_t base; /* elements; may wrap around (flat haves) */
@@ -203,56 +201,14 @@ static void box_extents(const struct wst_box *b, uint64_t *ext)
         ext[d] = b->stop[d] - b->start[d];
 }
 
-/* Splits the flat range [a, b) of the sub-tensor spanned by dims d.. into
- * boxes: a partial head slice, a full middle block, a partial tail slice. */
-static void flat_split(const struct wst_tensor_desc *t, uint32_t d, uint64_t a,
-                       uint64_t b, struct wst_box *pre, struct sub_have *out,
-                       size_t *n)
-{
-    uint64_t inner = 1, ia, ib, ra, rb;
-    uint32_t j;
-
-    if (a >= b)
-        return;
-    if (d == t->ndim - 1) {
-        pre->start[d] = a;
-        pre->stop[d] = b;
-        out[(*n)++].box = *pre;
-        return;
-    }
-    for (j = d + 1; j < t->ndim; j++)
-        inner *= t->shape[j];
-    ia = a / inner, ra = a % inner, ib = b / inner, rb = b % inner;
-    if (ia == ib) {
-        pre->start[d] = ia, pre->stop[d] = ia + 1;
-        flat_split(t, d + 1, ra, rb, pre, out, n);
-        return;
-    }
-    if (ra != 0) {
-        pre->start[d] = ia, pre->stop[d] = ia + 1;
-        flat_split(t, d + 1, ra, inner, pre, out, n);
-        ia++;
-    }
-    if (ia < ib) {
-        pre->start[d] = ia, pre->stop[d] = ib;
-        for (j = d + 1; j < t->ndim; j++)
-            pre->start[j] = 0, pre->stop[j] = t->shape[j];
-        out[(*n)++].box = *pre;
-    }
-    if (rb != 0) {
-        pre->start[d] = ib, pre->stop[d] = ib + 1;
-        flat_split(t, d + 1, 0, rb, pre, out, n);
-    }
-}
-
 /* The N-D boxes of a have and where each element lives in its shard. */
 static size_t have_subboxes(const struct wst_have *h, struct sub_have *out)
 {
     const struct wst_tensor_desc *t = &h->tensor;
     struct layout lay = {0};
-    struct wst_box pre = {.ndim = t->ndim};
+    struct wst_box boxes[WST_FLAT_MAX_BOXES];
     uint64_t ext[WST_MAX_DIMS];
-    size_t n = 0, i;
+    size_t n, i;
 
     if (!h->flat) {
         box_extents(&h->box, ext);
@@ -264,9 +220,11 @@ static size_t have_subboxes(const struct wst_have *h, struct sub_have *out)
     }
     dense_strides(t->shape, t->ndim, lay.stride);
     lay.base = (uint64_t)0 - h->box.start[0];
-    flat_split(t, 0, h->box.start[0], h->box.stop[0], &pre, out, &n);
-    for (i = 0; i < n; i++)
+    n = wst_flat_boxes(t, h->box.start[0], h->box.stop[0], boxes);
+    for (i = 0; i < n; i++) {
+        out[i].box = boxes[i];
         out[i].lay = lay;
+    }
     return n;
 }
 
@@ -605,7 +563,7 @@ static wst_status_t check_haves_agree(struct planner *p,
 static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
                                    const struct have_ref *r)
 {
-    struct sub_have subs[FLAT_MAX_BOXES];
+    struct sub_have subs[WST_FLAT_MAX_BOXES];
     struct box_vec tmp;
     struct wst_box in;
     wst_status_t status = WST_OK;

@@ -514,6 +514,7 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_pool_destroy(s->digest_pool);
     free(s->digest_jobs);
     free(s->shards);
+    wst_send_slices_free(s);
     free(s->links);
     wst_auth_secret_release(&s->secret);
     pthread_mutex_destroy(&s->dev_hash_lock);

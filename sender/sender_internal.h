@@ -5,6 +5,8 @@
  *   sender.c     the public API: parameters, create, push, wait, destroy
  *   sender_config.c  the settings table: every default (sender_config.h)
  *   shards.c     registering shards
+ *   slices.c     several shards (slices) of one tensor name: the name
+ *                index and the checks between slices
  *   link.c       one link per receiver: connection, control messages, state
  *   link_open.c  a planned link's device path and mover, chosen once
  *   group.c      the refit's two barriers over an engine group's links
@@ -47,12 +49,15 @@ enum link_state {
     LINK_FAILED,
 };
 
+/* One registered shard: a slice of a tensor, its own have entry (its index
+ * in s->shards is its index in the have manifest, which plan items name). */
 struct shard {
     struct wst_have have;
     const void *data;
     uint64_t bytes;
-    ucp_mem_h memh; /* NULL for device memory UCX cannot register */
-    int device;     /* its GPU, or -1 for host memory */
+    ucp_mem_h memh;    /* NULL for device memory UCX cannot register */
+    int device;        /* its GPU, or -1 for host memory */
+    size_t prev_slice; /* the previous slice of this name, or SIZE_MAX */
 };
 
 struct link {
@@ -138,6 +143,10 @@ struct wst_sender {
     struct wst_send_device *dev; /* with the first device shard */
     struct shard *shards;
     size_t n_shards, shards_cap;
+    /* slices.c: open-addressing index of shard names, each slot a shard
+     * index + 1 (the latest slice of its name) or 0 (free). */
+    size_t *name_slots;
+    size_t name_slots_cap, n_names;
     struct link *links;
     size_t n_links;
 
@@ -158,6 +167,31 @@ struct wst_sender {
     pthread_mutex_t dev_hash_lock;
     char last_error[WST_ERROR_MSG_MAX + 300];
 };
+
+/* ---- slices.c: application thread, while registering ---- */
+
+/* The shard index of the latest slice registered under 'name', or
+ * SIZE_MAX when there is none. */
+size_t wst_send_slice_latest(const struct wst_sender *s, const char *name);
+
+/* Checks a new slice 'h' against every earlier slice of its name, from
+ * 'latest' (wst_send_slice_latest) back: the same dtype
+ * (WST_ERR_DTYPE_MISMATCH) and global shape (WST_ERR_SHAPE_MISMATCH), and
+ * no element in common (WST_ERR_INVALID); 'why' names both slices. */
+wst_status_t wst_send_slice_check(const struct wst_sender *s, size_t latest,
+                                  const struct wst_have *h, char *why,
+                                  size_t len);
+
+/* Makes room in the index for one more name (before the shard is added,
+ * so that adding cannot fail). */
+wst_status_t wst_send_slice_reserve(struct wst_sender *s);
+
+/* Indexes shard i (already in s->shards) as the latest slice of its name
+ * and links it to the previous one. */
+void wst_send_slice_add(struct wst_sender *s, size_t i);
+
+/* Frees the index (destroy). */
+void wst_send_slices_free(struct wst_sender *s);
 
 /* ---- link.c: progress thread ---- */
 

@@ -1,6 +1,8 @@
 /* shards.c - registering shards (before the first push): each one's have
  * entry for the manifest, its memory checked against what it declares and
- * registered with UCX; the first device shard brings up the GPU side.
+ * registered with UCX; the first device shard brings up the GPU side. A
+ * name may be registered several times, one slice of the tensor each
+ * (slices.c checks them against each other).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,7 @@ static wst_status_t register_refused(struct wst_sender *s,
 wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
 {
     struct shard entry = {0};
+    char why[WST_ERROR_MSG_MAX];
     wst_status_t st;
 
     s->last_error[0] = '\0';
@@ -121,9 +124,10 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
     st = shard_to_have(sh, &entry.have, &entry.bytes);
     if (st != WST_OK)
         return register_refused(s, sh, st, "invalid shard description");
-    for (size_t i = 0; i < s->n_shards; i++)
-        if (strcmp(s->shards[i].have.tensor.name, sh->name) == 0)
-            return register_refused(s, sh, WST_ERR_INVALID, "registered twice");
+    st = wst_send_slice_check(s, wst_send_slice_latest(s, sh->name),
+                              &entry.have, why, sizeof(why));
+    if (st != WST_OK)
+        return register_refused(s, sh, st, why);
     if (entry.bytes > 0 && sh->data == NULL)
         return register_refused(s, sh, WST_ERR_INVALID, "no data pointer");
     entry.data = sh->data;
@@ -142,10 +146,12 @@ wst_status_t wst_sender_register(wst_sender_t *s, const struct wst_shard *sh)
                                     "UCX cannot register its memory");
     }
     if (wst_array_grow(&s->shards, &s->shards_cap, s->n_shards + 1,
-                       sizeof(*s->shards)) != WST_OK) {
+                       sizeof(*s->shards)) != WST_OK ||
+        wst_send_slice_reserve(s) != WST_OK) {
         wst_worker_mem_unmap(s->worker, entry.memh);
         return register_refused(s, sh, WST_ERR_NO_MEMORY, "out of memory");
     }
     s->shards[s->n_shards++] = entry;
+    wst_send_slice_add(s, s->n_shards - 1);
     return WST_OK;
 }

@@ -6,7 +6,7 @@
  * which sender, and this sender moves only its own bytes.
  *
  *     wst_sender_create(&params, &s);
- *     wst_sender_register(s, &shard);        // once per shard, at start-up
+ *     wst_sender_register(s, &shard);        // once per slice, at start-up
  *     for each optimizer step v:
  *         wst_sender_push(s, v);             // starts the refit
  *         wst_sender_wait(s, 60.0);          // every receiver committed v
@@ -136,7 +136,16 @@ struct wst_sender_params {
 
 /* One shard of one checkpoint tensor, as this rank owns it. The bytes are a
  * dense row-major array of the box's extents (or, for a flat shard, the
- * flattened elements [box_start[0], box_stop[0]) of the tensor). */
+ * flattened elements [box_start[0], box_stop[0]) of the tensor).
+ *
+ * A rank may own several boxes of one tensor (a parameter that holds
+ * several pieces of it, one checkpoint tensor per expert of a grouped
+ * tensor): it registers each as its own shard under the same name, a
+ * "slice" with its own box (N-D or flat, mixed freely) and its own memory.
+ * Each slice is its own entry of the have manifest; a receiver's want
+ * that spans several slices is served by several transfers, one per
+ * slice. The slices of a name must agree on dtype and global shape and be
+ * disjoint (wst_sender_register refuses otherwise). */
 struct wst_shard {
     const char *name; /* checkpoint name, e.g. "model.norm.weight" */
     const void *data; /* borrowed until wst_sender_destroy */
@@ -157,8 +166,12 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
                                wst_sender_t **sender_p);
 
 /* Registers one shard (copied descriptors; 'data' is borrowed) and its
- * memory with UCX, once. Only before the first push. A refusal says why in
- * wst_sender_last_error. */
+ * memory with UCX, once. Only before the first push. A name registered
+ * before gets another slice (struct wst_shard), refused, naming both
+ * slices, when its dtype (WST_ERR_DTYPE_MISMATCH) or global shape
+ * (WST_ERR_SHAPE_MISMATCH) differs from an earlier slice's, or when it
+ * shares an element with one (WST_ERR_INVALID). A refusal changes nothing
+ * and says why in wst_sender_last_error. */
 wst_status_t wst_sender_register(wst_sender_t *sender,
                                  const struct wst_shard *shard);
 

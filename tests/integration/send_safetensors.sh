@@ -19,7 +19,17 @@
 #             within 2 s, before anything connects;
 #   dry_run   --dry-run, --help, --print-config, usage errors;
 #   progress  progress lines without a terminal, --progress bar / none,
-#             --log-format json.
+#             --log-format json;
+#   moe       per-expert Hugging Face MoE tensors (two layers, an index of
+#             two shards) into two agents that want the grouped expert
+#             tensors: one layer through an "experts" entry (trtllm-bf16
+#             on one agent, checkpoint on the other), one as dense boxes
+#             across experts; two versions, every byte checked against a
+#             numpy reference the helper builds from the files;
+#   moe_refusals  per-expert sets wstream-send refuses before anything
+#             connects (a missing expert, the last one missing, another
+#             shape, another dtype, grouped and per-expert tensors of one
+#             layer), then the good checkpoint refits.
 # The agents' live memory is a POSIX shm object this script creates
 # (poisoned); HELPER (tests/tools/write_safetensors.py) writes checkpoints
 # and layouts and checks the shm bytes against the checkpoint, reading both
@@ -366,6 +376,55 @@ case_progress() {
     expect "$work/out" \
         '^\{"ts":[0-9.]+,"level":"info","component":"send","msg":"version 4: 127.0.0.1:[0-9]+: layer 0 \(1/4\) started at 0%"\}$'
     committed a 4
+    verify "$work/ck" "$work/layout-a.json"
+}
+
+case_moe() {
+    helper write "$work/ck" --case moe --seed 81
+    start_agent a "$work/ck" moe-a 0
+    local pa=$port
+    start_agent b "$work/ck" moe-b 1
+    local pb=$port
+    run_send 0 "$work/out" "$work/ck" --dry-run
+    expect "$work/out" "tensors: 25 to send" \
+        "experts: 21 per-expert tensors of 2 layers, sent as slices of 6 grouped tensors"
+    run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$pa,127.0.0.1:$pb" \
+        --version 1 --progress none
+    expect "$work/out" "version 1 committed by 2 receivers: 25 tensors"
+    committed a 1
+    committed b 1
+    verify "$work/ck" "$work/layout-a.json"
+    verify "$work/ck" "$work/layout-b.json"
+    # Version 2: every byte redrawn; the agents' plans are replayed.
+    helper write "$work/ck" --case moe --seed 82
+    run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$pa,127.0.0.1:$pb" \
+        --version 2 --progress none
+    committed a 2
+    committed b 2
+    verify "$work/ck" "$work/layout-a.json"
+    verify "$work/ck" "$work/layout-b.json"
+}
+
+case_moe_refusals() {
+    helper write "$work/ck" --case moe --seed 91
+    start_agent a "$work/ck" moe-a 0
+    for v in drop-expert drop-last reshape-expert retype-expert both; do
+        helper write "$work/$v" --case moe --seed 91 --variant "$v"
+    done
+    refuse 8 "layer 0 down_proj: expert 2 is missing: no tensor 'model.layers.0.mlp.experts.2.down_proj.weight' \(the layer has experts up to 3\)" \
+        "$work/drop-expert"
+    refuse 8 "layer 1 up_proj: expert 2 is missing: no tensor 'model.layers.1.mlp.experts.2.up_proj.weight'" \
+        "$work/drop-last"
+    refuse 8 "layer 1 gate_proj: 'model.layers.1.mlp.experts.1.gate_proj.weight' has shape \[7, 5\] but 'model.layers.1.mlp.experts.0.gate_proj.weight' has \[5, 7\]" \
+        "$work/reshape-expert"
+    refuse 8 "layer 1 experts: 'model.layers.1.mlp.experts.1.down_proj.weight' is f16 but 'model.layers.1.mlp.experts.0.gate_proj.weight' is f32" \
+        "$work/retype-expert"
+    refuse 8 "layer 1: the checkpoint holds both the grouped tensor 'model.layers.1.mlp.experts.up_proj.weight' and per-expert tensors" \
+        "$work/both"
+    verify "$work/ck" "$work/layout-a.json" --poison
+    run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
+        --version 1 --progress none
+    committed a 1
     verify "$work/ck" "$work/layout-a.json"
 }
 

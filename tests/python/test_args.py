@@ -97,7 +97,8 @@ class SenderArgsTest(unittest.TestCase):
                         s.register(*args, **kw)
                     self.assertIn(words, str(cm.exception))
             # Nothing of the above reached C: the same name registers now
-            # (C would refuse a second registration of a name).
+            # (C would refuse a slice of another shape, or one overlapping
+            # one that got through).
             self.assertEqual(s.tensors, {})
             s.register("x", t)
             s.register("half", t, shape=(8, 6), start=(4, 0), stop=(8, 6))
@@ -105,7 +106,9 @@ class SenderArgsTest(unittest.TestCase):
             s.register("scalar", torch.tensor(2.0), shape=(1,))
             s.register("empty", torch.zeros(0, 6), shape=(8, 6),
                        start=(3, 0), stop=(3, 6))
-            with self.assertRaisesRegex(ValueError, "registered already"):
+            with self.assertRaisesRegex(
+                    ValueError, r"tensor 'x': slice \[0:4, 0:6\] overlaps "
+                    r"slice \[0:4, 0:6\] registered before it"):
                 s.register("x", t)
             self.assertEqual(sorted(s.tensors),
                              ["empty", "flat", "half", "scalar", "x"])

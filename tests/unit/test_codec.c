@@ -1288,6 +1288,34 @@ static void test_codec_plan_check_source_past_shard_refused(void **state)
                      WST_ERR_PROTOCOL);
 }
 
+/* Two slices of one tensor are two haves: an item is bounded by the slice
+ * it names, not by the tensor nor by a larger slice of the same name. */
+static void test_codec_plan_check_bounded_by_slice(void **state)
+{
+    struct wst_plan_item items[2];
+    struct wst_have h[2];
+    struct wst_msg m;
+    char err[ERRLEN] = "";
+
+    (void)state;
+    sample_haves(h);
+    h[1] = h[0]; /* rows [0, 4) and [4, 5) of q_proj: 128 and 32 bytes */
+    h[1].box.start[0] = 4;
+    h[1].box.stop[0] = 5;
+    sample_plan(&m);
+    memcpy(items, sample_items, sizeof(items));
+    items[1].length = 32;
+    m.u.plan.items = items;
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN), WST_OK);
+    items[1].length = 33; /* fits the tensor and slice 0, not slice 1 */
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
+                     WST_ERR_PROTOCOL);
+    assert_non_null(strstr(err, "past the end of have 1"));
+    assert_non_null(strstr(err, "(32 bytes)"));
+}
+
 static void test_codec_plan_check_hash_mismatch_refused(void **state)
 {
     struct wst_have h[2];
@@ -1476,6 +1504,7 @@ int main(void)
         cmocka_unit_test(test_codec_encode_refuses_invalid),
         cmocka_unit_test(test_codec_plan_check_good_accepted),
         cmocka_unit_test(test_codec_plan_check_source_past_shard_refused),
+        cmocka_unit_test(test_codec_plan_check_bounded_by_slice),
         cmocka_unit_test(test_codec_plan_check_hash_mismatch_refused),
         cmocka_unit_test(test_codec_peek_have_counts_entries),
         cmocka_unit_test(test_codec_mutations_never_crash),

@@ -322,6 +322,143 @@ static void test_manifest_have_check(void **state)
     assert_int_equal(wst_have_check(&h), WST_ERR_INVALID);
 }
 
+/* ---- flat ranges and overlaps, against element-level truth ----------- */
+
+static struct wst_tensor_desc tensor3(void)
+{
+    struct wst_tensor_desc t = tensor2(3, 4, WST_DTYPE_BF16);
+
+    t.ndim = 3;
+    t.shape[2] = 5;
+    return t;
+}
+
+static uint64_t flat_of(const struct wst_tensor_desc *t, const uint64_t *x)
+{
+    uint64_t f = 0;
+
+    for (uint32_t d = 0; d < t->ndim; d++)
+        f = f * t->shape[d] + x[d];
+    return f;
+}
+
+static void index_of(const struct wst_tensor_desc *t, uint64_t f, uint64_t *x)
+{
+    for (uint32_t d = t->ndim; d-- > 0;) {
+        x[d] = f % t->shape[d];
+        f /= t->shape[d];
+    }
+}
+
+static int box_has(const struct wst_box *b, const uint64_t *x)
+{
+    for (uint32_t d = 0; d < b->ndim; d++)
+        if (x[d] < b->start[d] || x[d] >= b->stop[d])
+            return 0;
+    return 1;
+}
+
+static int have_has(const struct wst_have *h, const uint64_t *x)
+{
+    uint64_t f = flat_of(&h->tensor, x);
+
+    if (h->flat)
+        return f >= h->box.start[0] && f < h->box.stop[0];
+    return box_has(&h->box, x);
+}
+
+static void test_manifest_flat_boxes(void **state)
+{
+    struct wst_tensor_desc t = tensor3();
+    struct wst_box out[WST_FLAT_MAX_BOXES];
+    uint64_t x[WST_MAX_DIMS], n_el = 60;
+
+    (void)state;
+    for (uint64_t a = 0; a <= n_el; a++) {
+        for (uint64_t b = a; b <= n_el; b++) {
+            size_t n = wst_flat_boxes(&t, a, b, out);
+            assert_true(n <= 2 * t.ndim - 1);
+            /* every element in exactly one box iff it is in [a, b) */
+            for (uint64_t f = 0; f < n_el; f++) {
+                int hits = 0;
+                index_of(&t, f, x);
+                for (size_t k = 0; k < n; k++) {
+                    assert_int_equal(out[k].ndim, 3);
+                    hits += box_has(&out[k], x);
+                }
+                assert_int_equal(hits, f >= a && f < b);
+            }
+        }
+    }
+}
+
+static struct wst_have have3(const struct wst_box *b, int flat)
+{
+    struct wst_have h;
+
+    memset(&h, 0, sizeof(h));
+    h.tensor = tensor3();
+    h.box = *b;
+    h.flat = flat;
+    h.mem = WST_MEM_HOST;
+    return h;
+}
+
+static struct wst_have rnd_have3(uint64_t *seed)
+{
+    struct wst_tensor_desc t = tensor3();
+    struct wst_box b;
+    uint64_t r[6];
+
+    for (int i = 0; i < 6; i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        r[i] = *seed >> 33;
+    }
+    memset(&b, 0, sizeof(b));
+    if (r[0] % 2) {
+        b.ndim = 1;
+        b.start[0] = r[1] % 61;
+        b.stop[0] = b.start[0] + r[2] % (61 - b.start[0]);
+        return have3(&b, 1);
+    }
+    b.ndim = 3;
+    for (uint32_t d = 0; d < 3; d++) {
+        b.start[d] = r[1 + d] % (t.shape[d] + 1);
+        b.stop[d] = b.start[d] + r[4 + (d % 2)] % (t.shape[d] - b.start[d] + 1);
+    }
+    return have3(&b, 0);
+}
+
+static void test_manifest_haves_overlap(void **state)
+{
+    uint64_t seed = 42, x[WST_MAX_DIMS], y[WST_MAX_DIMS];
+    int both = 0, apart = 0;
+
+    (void)state;
+    for (int c = 0; c < 4000; c++) {
+        struct wst_have a = rnd_have3(&seed), b = rnd_have3(&seed);
+        int truth = 0;
+
+        assert_int_equal(wst_have_check(&a), WST_OK);
+        assert_int_equal(wst_have_check(&b), WST_OK);
+        for (uint64_t f = 0; f < 60 && !truth; f++) {
+            index_of(&a.tensor, f, y);
+            truth = have_has(&a, y) && have_has(&b, y);
+        }
+        memset(x, 0xff, sizeof(x));
+        assert_int_equal(wst_haves_overlap(&a, &b, x), truth);
+        assert_int_equal(wst_haves_overlap(&b, &a, NULL), truth);
+        if (truth) {
+            /* the element it names is in both */
+            assert_true(have_has(&a, x) && have_has(&b, x));
+            both++;
+        } else {
+            apart++;
+        }
+    }
+    assert_true(both > 500 && apart > 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +470,8 @@ int main(void)
         cmocka_unit_test(test_manifest_want_check),
         cmocka_unit_test(test_manifest_want_expert),
         cmocka_unit_test(test_manifest_have_check),
+        cmocka_unit_test(test_manifest_flat_boxes),
+        cmocka_unit_test(test_manifest_haves_overlap),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

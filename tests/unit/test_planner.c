@@ -382,6 +382,51 @@ static void test_planner_flat_shards_into_2d(void **state)
     free(s);
 }
 
+/* One sender owns a tensor as several slices (haves of one name, each its
+ * own buffer, N-D and flat mixed): a want spanning them becomes one item
+ * per slice, each at its slice's own offset; adjacent runs of different
+ * slices never merge. */
+static void test_planner_one_sender_slices(void **state)
+{
+    struct wst_tensor_desc t =
+        mk_tensor("model.layers.0.mlp.w", WST_DTYPE_F32, 2, (uint64_t[]){8, 4});
+    struct wst_tensor_desc u =
+        mk_tensor("model.layers.0.mlp.u", WST_DTYPE_F32, 2, (uint64_t[]){4, 5});
+    struct scene *s = malloc(sizeof(*s));
+    struct wst_plan *plan;
+
+    (void)state;
+    scene_init(s, 2, 0);
+    /* rows [3, 8) registered before rows [0, 3) */
+    add_have(s, 0, mk_have(&t, box2(3, 8, 0, 4), 0));
+    add_have(s, 0, mk_have(&t, box2(0, 3, 0, 4), 0));
+    /* u: flat [0, 7), flat [7, 10), rows [2, 4) */
+    add_have(s, 0, flat_have(&u, 0, 7));
+    add_have(s, 0, flat_have(&u, 7, 10));
+    add_have(s, 0, mk_have(&u, box2(2, 4, 0, 5), 0));
+    /* sender 1 holds nothing: every byte comes from sender 0's slices */
+    add_region(s, "w", 8 * 16);
+    add_region(s, "u", 2 * 20);
+    add_want(s, mk_want(&t, box2(0, 8, 0, 4), 0, 0, 0));
+    add_want(s, mk_want(&u, box2(1, 3, 0, 5), 1, 0, 0));
+    plan = build_ok(s);
+    assert_int_equal(plan->n_items, 5);
+    expect_item(plan, 0, 0, 1, 0, 0, 0, 48, 0);  /* rows 0..2 */
+    expect_item(plan, 1, 0, 0, 0, 0, 48, 80, 0); /* rows 3..7 */
+    expect_item(plan, 2, 0, 2, 20, 1, 0, 8, 0);  /* u[1, 0:2] */
+    expect_item(plan, 3, 0, 3, 0, 1, 8, 12, 0);  /* u[1, 2:5] */
+    expect_item(plan, 4, 0, 4, 0, 1, 20, 20, 0); /* u[2, :] */
+    assert_int_equal(plan->sender_first[1], 5);
+    assert_int_equal(plan->sender_first[2], 5);
+    wst_plan_destroy(plan);
+
+    /* A slice missing: the gap is named, not covered by a neighbour. */
+    s->n_haves[0] = 1;
+    assert_int_equal(build_fail(s), WST_ERR_COVERAGE);
+    assert_non_null(strstr(s->err, "no sender has element [0, 0]"));
+    free(s);
+}
+
 /* All three senders own the tensor: want wi of receiver 1 goes to sender
  * (1 + wi) mod 3. */
 static void test_planner_replicated_spread(void **state)
@@ -1005,6 +1050,7 @@ int main(void)
         cmocka_unit_test(test_planner_row_parallel_dim1),
         cmocka_unit_test(test_planner_fused_region),
         cmocka_unit_test(test_planner_flat_shards_into_2d),
+        cmocka_unit_test(test_planner_one_sender_slices),
         cmocka_unit_test(test_planner_replicated_spread),
         cmocka_unit_test(test_planner_row_pitch),
         cmocka_unit_test(test_planner_layers),

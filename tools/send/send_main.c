@@ -9,11 +9,22 @@
  * Hugging Face index) is mapped read-only and checked completely before
  * anything connects: a bad file is refused with a message naming the file
  * and the tensor, and nothing is pushed. Each tensor is then one full
- * (unsharded) host shard of sender rank 0 of a world of 1, pointing into
- * the mapping; each agent plans what it wants from it, and the version is
+ * (unsharded) host shard of sender rank 0 of a world of 1 (a per-expert
+ * tensor: a slice of its grouped tensor, below), pointing into the
+ * mapping; each agent plans what it wants from it, and the version is
  * pushed and waited for until every agent committed it. A 0-dim tensor
  * travels as shape [1] (wstream has no 0-dim tensors); a tensor with no
  * elements is not sent (it has no bytes and no agent can want it).
+ *
+ * Per-expert MoE tensors of Hugging Face checkpoints,
+ * model.layers.{l}.mlp.experts.{e}.{gate_proj,up_proj,down_proj}.weight
+ * ([I, H], [I, H], [H, I]), are sent as what agents want, the grouped
+ * tensors model.layers.{l}.mlp.experts.{proj}.weight of [E, I, H],
+ * [E, I, H], [E, H, I]: each expert's tensor is the slice [e:e+1, ...] of
+ * its grouped tensor, still pointing into the mapping (experts.h). A gap
+ * in a layer's expert ids, experts of one layer with different shapes or
+ * dtypes, or a layer with both grouped and per-expert tensors is refused
+ * as a malformed checkpoint (8).
  *
  * --dry-run stops after the checks and prints what would be sent.
  * --progress shows the refit on stderr: a bar redrawn in place on a
@@ -27,7 +38,9 @@
  *   refusal or failure, e.g.
  *   15  a file cannot be read (WST_ERR_IO), including a missing shard;
  *   8   a malformed checkpoint (WST_ERR_INTEGRITY): truncated, bad header,
- *       offsets past the end, shape/bytes mismatch, overlap, bad index;
+ *       offsets past the end, shape/bytes mismatch, overlap, bad index,
+ *       per-expert tensors that do not make grouped ones (a missing
+ *       expert, ...);
  *   23  valid safetensors wstream cannot carry (WST_ERR_UNSUPPORTED): a
  *       dtype without a wstream equivalent, > 8 dimensions, a long name;
  *   25  a header or index over its size limit (WST_ERR_TOO_LARGE);
@@ -56,6 +69,7 @@
 #include "clock.h"
 #include "config.h"
 #include "dtype.h"
+#include "experts.h"
 #include "log.h"
 #include "progress.h"
 #include "sender_config.h"
@@ -92,7 +106,9 @@ static const struct wst_config_entry send_config[] = {
     {"checkpoint", WST_CONFIG_STRING, "",
      "a .safetensors file, a directory of shards with "
      "model.safetensors.index.json (or with one model.safetensors), or the "
-     "index file itself; may also be given as the operand",
+     "index file itself; may also be given as the operand. Per-expert MoE "
+     "tensors (model.layers.L.mlp.experts.E.PROJ.weight) are sent as "
+     "slices of the grouped model.layers.L.mlp.experts.PROJ.weight",
      offsetof(struct send_settings, checkpoint), NULL, NULL},
     {"receivers", WST_CONFIG_STRING, "",
      "agents to push to, host:port[,host:port...]; required but with "
@@ -141,25 +157,17 @@ static const char usage[] =
     "wstream-send [options] [--checkpoint] CHECKPOINT --receivers "
     "HOST:PORT[,...] --version N";
 
-/* One tensor as the sender is given it. */
-struct send_tensor {
-    const struct wst_st_tensor *t;
-    uint32_t ndim;
-    uint64_t shape[WST_MAX_DIMS];
-    uint64_t start[WST_MAX_DIMS]; /* zeros: the box is the whole tensor */
-    uint32_t layer;               /* progress layer (progress.h) */
-};
-
 struct send {
     struct send_settings set;
     struct wst_log_stream log_stream;
     char **receivers; /* owned, from --receivers */
     size_t n_receivers, receivers_cap;
     struct wst_checkpoint ckpt;
-    struct send_tensor *tensors; /* owned: the ones sent */
+    struct wst_send_tensor *tensors; /* owned: the ones sent */
     size_t n_tensors;
-    size_t n_empty;  /* not sent: no elements */
-    size_t n_scalar; /* sent as shape [1] */
+    size_t n_empty;                  /* not sent: no elements */
+    size_t n_scalar;                 /* sent as shape [1] */
+    struct wst_send_experts experts; /* per-expert tensors, grouped */
     uint32_t n_layers;
     uint64_t *layer_bytes; /* owned [n_layers] */
     wst_sender_t *sender;
@@ -325,7 +333,7 @@ static wst_status_t prepare_tensors(struct send *s)
         return WST_ERR_NO_MEMORY;
     for (size_t i = 0; i < c->n_tensors; i++) {
         const struct wst_st_tensor *t = c->tensors[i];
-        struct send_tensor *x = &s->tensors[s->n_tensors];
+        struct wst_send_tensor *x = &s->tensors[s->n_tensors];
         if (t->begin == t->end) {
             s->n_empty++;
             continue;
@@ -338,6 +346,7 @@ static wst_status_t prepare_tensors(struct send *s)
             x->shape[0] = 1;
             s->n_scalar++;
         }
+        memcpy(x->stop, x->shape, sizeof(x->stop)); /* the whole tensor */
         x->layer = wst_tensor_layer(t->name);
         if (x->layer != UINT32_MAX) {
             has_layers = 1;
@@ -355,12 +364,20 @@ static wst_status_t prepare_tensors(struct send *s)
             s->set.checkpoint, top, MAX_LAYER);
         return WST_ERR_UNSUPPORTED;
     }
+    char err[1024];
+    wst_status_t st = wst_send_group_experts(s->tensors, s->n_tensors,
+                                             &s->experts, err, sizeof(err));
+    if (st != WST_OK) {
+        say(s, WST_LOG_ERROR, "%s: %s; nothing was sent", s->set.checkpoint,
+            err);
+        return st;
+    }
     s->n_layers = has_layers ? top + 2 : 1;
     s->layer_bytes = calloc(s->n_layers, sizeof(*s->layer_bytes));
     if (s->layer_bytes == NULL)
         return WST_ERR_NO_MEMORY;
     for (size_t i = 0; i < s->n_tensors; i++) {
-        struct send_tensor *x = &s->tensors[i];
+        struct wst_send_tensor *x = &s->tensors[i];
         if (x->layer == UINT32_MAX)
             x->layer = s->n_layers - 1;
         s->layer_bytes[x->layer] += x->t->end - x->t->begin;
@@ -389,6 +406,11 @@ static void print_summary(const struct send *s)
         printf("  layers: %u, and the global tensors\n", s->n_layers - 1);
     else
         printf("  layers: none, only global tensors\n");
+    if (s->experts.n_slices > 0)
+        printf("  experts: %zu per-expert tensors of %zu layer%s, sent as "
+               "slices of %zu grouped tensors\n",
+               s->experts.n_slices, s->experts.n_layers,
+               s->experts.n_layers == 1 ? "" : "s", s->experts.n_grouped);
     for (int d = 1; wst_dtype_is_valid(d); d++) {
         size_t n = 0;
         uint64_t bytes = 0;
@@ -457,20 +479,21 @@ static wst_status_t create_sender(struct send *s)
     return WST_OK;
 }
 
-/* Every tensor as a full host shard pointing into the mapping. */
+/* Every tensor as a host shard pointing into the mapping: the whole of
+ * its tensor, or its slice of a grouped expert tensor. */
 static wst_status_t register_tensors(struct send *s)
 {
     for (size_t i = 0; i < s->n_tensors; i++) {
-        const struct send_tensor *x = &s->tensors[i];
+        const struct wst_send_tensor *x = &s->tensors[i];
         struct wst_shard sh = {
-            .name = x->t->name,
+            .name = wst_send_tensor_name(x),
             .data = x->t->data,
             .mem_type = WST_MEM_HOST,
             .dtype = x->t->dtype,
             .ndim = x->ndim,
             .shape = x->shape,
             .box_start = x->start,
-            .box_stop = x->shape,
+            .box_stop = x->stop,
             .flat = 0,
         };
         wst_status_t st = wst_sender_register(s->sender, &sh);
@@ -524,6 +547,7 @@ static void teardown(struct send *s)
     wst_sender_destroy(s->sender);
     wst_progress_destroy(s->progress);
     free(s->layer_bytes);
+    wst_send_tensors_release(s->tensors, s->n_tensors);
     free(s->tensors);
     wst_checkpoint_close(&s->ckpt);
     for (size_t i = 0; i < s->n_receivers; i++)

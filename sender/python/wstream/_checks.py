@@ -191,3 +191,86 @@ def box(shp, start, stop):
             raise ValueError("box start %s stop %s is not inside shape %s "
                              "(dim %d)" % (list(lo), list(hi), list(shp), d))
     return lo, hi, False
+
+
+def box_text(lo, hi, flat):
+    """A slice's box as messages write it: "[0:3, 0:4]", "flat [10:20]"."""
+    text = "[%s]" % ", ".join("%d:%d" % (a, b) for a, b in zip(lo, hi))
+    return "flat " + text if flat else text
+
+
+def _unravel(f, shp):
+    out = []
+    for n in reversed(shp):
+        out.append(f % n)
+        f //= n
+    return out[::-1]
+
+
+def _ravel(x, shp):
+    f = 0
+    for i, n in zip(x, shp):
+        f = f * n + i
+    return f
+
+
+def _first_in_box_from(shp, lo, hi, a):
+    """The row-major index of the first element of box [lo, hi) at or after
+    flat index a, or None. Row-major order is lexicographic on indexes, so
+    it is x = unravel(a) itself, or else the deepest position at which x
+    can be raised into the box, the dims after it at the box's start."""
+    if any(l >= h for l, h in zip(lo, hi)) or a >= math.prod(shp):
+        return None
+    x, best = _unravel(a, shp), None
+    for d in range(len(shp)):
+        if x[d] < lo[d]:
+            return _ravel(x[:d] + list(lo[d:]), shp)
+        if x[d] >= hi[d]:
+            break
+        if x[d] + 1 < hi[d]:
+            best = x[:d] + [x[d] + 1] + list(lo[d + 1:])
+    else:
+        return a
+    return None if best is None else _ravel(best, shp)
+
+
+def _common_element(shp, a, b):
+    """An element two slices (start, stop, flat) of shape shp both hold, as
+    an N-D index, or None."""
+    if not a[2] and not b[2]:
+        lo = [max(x, y) for x, y in zip(a[0], b[0])]
+        hi = [min(x, y) for x, y in zip(a[1], b[1])]
+        return lo if all(l < h for l, h in zip(lo, hi)) else None
+    if a[2] and b[2]:
+        lo, hi = max(a[0][0], b[0][0]), min(a[1][0], b[1][0])
+        return _unravel(lo, shp) if lo < hi else None
+    flat, box = (a, b) if a[2] else (b, a)
+    f = _first_in_box_from(shp, box[0], box[1], flat[0][0])
+    return _unravel(f, shp) if f is not None and f < flat[1][0] else None
+
+
+def slice_fits(name, earlier, new):
+    """ValueError, naming both slices, unless slice 'new' of tensor 'name'
+    fits with the slices registered before it under that name: the same
+    dtype and global shape, and no element in common. A slice is a tuple
+    (start, stop, flat, dtype name, global shape)."""
+    lo, hi, flat, dtype, shp = new
+    mine = box_text(lo, hi, flat)
+    for old in earlier:
+        theirs = box_text(old[0], old[1], old[2])
+        if old[3] != dtype:
+            raise ValueError(
+                "tensor %r: slice %s has dtype %s, but slice %s registered "
+                "before it has %s; the slices of a tensor share its dtype"
+                % (name, mine, dtype, theirs, old[3]))
+        if tuple(old[4]) != tuple(shp):
+            raise ValueError(
+                "tensor %r: slice %s gives the tensor shape %s, but slice %s "
+                "registered before it gives %s; the slices of a tensor share "
+                "its shape" % (name, mine, list(shp), theirs, list(old[4])))
+        x = _common_element(shp, old, new)
+        if x is not None:
+            raise ValueError(
+                "tensor %r: slice %s overlaps slice %s registered before it "
+                "(both hold element %s); the slices of a tensor must be "
+                "disjoint" % (name, mine, theirs, list(x)))

@@ -7,7 +7,8 @@ A thin layer over the C sender (include/wstream/sender.h) through ctypes:
 arguments are checked here, before anything reaches C; every C error
 raises a WstreamError subclass with the status and the sender's message.
 Registered tensors are referenced until close(), since C reads their
-memory at every push; update them in place between pushes.
+memory at every push; update them in place between pushes. A tensor name
+may be registered several times, one slice (box) of it per call.
 """
 import ctypes
 import os
@@ -68,7 +69,8 @@ class Sender:
         self._lib = _lib.load()
         self._sink = _log.LogSink("sender[%d]" % rank)
         self._lock = threading.Lock()
-        self._tensors = {}
+        self._tensors = {}  # name -> [tensor of each slice]
+        self._slices = {}  # name -> [(start, stop, flat, dtype, shape)]
         self._version = 0
         self.rank, self.world_size = rank, world_size
         self.receivers = [a.decode() for a in addrs]
@@ -117,6 +119,7 @@ class Sender:
         with self._lock:
             self._finalizer()
             self._tensors.clear()
+            self._slices.clear()
 
     @property
     def closed(self):
@@ -132,6 +135,13 @@ class Sender:
         shard's box in it (default the whole shape), as sequences, or as
         two ints for a flat range of the flattened tensor. The tensor must
         be contiguous and hold exactly the box's elements, row-major.
+
+        Registering a name again adds another slice of that tensor, with
+        its own box and tensor (N-D and flat boxes may mix): a receiver
+        wanting a box across several slices gets each part from its own.
+        A slice whose dtype or global shape differs from an earlier
+        slice's, or that shares an element with one, is refused
+        (ValueError naming both).
         """
         raw_name = _checks.tensor_name(name)
         info = _tensors.describe(name, tensor, _lib.MEM_HOST, _lib.MEM_CUDA)
@@ -154,13 +164,13 @@ class Sender:
                 % (name, list(info.shape), info.numel, list(lo), list(hi),
                    list(shp), "a flat range" if flat else list(extents),
                    want))
+        piece = (lo, hi, flat, info.dtype_name, shp)
         with self._lock:
             self._check_open()
-            if name in self._tensors:
-                raise ValueError("tensor %r is registered already" % name)
             if self._version:
                 raise ValueError("tensor %r: register before the first "
                                  "push" % name)
+            _checks.slice_fits(name, self._slices.get(name, ()), piece)
             shard = _lib.Shard(
                 name=raw_name, data=info.data or None, mem_type=info.mem_type,
                 dtype=info.dtype, ndim=len(shp), shape=_u64_array(shp),
@@ -168,7 +178,8 @@ class Sender:
                 flat=int(flat))
             self._call("register %r" % name, self._lib.wst_sender_register,
                        ctypes.byref(shard))
-            self._tensors[name] = tensor
+            self._tensors.setdefault(name, []).append(tensor)
+            self._slices.setdefault(name, []).append(piece)
 
     def register_all(self, tensors):
         """Registers every (name, tensor) of a dict, e.g. a state_dict():
@@ -238,8 +249,11 @@ class Sender:
 
     @property
     def tensors(self):
-        """{name: tensor} of what is registered (a copy)."""
-        return dict(self._tensors)
+        """{name: tensor} of what is registered (a copy); a name registered
+        as several slices maps to a tuple of their tensors, in the order
+        they were registered."""
+        return {name: ts[0] if len(ts) == 1 else tuple(ts)
+                for name, ts in self._tensors.items()}
 
     @property
     def bytes_moved(self):
