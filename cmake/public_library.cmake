@@ -16,6 +16,8 @@ function(wst_public_library name)
   file(WRITE ${map} "{\n  global:\n    ${globals};\n  local:\n    *;\n};\n")
   add_library(${name} SHARED ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LINK})
+  # A program linked against it sees the public headers alone.
+  target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/include)
   # --no-undefined: a dependency missing from the link fails the build
   # here, not the first dlopen in a host process.
   target_link_options(${name} PRIVATE "LINKER:--version-script=${map}"
