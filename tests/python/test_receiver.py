@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import harness
@@ -319,6 +320,37 @@ class ReceiverTest(unittest.TestCase):
 
     def test_5_no_torch_in_the_engine(self):
         self.assertFalse("torch" in sys.modules, "the engine imported torch")
+
+    def test_6_close_while_a_hook_asks_for_the_state(self):
+        # The last case: it closes the receiver. close() joins the engine
+        # thread; a hook that asks for the state meanwhile must be told
+        # the receiver is closed, not wait for the closer.
+        in_hook, asked, answers = threading.Event(), [], []
+
+        def begin():
+            in_hook.set()
+            time.sleep(0.5)
+            try:
+                self.rx.state()
+                asked.append("state")
+            except ValueError as e:
+                asked.append(str(e))
+                raise
+
+        self.engine.begin_fn = begin
+        pusher = threading.Thread(
+            target=lambda: answers.append(self.push(9)[0]))
+        pusher.start()
+        self.assertTrue(in_hook.wait(30), "no refit began")
+        closer = threading.Thread(target=self.rx.close, daemon=True)
+        closer.start()
+        closer.join(20)
+        self.assertFalse(closer.is_alive(), "close() waits for the hook, "
+                         "which waits for close()")
+        pusher.join(60)
+        self.assertEqual(asked, ["the receiver is closed"])
+        self.assertTrue(self.rx.closed)
+        self.assertEqual(answers[0][:2], ["error", "9"])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import harness
@@ -276,7 +278,23 @@ class RegionWantTest(unittest.TestCase):
         self.assertIn("version 1 not committed within 0.3 s",
                       str(cm.exception))
         self.assertEqual(r.timeline(), [])
+        # close() ends a wait in another thread, then frees the receiver.
+        waited = []
+
+        def wait():
+            try:
+                r.wait_committed(1, 30)
+            except ValueError as e:
+                waited.append(str(e))
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.3)
+        start = time.monotonic()
         r.close()
+        waiter.join(10)
+        self.assertEqual(waited, ["the receiver was closed while waiting"])
+        self.assertLess(time.monotonic() - start, 2)
         r.close()  # idempotent
         self.assertTrue(r.closed)
         for call in (r.state, r.timeline, lambda: r.wait_committed(1, 1)):

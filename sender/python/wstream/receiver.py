@@ -151,6 +151,7 @@ class Receiver:
             rl.PARAM_LIMITS | rl.PARAM_LANES | rl.PARAM_LANE_DEVICES)
         self.name, self.rank, self.host = log_name, p.rank, host
         self._lock = threading.Lock()
+        self._close_lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._waiters = 0
         self._closing = False
@@ -211,13 +212,15 @@ class Receiver:
         if threading.get_ident() == self._hooks.engine_thread:
             raise RuntimeError("close() from a hook: the receiver's engine "
                                "thread cannot destroy itself")
-        with self._lock:
-            self._closing = True
-            while self._waiters:
-                self._idle.wait()
+        with self._close_lock:
+            with self._lock:
+                self._closing = True
+                while self._waiters:
+                    self._idle.wait()
+            # Not under _lock: a hook that asks for the state while the
+            # engine thread is joined is told the receiver is closed.
             self._finalizer()
-            self._regions.clear()
-            self._keep.clear()
+            self._regions, self._keep = {}, []
 
     @property
     def closed(self):
