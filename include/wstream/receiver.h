@@ -21,6 +21,18 @@
  * begin was acknowledged. Fail closed: once begin(V) returned WST_OK the
  * live buffers may hold a mix of versions until committed(V); a failure
  * makes the receiver unusable until a later refit completes.
+ *
+ * Where it runs. The default is the sidecar: wstream-agent (receiver/agent/,
+ * one per inference GPU or pod; on Kubernetes a native sidecar, deploy/)
+ * links this library statically, maps the engine's live memory from a
+ * layout file (POSIX shm, CUDA IPC) and relays the hooks over its engine
+ * socket. An engine may instead host the receiver in its own process:
+ * link build/lib/libwstream_receiver.so, which exports only the functions
+ * of this header, loader.h and status.h and needs none of the agent's
+ * libraries (no JSON, no HTTP); from Python, wstream.Receiver
+ * (sender/python) loads it through ctypes. The hooks then run on the
+ * receiver's engine thread inside the engine, which must not destroy the
+ * receiver from a hook.
  */
 #ifndef WSTREAM_RECEIVER_H
 #define WSTREAM_RECEIVER_H

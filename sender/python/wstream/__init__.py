@@ -11,14 +11,17 @@ torch model to a wstream-agent it starts, which refits the parameters in
 place (wstream.attach); wstream.sharding says which boxes of which
 checkpoint tensors each parameter holds, for both ends. Underneath,
 wstream.EngineHook follows the refits of an agent (pause, refresh,
-resume; wstream.engine).
+resume; wstream.engine), or wstream.Receiver hosts the receiver in the
+engine's own process (libwstream_receiver.so; wstream.receiver).
 """
 from . import errors, sharding
 from .attach import Attached, attach
 from .engine import EngineHook
 from .errors import *  # noqa: F401,F403  (WstreamError, one class a status)
+from .receiver import Receiver
 from .sender import Sender
 
 __version__ = "0.1.0"
 
-__all__ = ["Sender", "EngineHook", "attach", "Attached", "sharding"] + errors.__all__
+__all__ = ["Sender", "EngineHook", "Receiver", "attach", "Attached",
+           "sharding"] + errors.__all__

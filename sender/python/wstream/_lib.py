@@ -105,21 +105,22 @@ _lib = None
 _lock = threading.Lock()
 
 
-def _candidates():
-    """Paths to try, and whether they came from $WSTREAM_LIB."""
-    env = os.environ.get("WSTREAM_LIB")
+def _candidates(lib_file=LIB_FILE, env_var="WSTREAM_LIB"):
+    """Paths to try, and whether they came from $WSTREAM_LIB (for the
+    receiver's library, _receiver_lib.py: its file and variable)."""
+    env = os.environ.get(env_var)
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = [os.path.join(here, LIB_FILE),
-             os.path.join(os.path.dirname(here), LIB_FILE)]
-    found = ctypes.util.find_library("wstream_sender")
+    paths = [os.path.join(here, lib_file),
+             os.path.join(os.path.dirname(here), lib_file)]
+    found = ctypes.util.find_library(lib_file[3:-3])
     if found:
         paths.append(found)
     return paths, False
 
 
-def _open(paths, from_env):
+def _open(paths, from_env, lib_file=LIB_FILE, env_var="WSTREAM_LIB"):
     errors = []
     for path in paths:
         # A bare name from find_library is for the dynamic loader to find.
@@ -131,9 +132,9 @@ def _open(paths, from_env):
         except OSError as e:
             errors.append(str(e))
     raise OSError("wstream: cannot load %s (%s%s); build the cmake target "
-                  "wstream_sender and set WSTREAM_LIB to the library's path"
-                  % (LIB_FILE, "WSTREAM_LIB is set: " if from_env else "",
-                     "; ".join(errors)))
+                  "%s and set %s to the library's path"
+                  % (lib_file, env_var + " is set: " if from_env else "",
+                     "; ".join(errors), lib_file[3:-3], env_var))
 
 
 def load():
