@@ -284,6 +284,12 @@ class ReceiverTest(unittest.TestCase):
         st = self.rx.state()
         self.assertEqual((st["committed_version"], st["usable"]), (4, False))
         self.assertIn("cannot refresh layer 0", st["reason"])
+        # on_unusable runs on the engine thread, which may call it after
+        # the sender heard of the failure: wait for it.
+        deadline = time.monotonic() + 10
+        while not any(e[0] == "unusable" for e in list(self.engine.events)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
         events = self.engine.take_events()
         self.assertEqual(events[0], ("begin", 5))
         self.assertIn(("layer", 0, 5), events)
