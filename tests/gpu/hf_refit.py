@@ -107,6 +107,10 @@ def outputs(model):
     return logits, gen.cpu().tolist()
 
 
+def say(*args):
+    print("[%.2f]" % time.monotonic(), *args, flush=True)
+
+
 def write_json(path, obj):
     with open(path + ".tmp", "w") as f:
         json.dump(obj, f)
@@ -135,6 +139,7 @@ def engine(d, size, steps):
     model, cfg = build(size, seed=1)
     model.eval()
     rules, layout_line = expert_rules(model, cfg)
+    say("engine: built;", layout_line)
     t0 = time.monotonic()
     attached = wstream.attach(model, ws.Spec(rules),
                               workdir=os.path.join(d, "engine"),
@@ -142,6 +147,7 @@ def engine(d, size, steps):
                                           "--heartbeat", "0.5",
                                           "--peer-timeout", "10"])
     attach_s = time.monotonic() - t0
+    say("engine: attached at", attached.address)
     try:
         allocs = attached.layout.get("allocations", [])
         write_json(os.path.join(d, "engine.addr"), {
@@ -152,6 +158,7 @@ def engine(d, size, steps):
             "cuda_allocations": sum(1 for a in allocs if "cuda_ipc" in a)})
         for v in range(1, steps + 1):
             attached.wait_version(v, timeout=300)
+            say("engine: serving", v)
             with attached.serving(timeout=300) as held:
                 logits, gen = outputs(model)
             saved = torch.load(os.path.join(d, "step%d.pt" % v))
@@ -186,6 +193,7 @@ def trainer(d, size, steps):
               "params": len(list(model.parameters())), "refit_s": []}
     with wstream.Sender([addr], lanes=1) as sender:
         ws.register_model(sender, model, ws.Spec(rules))
+        say("trainer: registered; pushing to", addr)
         for v in range(1, steps + 1):
             model.train()
             tokens = torch.randint(0, cfg.vocab_size, (4, 33), device="cuda",
@@ -205,13 +213,15 @@ def trainer(d, size, steps):
             torch.cuda.synchronize()
             t0 = time.monotonic()
             sender.push(v)
+            say("trainer: pushed", v)
             sender.wait(300)
+            say("trainer: committed", v)
             report["refit_s"].append(time.monotonic() - t0)
             wait_json(os.path.join(d, "engine.step%d.json" % v), "version", v)
     write_json(os.path.join(d, "trainer.json"), report)
 
 
-def run(out, size, steps):
+def run(out, size, steps, timeout):
     d = tempfile.mkdtemp(prefix="wst-hf-")
     # The deployment's secret, shared by the agent and the sender.
     secret = os.path.join(d, "secret")
@@ -228,12 +238,13 @@ def run(out, size, steps):
                 [sys.executable, __file__, role, d, size, str(steps)],
                 stdout=log, stderr=subprocess.STDOUT))
     codes = []
+    end = time.monotonic() + timeout
     for p in procs:
         try:
-            codes.append(p.wait(540))
+            codes.append(p.wait(max(1.0, end - time.monotonic())))
         except subprocess.TimeoutExpired:
             p.kill()
-            codes.append(p.wait())
+            codes.append("killed after %d s" % timeout)
     if codes != [0, 0]:
         for role, path in logs.items():
             with open(path, errors="replace") as f:
@@ -289,10 +300,12 @@ def main():
     p.add_argument("out")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--size", choices=sorted(SIZES), default="small")
+    p.add_argument("--timeout", type=float, default=240,
+                   help="seconds for both processes together")
     a = p.parse_args()
     print("transformers %s, torch %s" % (transformers.__version__,
                                          torch.__version__))
-    return run(a.out, a.size, a.steps)
+    return run(a.out, a.size, a.steps, a.timeout)
 
 
 if __name__ == "__main__":

@@ -163,5 +163,19 @@ class ShardingTest(unittest.TestCase):
             ws.Spec(["not a rule"])
 
 
+class IpcHandleTest(unittest.TestCase):
+    """wstream.attach's reading of torch's shared CUDA handle."""
+
+    def test_forms(self):
+        from wstream.attach import ipc_handle
+        h = bytes(range(64))
+        self.assertEqual(ipc_handle(h), h)                      # old torch
+        self.assertEqual(ipc_handle(bytes([2, ord("c")]) + h), h)  # 2.x
+        with self.assertRaisesRegex(ValueError, "expandable_segments"):
+            ipc_handle(bytes([2, ord("e")]) + h)
+        with self.assertRaisesRegex(ValueError, "66 bytes starting"):
+            ipc_handle(bytes([3, ord("c")]) + h)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -115,12 +115,32 @@ def _cuda_region(param):
     storage = param.untyped_storage() if hasattr(param, "untyped_storage") \
         else param.storage()._untyped()
     shared = storage._share_cuda_()
-    device, handle, size, offset = shared[0], shared[1], shared[2], shared[3]
-    if not handle:
-        raise ValueError("the CUDA allocation of a parameter cannot be "
-                         "exported by IPC (expandable segments?)")
+    device, raw, size, offset = shared[0], shared[1], shared[2], shared[3]
     start = offset + param.storage_offset() * param.element_size()
-    return int(device), bytes(handle), start, offset + size
+    return int(device), ipc_handle(bytes(raw)), start, offset + size
+
+
+_IPC_BYTES = 64  # sizeof(cudaIpcMemHandle_t)
+
+
+def ipc_handle(raw):
+    """The cudaIpcMemHandle_t in what torch's _share_cuda_() returns: the
+    64 bytes themselves (older torch), or a version byte (2), a type byte
+    ('c': a cudaMalloc block) and the 64 bytes (torch 2.x). Anything else
+    (an expandable segment, 'e', or a format this code does not know) is
+    refused, saying what to change."""
+    if len(raw) == _IPC_BYTES:
+        return raw
+    if len(raw) == _IPC_BYTES + 2 and raw[0] == 2 and raw[1] == ord("c"):
+        return raw[2:]
+    if len(raw) >= 2 and raw[1] == ord("e"):
+        raise ValueError("a CUDA parameter lives in an expandable segment, "
+                         "which CUDA IPC handles cannot name: run the engine "
+                         "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:"
+                         "False")
+    raise ValueError("torch shares a CUDA allocation as %d bytes starting "
+                     "%r, a format wstream does not know" % (len(raw),
+                                                             raw[:2]))
 
 
 class Attached:
