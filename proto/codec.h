@@ -24,8 +24,10 @@
 #include "planner.h"
 
 /* 2: data headers carry an item count; 3: engine groups (Barrier); 4:
- * plans carry a data token, and data headers that token and the rank */
-#define WST_PROTOCOL_VERSION 4
+ * plans carry a data token, and data headers that token and the rank; 5:
+ * an ERROR may carry WST_ERR_STALE_VERSION (a peer of 4 refuses it as
+ * unknown) */
+#define WST_PROTOCOL_VERSION 5
 #define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
 #define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
 #define WST_MAX_PLAN_ITEMS (1u << 24)

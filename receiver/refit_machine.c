@@ -226,6 +226,7 @@ static void on_begin(struct wst_refit_machine *m, const struct wst_rm_event *ev,
 {
     struct wst_rm_sender *s = sender(m, ev->rank);
     int idle = m->state == WST_RM_IDLE;
+    wst_status_t status = idle ? WST_ERR_STATE : WST_ERR_BUSY;
 
     m->text[0] = '\0';
     if (s == NULL || !s->present || !s->planned)
@@ -237,16 +238,19 @@ static void on_begin(struct wst_refit_machine *m, const struct wst_rm_event *ev,
             (unsigned long long)ev->version);
     else if (!idle && ev->version != m->version)
         say(m, "busy with version %llu", (unsigned long long)m->version);
-    else if (idle && ev->version <= m->committed_version)
+    else if (idle && ev->version <= m->committed_version) {
+        /* Its own status: a restarted trainer can tell it from the rest
+         * and number its next version above the committed one. */
+        status = WST_ERR_STALE_VERSION;
         say(m, "version %llu is not above %llu",
             (unsigned long long)ev->version,
             (unsigned long long)m->committed_version);
+    }
     if (m->text[0] != '\0') {
         emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
                                          .rank = ev->rank,
                                          .version = ev->version,
-                                         .status = idle ? WST_ERR_STATE
-                                                        : WST_ERR_BUSY,
+                                         .status = status,
                                          .text = m->text});
         return;
     }

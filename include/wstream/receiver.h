@@ -127,9 +127,10 @@ struct wst_receiver_params {
      * default: version 0, usable): as if it had committed
      * initial_committed_version and then, with a non-empty
      * initial_unusable_reason, failed a refit for that reason. A BEGIN of a
-     * version not above it is refused ("version V is not above C"); an
-     * unusable receiver says why to senders and in wst_receiver_get_state,
-     * and never tells its engine to resume, until a later refit commits.
+     * version not above it is refused ("version V is not above C",
+     * WST_ERR_STALE_VERSION); an unusable receiver says why to senders and
+     * in wst_receiver_get_state, and never tells its engine to resume,
+     * until a later refit commits.
      * For a daemon that persists what it committed (wstream-agent's
      * --state-file), so that a restart neither reopens rollback nor serves
      * memory a crash left half-written. The reason is copied during create

@@ -193,7 +193,9 @@ uint64_t wst_sender_committed_version(wst_sender_t *sender, size_t i);
 
 /* Waits until every receiver has committed the pushed version (WST_OK), a
  * receiver or connection reports an error (that error), or timeout_s passes
- * (WST_ERR_TIMED_OUT). */
+ * (WST_ERR_TIMED_OUT). A receiver that holds a version at least as high
+ * refuses the push with WST_ERR_STALE_VERSION, wst_sender_last_error
+ * naming both ("version 3 is not above 5"). */
 wst_status_t wst_sender_wait(wst_sender_t *sender, double timeout_s);
 
 /* The last error's message ("receiver 127.0.0.1:7070: ..."), owned by the

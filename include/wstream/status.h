@@ -44,7 +44,8 @@ extern "C" {
     X(WST_ERR_BUSY, -24, "busy")                                               \
     X(WST_ERR_TOO_LARGE, -25, "message or value too large")                    \
     X(WST_ERR_NOT_FOUND, -26, "not found")                                     \
-    X(WST_ERR_STATE, -27, "operation not valid in this state")
+    X(WST_ERR_STATE, -27, "operation not valid in this state")                 \
+    X(WST_ERR_STALE_VERSION, -28, "version not above the committed one")
 
 typedef enum {
 #define WST_STATUS_ENUM_(name, value, msg) name = value,

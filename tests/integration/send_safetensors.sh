@@ -174,7 +174,7 @@ case_reload() {
     fi
     # The same version again: the agent refuses it and keeps version 2.
     helper write "$work/ck3" --case single --seed 33
-    run_send 27 "$work/out" "$work/ck3" --receivers "127.0.0.1:$port" \
+    run_send 28 "$work/out" "$work/ck3" --receivers "127.0.0.1:$port" \
         --version 2 --progress none
     expect "$work/out" "version 2 not committed: .*version 2 is not above 2"
     verify "$work/ck" "$work/layout-a.json"

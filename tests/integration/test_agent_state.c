@@ -338,7 +338,7 @@ static void test_restart_keeps_committed_version(void **state)
     assert_true(it_agent_log_has(&c->a, "committed version 5, usable"));
 
     assert_int_equal(held_version(c), 5);
-    assert_int_equal(push(c, 3, err, sizeof(err)), WST_ERR_STATE);
+    assert_int_equal(push(c, 3, err, sizeof(err)), WST_ERR_STALE_VERSION);
     if (strstr(err, "version 3 is not above 5") == NULL)
         fail_msg("the refusal '%s' does not name 3 and 5", err);
     expect_file(c->a.status_path, 5, 1);

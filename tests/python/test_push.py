@@ -116,9 +116,11 @@ class PushTest(unittest.TestCase):
             self.assertEqual(s.committed_versions(), [0])  # not heard yet
             s.connect()
             self.assertEqual(s.committed_versions(), [4])
-            with self.assertRaises(wstream.StateError) as cm:
+            with self.assertRaises(wstream.StaleVersionError) as cm:
                 s.push(3)  # the agent refuses it; wait() says so
                 s.wait(timeout=30)
+            self.assertEqual((cm.exception.status, cm.exception.name),
+                             (-28, "WST_ERR_STALE_VERSION"))
             self.assertIn("version 3 is not above 4", str(cm.exception))
         with wstream.Sender(self.rig.addr, log_level="warn") as s:
             s.register_all(self.sd)

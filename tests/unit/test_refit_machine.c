@@ -769,7 +769,7 @@ static void test_refit_machine_begin_checks(void **state)
     dense_rig(&g);
     dense_commit(&g, 7, 1);
     STEP(&g, begin(0, 7, MOVER_AM),
-         "error r0 WST_ERR_STATE: version 7 is not above 7");
+         "error r0 WST_ERR_STALE_VERSION: version 7 is not above 7");
     STEP(&g, begin(0, 9, MOVER_AM), "start v9", "begin hook v9 g3",
          "open rx r0 v9 mover 2");
     STEP(&g, begin(1, 10, MOVER_AM),

@@ -35,7 +35,8 @@
  *   12, 13, 14  a receiver refused the plan: dtype or shape mismatch with
  *       what it wants, or a tensor it wants that the checkpoint lacks;
  *   26  the checkpoint holds no tensor with elements (WST_ERR_NOT_FOUND);
- *   27  the version is not above the one a receiver holds (WST_ERR_STATE).
+ *   28  the version is not above the one a receiver holds
+ *       (WST_ERR_STALE_VERSION).
  * Errors are printed on stderr as "wstream-send: ..." (log records with
  * --log-format json), after the sender library's own error line.
  */
