@@ -64,6 +64,12 @@ const char *wst_status_name(wst_status_t status);
  * statuses that arrive from a peer). */
 int wst_status_is_known(int value);
 
+/* A version's label ("step-1200", a run or git id): at most
+ * WST_LABEL_MAX - 1 bytes of printable ASCII without spaces (0x21..0x7e);
+ * "" is no label. Senders push it with a version, receivers keep it with
+ * their committed version. */
+#define WST_LABEL_MAX 64 /* bytes, the NUL included */
+
 /* Element types. Values travel on the wire: append only. */
 #define WST_DTYPE_LIST(X)                                                      \
     X(WST_DTYPE_BF16, 1, "bf16", 2)                                            \
