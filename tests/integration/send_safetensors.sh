@@ -127,6 +127,17 @@ case_single() {
         "^wstream-send: version 1 committed by 1 receiver: 14 tensors, 4.24 MB in [0-9.]+ s; 4.24 MB moved, [0-9.]+ GB/s$"
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
+    # A label that breaks the rule is bad usage: refused before anything
+    # connects, naming the byte.
+    run_send 2 "$work/out" "$work/ck/model.safetensors" \
+        --receivers "127.0.0.1:$port" --version 2 --label "step 2"
+    expect "$work/out" '^wstream-send: --label: label "step\?2": byte 4 is 0x20'
+    # A labeled version: the line names it, the agent keeps it.
+    run_send 0 "$work/out" "$work/ck/model.safetensors" \
+        --receivers "127.0.0.1:$port" --version 2 --label ckpt-2@9f3c \
+        --progress none
+    expect "$work/out" "^wstream-send: version 2 \(ckpt-2@9f3c\) committed by 1 receiver"
+    committed a 2
 }
 
 case_sharded() {

@@ -130,6 +130,30 @@ class PushTest(unittest.TestCase):
             self.assertEqual(s.committed_versions(), [5])
         self.check_live()
 
+    def test_5_labeled_push(self):
+        # A label travels with the version; the sender that pushed it and
+        # one that connects later both read it back, next to the version.
+        label = "run-3/step-1200@9f3c"
+        with wstream.Sender(self.rig.addr, log_level="warn") as s:
+            s.register_all(self.sd)
+            s.connect()
+            self.assertEqual(s.committed_labels(), [""])
+            s.push(6, label=label)
+            s.wait(timeout=30)
+            self.assertEqual(s.committed_versions(), [6])
+            self.assertEqual(s.committed_labels(), [label])
+        with wstream.Sender(self.rig.addr, log_level="warn") as s:
+            s.register_all(self.sd)
+            self.assertEqual(s.committed_labels(), [""])  # not heard yet
+            s.connect()
+            self.assertEqual(s.committed_versions(), [6])
+            self.assertEqual(s.committed_labels(), [label])
+            # The next version without one holds none.
+            s.push(7)
+            s.wait(timeout=30)
+            self.assertEqual(s.committed_labels(), [""])
+        self.check_live()
+
 
 if __name__ == "__main__":
     harness.main()
