@@ -138,6 +138,8 @@ case_single() {
         --progress none
     expect "$work/out" "^wstream-send: version 2 \(ckpt-2@9f3c\) committed by 1 receiver"
     committed a 2
+    grep -q '"committed_label": "ckpt-2@9f3c"' "$work/status-a.json" ||
+        fail "the agent's status does not name the label: $(cat "$work/status-a.json")"
 }
 
 case_sharded() {

@@ -142,6 +142,15 @@ class PushTest(unittest.TestCase):
             s.wait(timeout=30)
             self.assertEqual(s.committed_versions(), [6])
             self.assertEqual(s.committed_labels(), [label])
+        # The agent keeps it (status file); its engine heard it with
+        # BEGIN and COMMITTED.
+        self.assertEqual(self.rig.agent_status()["committed_label"], label)
+        self.rig.wait_engine(lambda st: st["committed_version"] == 6,
+                             "the engine to see COMMITTED 6")
+        st = self.rig.engine_state()
+        self.assertEqual(st["committed_label"], label)
+        self.assertIn(["BEGIN", 6, "READY", label], st["events"])
+        self.assertEqual(st["events"][-1], ["COMMITTED", 6, label])
         with wstream.Sender(self.rig.addr, log_level="warn") as s:
             s.register_all(self.sd)
             self.assertEqual(s.committed_labels(), [""])  # not heard yet
@@ -152,6 +161,12 @@ class PushTest(unittest.TestCase):
             s.push(7)
             s.wait(timeout=30)
             self.assertEqual(s.committed_labels(), [""])
+        self.assertEqual(self.rig.agent_status()["committed_label"], "")
+        self.rig.wait_engine(lambda st: st["committed_version"] == 7,
+                             "the engine to see COMMITTED 7")
+        st = self.rig.engine_state()
+        self.assertEqual(st["committed_label"], "")
+        self.assertEqual(st["events"][-1], ["COMMITTED", 7])
         self.check_live()
 
 
