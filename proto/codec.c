@@ -23,6 +23,7 @@
 
 #include "dtype.h"
 #include "errbuf.h"
+#include "label.h"
 #include "wstream.pb-c.h"
 
 /* Room for "[" + 8 values of up to 20 digits + 7 commas + "]" + NUL. */
@@ -72,6 +73,34 @@ static wst_status_t check_text(const char *s, size_t limit, const char *what,
         return WST_ERR_PROTOCOL;
     }
     return WST_OK;
+}
+
+/* A version's label, as bytes: its length and every byte, NULs included,
+ * against the rule of common/label.h. */
+static wst_status_t check_label(const ProtobufCBinaryData *b, const char *what,
+                                char *err, size_t errlen)
+{
+    char why[256];
+
+    if (wst_label_check((const char *)b->data, b->len, why, sizeof(why)) ==
+        WST_OK)
+        return WST_OK;
+    wst_errf(err, errlen, "%s: %s", what, why);
+    return WST_ERR_PROTOCOL;
+}
+
+/* A label into out[WST_LABEL_MAX], after check_label. */
+static void copy_label(char *out, const ProtobufCBinaryData *b)
+{
+    if (b->len > 0)
+        memcpy(out, b->data, b->len);
+    out[b->len] = '\0';
+}
+
+static ProtobufCBinaryData pb_label(const char *label)
+{
+    return (ProtobufCBinaryData){.len = strlen(label),
+                                 .data = (uint8_t *)label};
 }
 
 static int role_is_known(uint32_t role)
@@ -262,6 +291,9 @@ static wst_status_t check_want_summary(const Wst__WantSummary *m, char *err,
     if (st == WST_OK)
         st = check_text(m->group, WST_GROUP_NAME_MAX, "want_summary group", err,
                         errlen);
+    if (st == WST_OK)
+        st = check_label(&m->committed_label, "want_summary committed_label",
+                         err, errlen);
     if (st != WST_OK)
         return st;
     if (m->group_size < 1 || m->group_size > WST_GROUP_SIZE_MAX ||
@@ -403,7 +435,7 @@ static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
         wst_errf(err, errlen, "begin: bad mover %" PRIu32, b->mover);
         return WST_ERR_PROTOCOL;
     }
-    return WST_OK;
+    return check_label(&b->label, "begin", err, errlen);
 }
 
 static wst_status_t check_barrier(const Wst__Barrier *m, char *err,
@@ -553,6 +585,7 @@ static void convert_want_summary(const Wst__WantSummary *m,
     strcpy(out->group, m->group != NULL ? m->group : "");
     out->group_size = m->group_size;
     out->group_member = m->group_member;
+    copy_label(out->committed_label, &m->committed_label);
 }
 
 static void convert_plan_item(const Wst__PlanItem *it, uint32_t sender,
@@ -617,6 +650,7 @@ static void convert_small(const Wst__Control *pb, struct wst_msg *msg)
         msg->u.begin.plan_hash = pb->begin->plan_hash;
         msg->u.begin.ack = pb->begin->ack ? 1 : 0;
         msg->u.begin.mover = (enum wst_mover_kind)pb->begin->mover;
+        copy_label(msg->u.begin.label, &pb->begin->label);
         break;
     case WST__CONTROL__MSG_LAYER_DONE:
         msg->u.layer_done.layer = pb->layer_done->layer;
@@ -845,13 +879,16 @@ static int precheck(const struct wst_msg *msg)
         return strnlen(msg->u.want_summary.reason, WST_ERROR_MSG_MAX) <
                    WST_ERROR_MSG_MAX &&
                strnlen(msg->u.want_summary.group, WST_GROUP_NAME_MAX) <
-                   WST_GROUP_NAME_MAX;
+                   WST_GROUP_NAME_MAX &&
+               strnlen(msg->u.want_summary.committed_label, WST_LABEL_MAX) <
+                   WST_LABEL_MAX;
     case WST_MSG_PLAN:
         return plan_ok(&msg->u.plan);
     case WST_MSG_ERROR:
         return strnlen(msg->u.error.message, WST_ERROR_MSG_MAX) <
                WST_ERROR_MSG_MAX;
     case WST_MSG_BEGIN:
+        return strnlen(msg->u.begin.label, WST_LABEL_MAX) < WST_LABEL_MAX;
     case WST_MSG_LAYER_DONE:
     case WST_MSG_COMMIT:
     case WST_MSG_HEARTBEAT:
@@ -948,6 +985,7 @@ static void build_want_summary(const struct wst_want_summary *w,
     m->group = (char *)w->group;
     m->group_size = w->group_size;
     m->group_member = w->group_member;
+    m->committed_label = pb_label(w->committed_label);
 }
 
 static void build_plan_item(const struct wst_plan_item *it, Wst__PlanItem *m)
@@ -1015,6 +1053,7 @@ static void build_small(const struct wst_msg *msg, struct pb_build *b)
         b->begin.plan_hash = msg->u.begin.plan_hash;
         b->begin.ack = msg->u.begin.ack != 0;
         b->begin.mover = (uint32_t)msg->u.begin.mover;
+        b->begin.label = pb_label(msg->u.begin.label);
         b->ctl.begin = &b->begin;
         break;
     case WST_MSG_LAYER_DONE:

@@ -18,14 +18,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <wstream/status.h>
 
 #include "manifest.h"
 #include "mover_kind.h"
 #include "planner.h"
 
 /* 2: data headers carry an item count; 3: engine groups (Barrier); 4:
- * plans carry a data token, and data headers that token and the rank */
-#define WST_PROTOCOL_VERSION 4
+ * plans carry a data token, and data headers that token and the rank; 5:
+ * an ERROR may carry WST_ERR_STALE_VERSION (a peer of 4 refuses it as
+ * unknown), BEGIN a label, WANT_SUMMARY the committed one's (a peer of 4
+ * would drop them unseen) */
+#define WST_PROTOCOL_VERSION 5
 #define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
 #define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
 #define WST_MAX_PLAN_ITEMS (1u << 24)
@@ -98,6 +102,8 @@ struct wst_want_summary {
     char group[WST_GROUP_NAME_MAX]; /* engine group; "": a group of one */
     uint32_t group_size;            /* >= 1 */
     uint32_t group_member;          /* < group_size */
+    /* The committed version's label (common/label.h); "": none. */
+    char committed_label[WST_LABEL_MAX];
 };
 
 struct wst_wire_region {
@@ -136,6 +142,7 @@ struct wst_begin {
     int ack; /* 0: sender asks to begin; 1: receiver acknowledges */
     enum wst_mover_kind mover; /* sender's mover (put, am or nccl); 0 in
                                   acknowledgements */
+    char label[WST_LABEL_MAX]; /* the version's (common/label.h); "": none */
 };
 
 struct wst_layer_done {

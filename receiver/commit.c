@@ -12,12 +12,15 @@
 
 static void pub_started(struct wst_receiver *r, void *arg)
 {
-    (void)arg;
+    const struct wst_rm_action *a = arg;
+
     if (r->times != NULL)
         memset(r->times, 0, r->n_times * sizeof(*r->times));
     r->state.refit_in_progress = 1;
-    r->state.refit_version = *(const uint64_t *)arg;
+    r->state.refit_version = a->version;
     snprintf(r->state.refit_phase, sizeof(r->state.refit_phase), "beginning");
+    snprintf(r->state.refit_label, sizeof(r->state.refit_label), "%s",
+             a->text != NULL ? a->text : "");
 }
 
 static void end_refit(struct wst_receiver *r)
@@ -25,11 +28,13 @@ static void end_refit(struct wst_receiver *r)
     r->state.refit_in_progress = 0;
     r->state.refit_version = 0;
     r->state.refit_phase[0] = '\0';
+    r->state.refit_label[0] = '\0';
 }
 
-void wst_recv_publish_started(struct wst_receiver *r, uint64_t version)
+void wst_recv_publish_started(struct wst_receiver *r,
+                              const struct wst_rm_action *a)
 {
-    wst_recv_publish(r, pub_started, &version);
+    wst_recv_publish(r, pub_started, (void *)a);
 }
 
 static void pub_phase(struct wst_receiver *r, void *arg)
@@ -80,6 +85,8 @@ static void pub_committed(struct wst_receiver *r, void *arg)
     const struct wst_rm_action *a = arg;
 
     r->state.committed_version = a->version;
+    snprintf(r->state.committed_label, sizeof(r->state.committed_label), "%s",
+             a->text != NULL ? a->text : "");
     r->state.usable = 1;
     r->state.reason[0] = '\0';
     end_refit(r);
@@ -103,8 +110,10 @@ void wst_recv_publish_committed(struct wst_receiver *r,
                                 const struct wst_rm_action *a)
 {
     wst_recv_publish(r, pub_committed, (void *)a);
-    WST_INFO(&r->log, "version %llu committed: %llu bytes in %.3f s",
-             (unsigned long long)a->version, (unsigned long long)a->bytes,
+    WST_INFO(&r->log, "version %llu%s%s committed: %llu bytes in %.3f s",
+             (unsigned long long)a->version,
+             a->text != NULL && a->text[0] != '\0' ? " label " : "",
+             a->text != NULL ? a->text : "", (unsigned long long)a->bytes,
              a->seconds);
     wst_recv_log_landing(r, a->version);
 }

@@ -82,6 +82,9 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     m.type = WST_MSG_WANT_SUMMARY;
     pthread_mutex_lock(&r->lock);
     m.u.want_summary.committed_version = r->state.committed_version;
+    snprintf(m.u.want_summary.committed_label,
+             sizeof(m.u.want_summary.committed_label), "%s",
+             r->state.committed_label);
     m.u.want_summary.usable = r->state.usable;
     if (!r->state.usable)
         snprintf(m.u.want_summary.reason, sizeof(m.u.want_summary.reason), "%s",
@@ -240,10 +243,13 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
                             why);
         return;
     }
+    /* The label passed the codec's check (common/label.h). */
     struct wst_rm_event ev = {.kind = WST_RM_EV_BEGIN,
                               .rank = p->rank,
+                              .peer = p->name,
                               .version = b->version,
-                              .mover = b->mover};
+                              .mover = b->mover,
+                              .label = b->label};
     wst_recv_refit_event(r, &ev);
 }
 

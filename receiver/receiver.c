@@ -14,6 +14,7 @@
 #include "experts.h"
 #include "heartbeat_msg.h"
 #include "jobq.h"
+#include "label.h"
 #include "log.h"
 #include "planner.h"
 #include "receiver_config.h"
@@ -149,25 +150,47 @@ static wst_status_t apply_params(struct wst_receiver *r,
     return WST_OK;
 }
 
-/* WST_RECEIVER_PARAM_INITIAL_STATE: the refit machine and the published
- * state start where a previous run of the caller's left off. */
-static void seed_state(struct wst_receiver *r,
-                       const struct wst_receiver_params *p)
+/* WST_RECEIVER_PARAM_INITIAL_STATE (and _LABEL): the refit machine and
+ * the published state start where a previous run of the caller's left
+ * off. WST_ERR_INVALID for a label that breaks the rule. */
+static wst_status_t seed_state(struct wst_receiver *r,
+                               const struct wst_receiver_params *p)
 {
+    const char *label = NULL;
+    char why[256];
+
+    if (p->field_mask & WST_RECEIVER_PARAM_INITIAL_LABEL) {
+        label = p->initial_committed_label != NULL ? p->initial_committed_label
+                                                   : "";
+        if (!(p->field_mask & WST_RECEIVER_PARAM_INITIAL_STATE)) {
+            WST_ERROR(&r->log, "initial_committed_label without "
+                               "WST_RECEIVER_PARAM_INITIAL_STATE");
+            return WST_ERR_INVALID;
+        }
+        if (wst_label_check(label, strlen(label), why, sizeof(why)) != WST_OK) {
+            WST_ERROR(&r->log, "initial_committed_label: %s", why);
+            return WST_ERR_INVALID;
+        }
+    }
     if (!(p->field_mask & WST_RECEIVER_PARAM_INITIAL_STATE))
-        return;
-    wst_rm_seed(&r->rm, p->initial_committed_version,
+        return WST_OK;
+    wst_rm_seed(&r->rm, p->initial_committed_version, label,
                 p->initial_unusable_reason);
     r->state.committed_version = wst_rm_committed(&r->rm);
+    snprintf(r->state.committed_label, sizeof(r->state.committed_label), "%s",
+             r->rm.committed_label);
     r->state.usable = wst_rm_usable(&r->rm);
     wst_recv_set_state_reason(r, r->rm.reason);
     if (r->state.usable)
-        WST_INFO(&r->log, "starting at committed version %llu",
-                 (unsigned long long)r->state.committed_version);
+        WST_INFO(&r->log, "starting at committed version %llu%s%s",
+                 (unsigned long long)r->state.committed_version,
+                 label != NULL && label[0] != '\0' ? " label " : "",
+                 label != NULL ? label : "");
     else
         WST_WARN(&r->log, "starting unusable at committed version %llu: %s",
                  (unsigned long long)r->state.committed_version,
                  r->state.reason);
+    return WST_OK;
 }
 
 wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
@@ -186,7 +209,9 @@ wst_status_t wst_receiver_create(const struct wst_receiver_params *params,
     if (st != WST_OK)
         goto err_free;
     r->state.lanes = r->lanes;
-    seed_state(r, params);
+    st = seed_state(r, params);
+    if (st != WST_OK)
+        goto err_free;
     st = wst_jobq_create("wst-engine", &r->engine);
     if (st != WST_OK)
         goto err_free;

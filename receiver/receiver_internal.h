@@ -296,7 +296,9 @@ void wst_recv_refit_shutdown(struct wst_receiver *r);
 void wst_recv_refit_release(struct wst_receiver *r);
 
 /* commit.c: the refit's outcome, published under r->lock */
-void wst_recv_publish_started(struct wst_receiver *r, uint64_t version);
+/* A refit starts: its version and label (START's text). */
+void wst_recv_publish_started(struct wst_receiver *r,
+                              const struct wst_rm_action *a);
 /* The refit's phase after a READY, RECEIVING or PREPARED action. */
 void wst_recv_publish_phase(struct wst_receiver *r,
                             const struct wst_rm_action *a);

@@ -25,6 +25,7 @@ struct wst_recv_pending {
     struct wst_rm_event ev;
     char peer[sizeof(((struct peer *)0)->name)];
     char reason[WST_ERROR_MSG_MAX];
+    char label[WST_LABEL_MAX];
 };
 
 static void defer(struct wst_receiver *r, const struct wst_rm_event *ev)
@@ -43,6 +44,10 @@ static void defer(struct wst_receiver *r, const struct wst_rm_event *ev)
     if (ev->reason != NULL) {
         snprintf(pe->reason, sizeof(pe->reason), "%s", ev->reason);
         pe->ev.reason = pe->reason;
+    }
+    if (ev->label != NULL) {
+        snprintf(pe->label, sizeof(pe->label), "%s", ev->label);
+        pe->ev.label = pe->label;
     }
     for (tail = &r->pending; *tail != NULL; tail = &(*tail)->next)
         ;
@@ -224,7 +229,7 @@ static void retire_receives(struct wst_receiver *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-static void started(struct wst_receiver *r, uint64_t version)
+static void started(struct wst_receiver *r, const struct wst_rm_action *a)
 {
     poll_worker(r, 1);
     wst_worker_lane_rx_bytes(r->worker, r->lane_bytes_at_start,
@@ -233,7 +238,7 @@ static void started(struct wst_receiver *r, uint64_t version)
         struct wst_landing_stats drop;
         wst_landing_take_stats(r->landing, &drop); /* counts start here */
     }
-    wst_recv_publish_started(r, version);
+    wst_recv_publish_started(r, a);
 }
 
 static void queue_verify(struct wst_receiver *r, const struct wst_rm_action *a)
@@ -284,7 +289,7 @@ static void run_action(struct wst_receiver *r, const struct wst_rm_action *a)
         return;
     switch (a->kind) {
     case WST_RM_ACT_START:
-        started(r, a->version);
+        started(r, a);
         break;
     case WST_RM_ACT_BEGIN_HOOK:
         wst_recv_queue_job(r, wst_recv_job_begin, wst_recv_job_new(r, a));

@@ -40,6 +40,17 @@ static const char *bound_text(uint32_t bound, char *buf, size_t len)
     return buf;
 }
 
+/* START and COMMITTED: " label L" after the version when there is one. */
+static const char *label_of(const struct wst_rm_action *a)
+{
+    return a->text != NULL ? a->text : "";
+}
+
+static const char *label_sep(const struct wst_rm_action *a)
+{
+    return label_of(a)[0] != '\0' ? " label " : "";
+}
+
 void wst_rm_action_describe(const struct wst_rm_action *a, char *buf,
                             size_t len)
 {
@@ -51,7 +62,7 @@ void wst_rm_action_describe(const struct wst_rm_action *a, char *buf,
     st = st != NULL ? st : "?";
     switch (a->kind) {
     case WST_RM_ACT_START:
-        snprintf(buf, len, "start v%llu", v);
+        snprintf(buf, len, "start v%llu%s%s", v, label_sep(a), label_of(a));
         break;
     case WST_RM_ACT_BEGIN_HOOK:
         snprintf(buf, len, "begin hook v%llu g%llu", v, g);
@@ -117,9 +128,9 @@ void wst_rm_action_describe(const struct wst_rm_action *a, char *buf,
         break;
     case WST_RM_ACT_COMMITTED:
         snprintf(buf, len,
-                 "committed v%llu: %llu bytes (put %llu, am %llu, nccl %llu) "
-                 "in %.3f",
-                 v, (unsigned long long)a->bytes,
+                 "committed v%llu%s%s: %llu bytes (put %llu, am %llu, nccl "
+                 "%llu) in %.3f",
+                 v, label_sep(a), label_of(a), (unsigned long long)a->bytes,
                  (unsigned long long)a->bytes_by_mover[1],
                  (unsigned long long)a->bytes_by_mover[2],
                  (unsigned long long)a->bytes_by_mover[3], a->seconds);

@@ -15,7 +15,7 @@
 #define WST_RM_MOVER_KINDS 4 /* mover kinds a BEGIN names: 1..3 */
 
 enum wst_rm_action_kind {
-    WST_RM_ACT_START,         /* refit of version starts: poll, publish */
+    WST_RM_ACT_START,         /* refit of version (label: text) starts */
     WST_RM_ACT_BEGIN_HOOK,    /* queue the begin hook (version, generation) */
     WST_RM_ACT_OPEN_RX,       /* open rank's half for mover; then RX_OPENED */
     WST_RM_ACT_SEND_ERROR,    /* ERROR(status, text) to rank */
@@ -35,7 +35,7 @@ enum wst_rm_action_kind {
     WST_RM_ACT_FINAL,         /* layer finalized at, in seconds */
     WST_RM_ACT_PREPARED,      /* every layer final (log, publish) */
     WST_RM_ACT_SEND_PREPARED, /* BARRIER(version, prepared) to rank */
-    WST_RM_ACT_COMMITTED,     /* publish version committed (bytes, seconds) */
+    WST_RM_ACT_COMMITTED,     /* publish version (label: text) committed */
     WST_RM_ACT_COMMIT_HOOK,   /* queue the committed hook */
     WST_RM_ACT_SEND_COMMIT,   /* COMMIT(version) to rank */
     WST_RM_ACT_ABORT_RX,      /* rank's halves write nothing more */

@@ -197,11 +197,15 @@ static void fail_for(struct wst_refit_machine *m, wst_status_t status,
 
 /* ---- begin ---- */
 
-static void start(struct wst_refit_machine *m, uint64_t version,
-                  uint64_t now_ns, struct wst_rm_actions *out)
+static void start(struct wst_refit_machine *m, const struct wst_rm_event *ev,
+                  struct wst_rm_actions *out)
 {
+    uint64_t version = ev->version, now_ns = ev->now_ns;
+
     m->state = WST_RM_BEGINNING;
     m->version = version;
+    snprintf(m->label, sizeof(m->label), "%s",
+             ev->label != NULL ? ev->label : "");
     m->generation++;
     m->start_ns = now_ns;
     m->progress_ns = now_ns;
@@ -214,8 +218,9 @@ static void start(struct wst_refit_machine *m, uint64_t version,
     for (uint32_t rank = 0; rank < m->world; rank++)
         if (m->senders[rank].present)
             reset_sender(m, rank);
-    emit(out,
-         (struct wst_rm_action){.kind = WST_RM_ACT_START, .version = version});
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_START,
+                                     .version = version,
+                                     .text = m->label});
     emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_BEGIN_HOOK,
                                      .version = version,
                                      .generation = m->generation});
@@ -226,6 +231,8 @@ static void on_begin(struct wst_refit_machine *m, const struct wst_rm_event *ev,
 {
     struct wst_rm_sender *s = sender(m, ev->rank);
     int idle = m->state == WST_RM_IDLE;
+    wst_status_t status = idle ? WST_ERR_STATE : WST_ERR_BUSY;
+    const char *label = ev->label != NULL ? ev->label : "";
 
     m->text[0] = '\0';
     if (s == NULL || !s->present || !s->planned)
@@ -237,21 +244,31 @@ static void on_begin(struct wst_refit_machine *m, const struct wst_rm_event *ev,
             (unsigned long long)ev->version);
     else if (!idle && ev->version != m->version)
         say(m, "busy with version %llu", (unsigned long long)m->version);
-    else if (idle && ev->version <= m->committed_version)
+    else if (!idle && strcmp(label, m->label) != 0) {
+        /* One version, one label: the senders disagree on what it is. */
+        say(m, "version %llu is labeled \"%s\" by another sender, \"%s\" by %s",
+            (unsigned long long)ev->version, m->label, label,
+            ev->peer != NULL ? ev->peer : "this one");
+        fail(m, WST_ERR_INVALID, out);
+        return;
+    } else if (idle && ev->version <= m->committed_version) {
+        /* Its own status: a restarted trainer can tell it from the rest
+         * and number its next version above the committed one. */
+        status = WST_ERR_STALE_VERSION;
         say(m, "version %llu is not above %llu",
             (unsigned long long)ev->version,
             (unsigned long long)m->committed_version);
+    }
     if (m->text[0] != '\0') {
         emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_SEND_ERROR,
                                          .rank = ev->rank,
                                          .version = ev->version,
-                                         .status = idle ? WST_ERR_STATE
-                                                        : WST_ERR_BUSY,
+                                         .status = status,
                                          .text = m->text});
         return;
     }
     if (idle)
-        start(m, ev->version, ev->now_ns, out);
+        start(m, ev, out);
     s->version = ev->version;
     s->mover = ev->mover;
     emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_OPEN_RX,
@@ -591,6 +608,7 @@ static void commit(struct wst_refit_machine *m, uint64_t now_ns,
 {
     struct wst_rm_action c = {.kind = WST_RM_ACT_COMMITTED,
                               .version = m->version,
+                              .text = m->committed_label,
                               .bytes = m->lay.total_bytes,
                               .seconds = since(m->start_ns, now_ns)};
     for (uint32_t rank = 0; rank < m->world; rank++) {
@@ -603,6 +621,7 @@ static void commit(struct wst_refit_machine *m, uint64_t now_ns,
     }
     m->state = WST_RM_COMMITTING;
     m->committed_version = m->version;
+    memcpy(m->committed_label, m->label, sizeof(m->committed_label));
     m->unusable = 0;
     m->reason[0] = '\0';
     emit(out, c);

@@ -115,6 +115,7 @@ struct wst_rm_event {
     double seconds;      /* repack, finalize; DEADLINE: the timeout */
     const char *peer;    /* the sender's name, for messages */
     const char *reason;  /* failures, results that failed */
+    const char *label;   /* BEGIN: the version's label (checked); NULL: "" */
 };
 
 /* What the machine needs of a plan; copied by wst_rm_set_plan. */
@@ -176,6 +177,10 @@ struct wst_refit_machine {
     int unusable;
     char reason[WST_RM_TEXT_MAX]; /* standing: why unusable or refused */
     char text[WST_RM_TEXT_MAX];   /* this step's */
+    /* The refit's label (its first BEGIN's; every sender must name the
+     * same) and the committed version's; "": none. */
+    char label[WST_LABEL_MAX];
+    char committed_label[WST_LABEL_MAX];
     uint64_t start_ns;
     uint64_t ack_ns;
     uint64_t progress_ns;
@@ -198,12 +203,13 @@ wst_status_t wst_rm_set_world(struct wst_refit_machine *m, uint32_t world);
 wst_status_t wst_rm_set_plan(struct wst_refit_machine *m,
                              const struct wst_rm_plan *plan);
 
-/* Starts an idle machine as if it had committed 'committed_version' and,
- * with a non-empty 'unusable_reason' (copied, truncated to the reason's
- * size), then failed a refit for that reason: a receiver restarted from
- * persisted state. Before the first event; no actions. */
+/* Starts an idle machine as if it had committed 'committed_version'
+ * labeled 'committed_label' (NULL: none; the caller checked it) and, with
+ * a non-empty 'unusable_reason' (copied, truncated to the reason's size),
+ * then failed a refit for that reason: a receiver restarted from persisted
+ * state. Before the first event; no actions. */
 void wst_rm_seed(struct wst_refit_machine *m, uint64_t committed_version,
-                 const char *unusable_reason);
+                 const char *committed_label, const char *unusable_reason);
 
 /* Frees what the machine allocated; it is a zero machine again. */
 void wst_rm_release(struct wst_refit_machine *m);

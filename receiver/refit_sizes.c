@@ -118,9 +118,11 @@ wst_status_t wst_rm_set_plan(struct wst_refit_machine *m,
 }
 
 void wst_rm_seed(struct wst_refit_machine *m, uint64_t committed_version,
-                 const char *unusable_reason)
+                 const char *committed_label, const char *unusable_reason)
 {
     m->committed_version = committed_version;
+    snprintf(m->committed_label, sizeof(m->committed_label), "%s",
+             committed_label != NULL ? committed_label : "");
     m->unusable = unusable_reason != NULL && unusable_reason[0] != '\0';
     snprintf(m->reason, sizeof(m->reason), "%s",
              m->unusable ? unusable_reason : "");

@@ -175,6 +175,7 @@ static void on_want_summary(struct link *l, const struct wst_want_summary *w)
         WST_WARN(&l->s->log, "receiver %s is unusable: %s", l->name, w->reason);
     pthread_mutex_lock(&l->s->lock);
     l->held_version = w->committed_version;
+    memcpy(l->held_label, w->committed_label, sizeof(l->held_label));
     pthread_mutex_unlock(&l->s->lock);
     snprintf(l->group, sizeof(l->group), "%s", w->group);
     l->group_size = w->group_size;
@@ -347,6 +348,7 @@ static void on_commit(struct link *l, const struct wst_commit *c)
     pthread_mutex_lock(&l->s->lock);
     l->committed = c->version;
     l->held_version = c->version;
+    memcpy(l->held_label, l->label, sizeof(l->held_label));
     l->state = LINK_COMMITTED;
     pthread_cond_broadcast(&l->s->cond);
     pthread_mutex_unlock(&l->s->lock);
@@ -448,6 +450,7 @@ void wst_link_do_begin(void *arg)
     if (l->state != LINK_PLANNED && l->state != LINK_COMMITTED)
         return;
     l->version = l->s->version;
+    memcpy(l->label, l->s->label, sizeof(l->label));
     l->cur = (struct wst_tx_cursor){0};
     l->fence_layer = 0;
     l->fence_pending = 0;
@@ -468,6 +471,7 @@ void wst_link_do_begin(void *arg)
     m.u.begin.version = l->version;
     m.u.begin.plan_hash = l->plan.plan_hash;
     m.u.begin.mover = l->mover_kind;
+    memcpy(m.u.begin.label, l->label, sizeof(m.u.begin.label));
     wst_link_set_state(l, LINK_BEGIN_SENT);
     wst_link_send(l, &m);
 }

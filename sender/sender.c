@@ -18,6 +18,7 @@
 #include "codec.h"
 #include "device.h"
 #include "heartbeat_msg.h"
+#include "label.h"
 #include "select.h"
 #include "log.h"
 #include "mover.h"
@@ -395,9 +396,55 @@ uint64_t wst_sender_committed_version(wst_sender_t *s, size_t i)
     return v;
 }
 
+wst_status_t wst_sender_committed_label(wst_sender_t *s, size_t i, char *label,
+                                        size_t len)
+{
+    if (i >= s->n_links || label == NULL || len == 0)
+        return WST_ERR_INVALID;
+    pthread_mutex_lock(&s->lock);
+    snprintf(label, len, "%s", s->links[i].held_label);
+    pthread_mutex_unlock(&s->lock);
+    return WST_OK;
+}
+
 wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
                                    void *cuda_event)
 {
+    struct wst_push_params p = {.field_mask = WST_PUSH_CUDA_EVENT,
+                                .cuda_event = cuda_event};
+
+    return wst_sender_push_with(s, version, &p);
+}
+
+/* The label a push names: "" for none; WST_ERR_INVALID, in last_error,
+ * for one that breaks the rule (label.h). */
+static wst_status_t push_label(struct wst_sender *s,
+                               const struct wst_push_params *p,
+                               const char **label_p)
+{
+    char why[256];
+
+    *label_p = "";
+    if (p == NULL || !(p->field_mask & WST_PUSH_LABEL) || p->label == NULL)
+        return WST_OK;
+    if (wst_label_check(p->label, strlen(p->label), why, sizeof(why)) !=
+        WST_OK) {
+        snprintf(s->last_error, sizeof(s->last_error), "%s", why);
+        WST_ERROR(&s->log, "push: %s", why);
+        return WST_ERR_INVALID;
+    }
+    *label_p = p->label;
+    return WST_OK;
+}
+
+wst_status_t wst_sender_push_with(wst_sender_t *s, uint64_t version,
+                                  const struct wst_push_params *params)
+{
+    void *cuda_event =
+        params != NULL && (params->field_mask & WST_PUSH_CUDA_EVENT)
+            ? params->cuda_event
+            : NULL;
+    const char *label;
     wst_status_t st;
 
     s->last_error[0] = '\0';
@@ -407,6 +454,9 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
                  (unsigned long long)version, (unsigned long long)s->version);
         return WST_ERR_INVALID;
     }
+    st = push_label(s, params, &label);
+    if (st != WST_OK)
+        return st;
     st = connect_links(s);
     if (st != WST_OK)
         return st;
@@ -421,6 +471,7 @@ wst_status_t wst_sender_push_after(wst_sender_t *s, uint64_t version,
         }
     }
     s->version = version;
+    snprintf(s->label, sizeof(s->label), "%s", label);
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, wst_link_do_begin, &s->links[i]);
     /* After the begins: a link resets its digests when it begins. */

@@ -101,10 +101,13 @@ struct link {
     char lanes[256];
 
     uint64_t version;
+    char label[WST_LABEL_MAX]; /* version's, as its BEGIN says; "": none */
     uint64_t committed;
     /* The version the receiver holds committed, as it last said (its
-     * want summary at connect, its commit since); 0: none. Under s->lock. */
+     * want summary at connect, its commit since), and its label; 0 and "":
+     * none. Under s->lock. */
     uint64_t held_version;
+    char held_label[WST_LABEL_MAX];
     /* This version's barriers (group.c): the receiver said READY and
      * PREPARED, we said GO and COMMIT; aborted: failed because another
      * receiver of the group did. */
@@ -152,7 +155,8 @@ struct wst_sender {
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint64_t version; /* last pushed */
+    uint64_t version;          /* last pushed */
+    char label[WST_LABEL_MAX]; /* its label; "": none */
 
     /* Layer digests (digests.c): one batch of jobs per push, layer-major,
      * hashed on the pool's threads while the refit streams, so push

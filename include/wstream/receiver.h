@@ -20,7 +20,9 @@
  * committed(V) -- or unusable(status, reason) when a refit fails after
  * begin was acknowledged. Fail closed: once begin(V) returned WST_OK the
  * live buffers may hold a mix of versions until committed(V); a failure
- * makes the receiver unusable until a later refit completes.
+ * makes the receiver unusable until a later refit completes. A version may
+ * come with a label (the sender's wst_sender_push_with); hooks read it
+ * with wst_receiver_get_state (refit_label, committed_label).
  *
  * Where it runs. The default is the sidecar: wstream-agent (receiver/agent/,
  * one per inference GPU or pod; on Kubernetes a native sidecar, deploy/)
@@ -90,6 +92,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_LIMITS = 1u << 12,
     WST_RECEIVER_PARAM_LANES = 1u << 13,
     WST_RECEIVER_PARAM_LANE_DEVICES = 1u << 14,
+    WST_RECEIVER_PARAM_INITIAL_LABEL = 1u << 15,
 };
 
 /* Data lanes a receiver may have (wst_receiver_params.lanes). */
@@ -139,9 +142,10 @@ struct wst_receiver_params {
      * default: version 0, usable): as if it had committed
      * initial_committed_version and then, with a non-empty
      * initial_unusable_reason, failed a refit for that reason. A BEGIN of a
-     * version not above it is refused ("version V is not above C"); an
-     * unusable receiver says why to senders and in wst_receiver_get_state,
-     * and never tells its engine to resume, until a later refit commits.
+     * version not above it is refused ("version V is not above C",
+     * WST_ERR_STALE_VERSION); an unusable receiver says why to senders and
+     * in wst_receiver_get_state, and never tells its engine to resume,
+     * until a later refit commits.
      * For a daemon that persists what it committed (wstream-agent's
      * --state-file), so that a restart neither reopens rollback nor serves
      * memory a crash left half-written. The reason is copied during create
@@ -181,6 +185,13 @@ struct wst_receiver_params {
      * address's interface). UCX_NET_DEVICES in the environment wins. At
      * most 16 entries of 63 characters (letters, digits, "_.:-"). */
     const char *lane_devices;
+    /* The label initial_committed_version came with
+     * (WST_RECEIVER_PARAM_INITIAL_LABEL, only with _INITIAL_STATE; copied
+     * during create): what the state's committed_label and the senders
+     * that connect hear until the next commit. NULL or "": none; a label
+     * that breaks the rule (WST_LABEL_MAX) fails create with
+     * WST_ERR_INVALID. */
+    const char *initial_committed_label;
 };
 
 /* One block of live memory. */
@@ -300,6 +311,14 @@ struct wst_receiver_state {
     /* The network device each lane was given (lane_devices); "": UCX's
      * choice. */
     char lane_device[WST_RECEIVER_LANES_MAX][64];
+    /* The labels senders pushed with the refit under way (refit_label,
+     * "" when none is) and with the committed version (committed_label):
+     * free-form ("step-1200", a run or git id), at most WST_LABEL_MAX - 1
+     * bytes of printable ASCII without spaces; "": none. The engine's
+     * hooks read them here: in begin(V), refit_label is V's (when
+     * refit_version is V); in committed(V), committed_label is V's. */
+    char refit_label[WST_LABEL_MAX];
+    char committed_label[WST_LABEL_MAX];
 };
 
 /* On success *receiver_p is owned by the caller. */

@@ -9,6 +9,7 @@
  *     wst_sender_register(s, &shard);        // once per slice, at start-up
  *     for each optimizer step v:
  *         wst_sender_push(s, v);             // starts the refit
+ *                                            // (or push_with: a label)
  *         wst_sender_wait(s, 60.0);          // every receiver committed v
  *     wst_sender_destroy(s);
  *
@@ -193,6 +194,34 @@ wst_status_t wst_sender_push(wst_sender_t *sender, uint64_t version);
 wst_status_t wst_sender_push_after(wst_sender_t *sender, uint64_t version,
                                    void *cuda_event);
 
+enum wst_push_field {
+    WST_PUSH_CUDA_EVENT = 1u << 0,
+    WST_PUSH_LABEL = 1u << 1,
+};
+
+/* What a push may say besides its version (wst_sender_push_with). */
+struct wst_push_params {
+    uint64_t field_mask; /* WST_PUSH_* bits of the fields set */
+    /* As wst_sender_push_after's (WST_PUSH_CUDA_EVENT); NULL: none. */
+    void *cuda_event;
+    /* The version's label (WST_PUSH_LABEL; copied): free-form, e.g.
+     * "step-1200" or a run or git id, at most WST_LABEL_MAX - 1 bytes of
+     * printable ASCII without spaces (status.h). It travels with the
+     * refit; each receiver keeps it with the version once committed
+     * (wst_receiver_state.committed_label, wstream-agent's status and
+     * state files, metrics and engine socket) and tells it to senders
+     * that connect (wst_sender_committed_label). NULL or "": none. Every
+     * sender rank of a push must name the same label (a receiver refuses
+     * the refit otherwise). A label that breaks the rule: WST_ERR_INVALID,
+     * wst_sender_last_error says which byte, nothing is pushed. */
+    const char *label;
+};
+
+/* wst_sender_push with the fields of 'params' that its field_mask names
+ * (NULL: none): wst_sender_push_after's event, a label. */
+wst_status_t wst_sender_push_with(wst_sender_t *sender, uint64_t version,
+                                  const struct wst_push_params *params);
+
 /* Connects to every receiver and exchanges manifests and plans, as the
  * first push does, without pushing; then wst_sender_committed_version says
  * what each receiver holds, so that a restarted trainer can number its
@@ -204,9 +233,19 @@ wst_status_t wst_sender_connect(wst_sender_t *sender);
  * none or was not heard yet. */
 uint64_t wst_sender_committed_version(wst_sender_t *sender, size_t i);
 
+/* The label of that version (wst_push_params.label), as receiver i last
+ * said, copied into label[0..len) (NUL-terminated; WST_LABEL_MAX bytes
+ * always hold it, a shorter buffer gets it cut); "" when it has none or
+ * was not heard yet. WST_ERR_INVALID for i out of range, a NULL label or
+ * len 0. */
+wst_status_t wst_sender_committed_label(wst_sender_t *sender, size_t i,
+                                        char *label, size_t len);
+
 /* Waits until every receiver has committed the pushed version (WST_OK), a
  * receiver or connection reports an error (that error), or timeout_s passes
- * (WST_ERR_TIMED_OUT). */
+ * (WST_ERR_TIMED_OUT). A receiver that holds a version at least as high
+ * refuses the push with WST_ERR_STALE_VERSION, wst_sender_last_error
+ * naming both ("version 3 is not above 5"). */
 wst_status_t wst_sender_wait(wst_sender_t *sender, double timeout_s);
 
 /* The last error's message ("receiver 127.0.0.1:7070: ..."), owned by the

@@ -44,7 +44,8 @@ extern "C" {
     X(WST_ERR_BUSY, -24, "busy")                                               \
     X(WST_ERR_TOO_LARGE, -25, "message or value too large")                    \
     X(WST_ERR_NOT_FOUND, -26, "not found")                                     \
-    X(WST_ERR_STATE, -27, "operation not valid in this state")
+    X(WST_ERR_STATE, -27, "operation not valid in this state")                 \
+    X(WST_ERR_STALE_VERSION, -28, "version not above the committed one")
 
 typedef enum {
 #define WST_STATUS_ENUM_(name, value, msg) name = value,
@@ -62,6 +63,12 @@ const char *wst_status_name(wst_status_t status);
 /* Nonzero when 'value' is one of the listed statuses (used to validate
  * statuses that arrive from a peer). */
 int wst_status_is_known(int value);
+
+/* A version's label ("step-1200", a run or git id): at most
+ * WST_LABEL_MAX - 1 bytes of printable ASCII without spaces (0x21..0x7e);
+ * "" is no label. Senders push it with a version, receivers keep it with
+ * their committed version. */
+#define WST_LABEL_MAX 64 /* bytes, the NUL included */
 
 /* Element types. Values travel on the wire: append only. */
 #define WST_DTYPE_LIST(X)                                                      \

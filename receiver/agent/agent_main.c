@@ -163,22 +163,27 @@ static const char *lane_devices(struct agent *a, char *buf, size_t len)
 
 /* Daemon-mode engine hooks: with --engine-socket each event goes to the
  * engine process over the socket (engine_socket.h); without it the agent
- * only logs, and begin is acknowledged at once. */
+ * only logs, and begin is acknowledged at once. The versions' labels come
+ * from the receiver's state (receiver.h says when it holds which). */
 static wst_status_t hook_begin(void *arg, uint64_t version, char *reason,
                                size_t reason_len)
 {
     struct agent *a = arg;
     struct wst_agent_state prev;
+    struct wst_receiver_state rs;
     wst_status_t st;
 
-    WST_INFO(&a->log, "engine: begin version %llu",
-             (unsigned long long)version);
+    wst_receiver_get_state(a->receiver, &rs);
+    const char *label = rs.refit_version == version ? rs.refit_label : "";
+    WST_INFO(&a->log, "engine: begin version %llu%s%s",
+             (unsigned long long)version, label[0] != '\0' ? " label " : "",
+             label);
     /* Persisted as open before the engine pauses: after a crash from here
      * on the live memory may hold a mix of versions. */
     st = wst_agent_state_begin(a, version, &prev, reason, reason_len);
     if (st != WST_OK || a->engine == NULL)
         return st;
-    st = wst_engine_socket_begin(a->engine, version, reason, reason_len);
+    st = wst_engine_socket_begin(a->engine, version, label, reason, reason_len);
     if (st != WST_OK)
         wst_agent_state_restore(a, &prev);
     return st;
@@ -201,15 +206,22 @@ static wst_status_t hook_layer_finalized(void *arg, uint32_t layer,
 static void hook_committed(void *arg, uint64_t version)
 {
     struct agent *a = arg;
+    struct wst_receiver_state rs;
 
-    WST_INFO(&a->log, "engine: serving version %llu",
-             (unsigned long long)version);
+    wst_receiver_get_state(a->receiver, &rs);
+    /* A commit, or a resume of the version held before: either way the
+     * committed one, whose label the state has. */
+    const char *label =
+        rs.committed_version == version ? rs.committed_label : "";
+    WST_INFO(&a->log, "engine: serving version %llu%s%s",
+             (unsigned long long)version, label[0] != '\0' ? " label " : "",
+             label);
     wst_metrics_refit_committed(a->metrics);
-    wst_agent_state_committed(a, version);
+    wst_agent_state_committed(a, version, label);
     /* Whoever reads the status file after the engine heard it sees it. */
     wst_status_file_write(a);
     if (a->engine != NULL)
-        wst_engine_socket_committed(a->engine, version);
+        wst_engine_socket_committed(a->engine, version, label);
 }
 
 static void hook_unusable(void *arg, wst_status_t status, const char *reason)

@@ -33,8 +33,10 @@ static void log_loaded(struct agent *a)
     const struct wst_agent_state *s = &a->persisted;
 
     if (s->usable)
-        WST_INFO(&a->log, "state file %s: committed version %llu, usable",
-                 a->state_path, (unsigned long long)s->committed_version);
+        WST_INFO(&a->log, "state file %s: committed version %llu%s%s, usable",
+                 a->state_path, (unsigned long long)s->committed_version,
+                 s->committed_label[0] != '\0' ? " label " : "",
+                 s->committed_label);
     else
         WST_WARN(&a->log,
                  "state file %s: committed version %llu, unusable until a "
@@ -82,8 +84,10 @@ wst_status_t wst_agent_state_open(struct agent *a)
 
 void wst_agent_state_seed(const struct agent *a, struct wst_receiver_params *rp)
 {
-    rp->field_mask |= WST_RECEIVER_PARAM_INITIAL_STATE;
+    rp->field_mask |=
+        WST_RECEIVER_PARAM_INITIAL_STATE | WST_RECEIVER_PARAM_INITIAL_LABEL;
     rp->initial_committed_version = a->persisted.committed_version;
+    rp->initial_committed_label = a->persisted.committed_label;
     rp->initial_unusable_reason =
         a->persisted.usable ? NULL : a->persisted.reason;
 }
@@ -100,6 +104,8 @@ wst_status_t wst_agent_state_begin(struct agent *a, uint64_t version,
     char err[768];
 
     *prev = a->persisted;
+    memcpy(next.committed_label, a->persisted.committed_label,
+           sizeof(next.committed_label));
     snprintf(next.reason, sizeof(next.reason),
              "refit of version %llu was open when the agent stopped",
              (unsigned long long)version);
@@ -117,11 +123,13 @@ void wst_agent_state_restore(struct agent *a,
     save(a, prev, err, sizeof(err));
 }
 
-void wst_agent_state_committed(struct agent *a, uint64_t version)
+void wst_agent_state_committed(struct agent *a, uint64_t version,
+                               const char *label)
 {
     struct wst_agent_state next = {.committed_version = version, .usable = 1};
     char err[768];
 
+    snprintf(next.committed_label, sizeof(next.committed_label), "%s", label);
     save(a, &next, err, sizeof(err));
 }
 
@@ -134,6 +142,8 @@ void wst_agent_state_unusable(struct agent *a, wst_status_t status,
     };
     char err[768];
 
+    memcpy(next.committed_label, a->persisted.committed_label,
+           sizeof(next.committed_label));
     snprintf(next.reason, sizeof(next.reason), "%s",
              reason != NULL && reason[0] != '\0' ? reason
                                                  : wst_status_string(status));

@@ -23,8 +23,8 @@
  * (WST_ERR_CONFIG, WST_ERR_IO) stops start-up. Before the receiver. */
 wst_status_t wst_agent_state_open(struct agent *a);
 
-/* Sets rp's WST_RECEIVER_PARAM_INITIAL_STATE fields from a->persisted; they
- * borrow a->persisted.reason. */
+/* Sets rp's WST_RECEIVER_PARAM_INITIAL_STATE and _LABEL fields from
+ * a->persisted; they borrow a->persisted's reason and label. */
 void wst_agent_state_seed(const struct agent *a,
                           struct wst_receiver_params *rp);
 
@@ -40,8 +40,10 @@ wst_status_t wst_agent_state_begin(struct agent *a, uint64_t version,
 void wst_agent_state_restore(struct agent *a,
                              const struct wst_agent_state *prev);
 
-/* Serving 'version' (a commit, or a resume after a refusal). */
-void wst_agent_state_committed(struct agent *a, uint64_t version);
+/* Serving 'version' labeled 'label' ("": none; a commit, or a resume after
+ * a refusal). */
+void wst_agent_state_committed(struct agent *a, uint64_t version,
+                               const char *label);
 
 /* Unusable for 'reason' (NULL or "": the status's name). */
 void wst_agent_state_unusable(struct agent *a, wst_status_t status,

@@ -332,11 +332,18 @@ out_unlock:
     return status;
 }
 
-wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
-                                     uint64_t version, char *reason,
-                                     size_t reason_len)
+/* " <label>" after a version, or "" without one. */
+static void label_field(char *out, size_t len, const char *label)
 {
-    char line[64], what[48];
+    snprintf(out, len, "%s%s", label != NULL && label[0] != '\0' ? " " : "",
+             label != NULL ? label : "");
+}
+
+wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
+                                     uint64_t version, const char *label,
+                                     char *reason, size_t reason_len)
+{
+    char line[128], what[112], field[WST_LABEL_MAX + 1];
     struct engine_request rq = {.what = what,
                                 .ok = "READY",
                                 .fail = "REFUSE",
@@ -345,7 +352,9 @@ wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
                                 .reason = reason,
                                 .reason_len = reason_len};
 
-    snprintf(what, sizeof(what), "BEGIN %llu", (unsigned long long)version);
+    label_field(field, sizeof(field), label);
+    snprintf(what, sizeof(what), "BEGIN %llu%s", (unsigned long long)version,
+             field);
     snprintf(line, sizeof(line), "%s\n", what);
     wst_status_t st = request(sock, &rq, line);
     if (st == WST_OK) {
@@ -393,12 +402,13 @@ static void notify(struct wst_engine_socket *s, const char *line)
 }
 
 void wst_engine_socket_committed(struct wst_engine_socket *sock,
-                                 uint64_t version)
+                                 uint64_t version, const char *label)
 {
-    char line[64];
+    char line[128], field[WST_LABEL_MAX + 1];
 
-    snprintf(line, sizeof(line), "COMMITTED %llu\n",
-             (unsigned long long)version);
+    label_field(field, sizeof(field), label);
+    snprintf(line, sizeof(line), "COMMITTED %llu%s\n",
+             (unsigned long long)version, field);
     wst_engine_socket_standing(sock, WST_OK, NULL);
     notify(sock, line);
 }

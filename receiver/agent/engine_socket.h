@@ -7,10 +7,13 @@
  * protocol"):
  *
  *     agent -> engine            engine -> agent
- *     BEGIN <v>                  READY <v> | REFUSE <v> <reason...>
+ *     BEGIN <v> [<label>]        READY <v> | REFUSE <v> <reason...>
  *     LAYER <l> <v>              FINALIZED <l> <v> | FAILED <l> <v> <reason...>
- *     COMMITTED <v>              (no reply)
+ *     COMMITTED <v> [<label>]    (no reply)
  *     UNUSABLE <status> <reason...>  (no reply)
+ *
+ * <label> is the version's label (common/label.h: printable ASCII without
+ * spaces, so one field), there only when the version has one.
  *
  * An accept thread takes the connection (a second one gets "ERROR busy" and
  * is closed, unless the first hung up while not paused for a refit: then
@@ -46,13 +49,14 @@ wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
  * the socket file and frees everything. Safe on NULL. */
 void wst_engine_socket_destroy(struct wst_engine_socket *sock);
 
-/* BEGIN: WST_OK on READY; WST_ERR_UNREACHABLE with no engine connected (or
+/* BEGIN, with 'label' ("": none; the receiver's, already checked):
+ * WST_OK on READY; WST_ERR_UNREACHABLE with no engine connected (or
  * when it hangs up); WST_ERR_STATE on REFUSE; WST_ERR_TIMED_OUT;
  * WST_ERR_PROTOCOL on a malformed or mismatched reply. On an error, why
  * (the engine's own reason for REFUSE) goes to reason[0..reason_len). */
 wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
-                                     uint64_t version, char *reason,
-                                     size_t reason_len);
+                                     uint64_t version, const char *label,
+                                     char *reason, size_t reason_len);
 
 /* LAYER: WST_OK on FINALIZED; WST_ERR_UNUSABLE on FAILED; otherwise as
  * wst_engine_socket_begin. */
@@ -68,10 +72,11 @@ wst_status_t wst_engine_socket_layer(struct wst_engine_socket *sock,
 void wst_engine_socket_standing(struct wst_engine_socket *sock,
                                 wst_status_t status, const char *reason);
 
-/* COMMITTED and UNUSABLE: no reply; a missing engine is logged. 'reason' is
- * borrowed during the call; control characters are sent as spaces. */
+/* COMMITTED (with the version's label, "": none) and UNUSABLE: no reply;
+ * a missing engine is logged. 'reason' is borrowed during the call;
+ * control characters are sent as spaces. */
 void wst_engine_socket_committed(struct wst_engine_socket *sock,
-                                 uint64_t version);
+                                 uint64_t version, const char *label);
 void wst_engine_socket_unusable(struct wst_engine_socket *sock,
                                 wst_status_t status, const char *reason);
 

@@ -111,15 +111,37 @@ static void print_metric(struct text *t, const char *name, const char *type,
              type, name, value);
 }
 
+/* A label value in Prometheus' text format: backslash, double quote and
+ * newline escaped (a version's label may hold the first two). */
+static void escape_label(const char *in, char *out, size_t len)
+{
+    size_t j = 0;
+
+    for (; *in != '\0' && j + 3 < len; in++) {
+        if (*in == '\\' || *in == '"' || *in == '\n')
+            out[j++] = '\\';
+        out[j++] = *in == '\n' ? 'n' : *in;
+    }
+    out[j] = '\0';
+}
+
 static void scrape(struct wst_metrics *m, struct text *t)
 {
     struct wst_receiver_state st;
+    char label[2 * WST_LABEL_MAX];
 
     wst_receiver_get_state(m->receiver, &st);
     pthread_mutex_lock(&m->lock);
     print_metric(t, "wstream_committed_version", "gauge",
                  "Version the engine serves (0: none yet).",
                  (double)st.committed_version);
+    escape_label(st.committed_label, label, sizeof(label));
+    text_add(t,
+             "# HELP wstream_committed_version_info The label the served "
+             "version came with (\"\": none).\n"
+             "# TYPE wstream_committed_version_info gauge\n"
+             "wstream_committed_version_info{label=\"%s\"} 1\n",
+             label);
     print_metric(t, "wstream_usable", "gauge",
                  "1 while the receiver may serve; 0 after a failed refit.",
                  st.usable ? 1 : 0);

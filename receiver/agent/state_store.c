@@ -13,11 +13,14 @@
 
 #include "atomic_file.h"
 #include "errbuf.h"
+#include "label.h"
 
 #define STATE_FILE_MAX (64u << 10)
 
+/* Every file has these; committed_label came later and may be missing. */
 static const char *const state_keys[] = {"committed_version", "usable",
                                          "reason", "open_version", NULL};
+#define OPTIONAL_KEY "committed_label"
 
 /* The whole file into buf[0..*len_p), NUL-terminated; *missing_p when it
  * does not exist. */
@@ -82,6 +85,30 @@ static wst_status_t bad(char *err, size_t errlen, const char *path,
     return WST_ERR_CONFIG;
 }
 
+/* committed_label, when there: a string that passes common/label.h. */
+static wst_status_t parse_label(const char *path, struct json_object *root,
+                                struct wst_agent_state *s, char *err,
+                                size_t errlen)
+{
+    struct json_object *v;
+    char why[256], what[320];
+
+    s->committed_label[0] = '\0';
+    if (!json_object_object_get_ex(root, OPTIONAL_KEY, &v))
+        return WST_OK;
+    if (!json_object_is_type(v, json_type_string))
+        return bad(err, errlen, path, "\"" OPTIONAL_KEY "\" is not a string");
+    if (wst_label_check(json_object_get_string(v),
+                        (size_t)json_object_get_string_len(v), why,
+                        sizeof(why)) != WST_OK) {
+        snprintf(what, sizeof(what), "\"" OPTIONAL_KEY "\": %s", why);
+        return bad(err, errlen, path, what);
+    }
+    memcpy(s->committed_label, json_object_get_string(v),
+           (size_t)json_object_get_string_len(v) + 1);
+    return WST_OK;
+}
+
 /* The object's fields into *s, every key known and present. */
 static wst_status_t parse_object(const char *path, struct json_object *root,
                                  struct wst_agent_state *s, char *err,
@@ -98,7 +125,7 @@ static wst_status_t parse_object(const char *path, struct json_object *root,
         (void)val;
         while (state_keys[k] != NULL && strcmp(state_keys[k], key) != 0)
             k++;
-        if (state_keys[k] == NULL) {
+        if (state_keys[k] == NULL && strcmp(key, OPTIONAL_KEY) != 0) {
             snprintf(what, sizeof(what), "unknown key \"%.64s\"", key);
             return bad(err, errlen, path, what);
         }
@@ -131,7 +158,7 @@ static wst_status_t parse_object(const char *path, struct json_object *root,
                    "usable, yet with a reason or an open version");
     if (!s->usable && s->reason[0] == '\0')
         return bad(err, errlen, path, "unusable without a reason");
-    return WST_OK;
+    return parse_label(path, root, s, err, errlen);
 }
 
 wst_status_t wst_state_store_load(const char *path,
@@ -198,6 +225,8 @@ wst_status_t wst_state_store_save(const char *path,
     json_object_object_add(o, "reason", json_object_new_string(state->reason));
     json_object_object_add(o, "open_version",
                            json_object_new_uint64(state->open_version));
+    json_object_object_add(o, OPTIONAL_KEY,
+                           json_object_new_string(state->committed_label));
     text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED);
     if (text == NULL)
         wst_errf(err, errlen, "state file %s: out of memory", path);

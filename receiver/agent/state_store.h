@@ -1,10 +1,12 @@
 /* state_store.h - what wstream-agent keeps across a restart: its committed
- * version and whether it is usable, in a small JSON file (--state-file).
+ * version (and its label) and whether it is usable, in a small JSON file
+ * (--state-file).
  *
  *     {"committed_version": 5, "usable": false,
  *      "reason": "refit of version 6 was open when the agent stopped",
- *      "open_version": 6}
+ *      "open_version": 6, "committed_label": "step-5"}
  *
+ * committed_label may be missing (files written before labels): "".
  * The agent writes it from its engine hooks (agent_main.c): before it asks
  * the engine to pause for version V (unusable, open_version V: a crash from
  * then on leaves the live memory a mix of versions), after a commit (usable)
@@ -26,15 +28,17 @@
 struct wst_agent_state {
     uint64_t committed_version; /* 0: none */
     int usable;
-    char reason[WST_STATE_REASON_MAX]; /* "" exactly when usable */
-    uint64_t open_version;             /* a refit begun, not ended; 0: none */
+    char reason[WST_STATE_REASON_MAX];   /* "" exactly when usable */
+    uint64_t open_version;               /* a refit begun, not ended; 0: none */
+    char committed_label[WST_LABEL_MAX]; /* the committed version's; "" */
 };
 
 /* Reads PATH into *state. A missing file is a fresh agent: WST_OK, *found_p
  * 0 and *state usable at version 0. Otherwise *found_p 1 and WST_OK, or
  * WST_ERR_CONFIG for a file that is not exactly the object above (a wrong
  * type, a missing or unknown key, a negative number, usable with a reason
- * or an open version, unusable without a reason, more than 64 KiB) and
+ * or an open version, unusable without a reason, a committed_label that
+ * is not a label (common/label.h), more than 64 KiB) and
  * WST_ERR_IO when it cannot be read; err then names the file and what is
  * wrong. Borrows path for the call. */
 wst_status_t wst_state_store_load(const char *path,

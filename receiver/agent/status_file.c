@@ -32,6 +32,8 @@ void wst_status_file_write(struct agent *a)
     layers = json_object_new_array();
     json_object_object_add(o, "committed_version",
                            json_object_new_uint64(st.committed_version));
+    json_object_object_add(o, "committed_label",
+                           json_object_new_string(st.committed_label));
     json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
     json_object_object_add(o, "refits_ok",
                            json_object_new_uint64(st.refits_ok));
@@ -61,9 +63,9 @@ void wst_status_file_write(struct agent *a)
                            json_object_new_uint64(st.forged_data));
     json_object_object_add(o, "data_resets",
                            json_object_new_uint64(st.data_resets));
-    /* The refit under way, if any: its version and phase ("ready":
-     * paused, nothing written; "prepared": whole, waiting for its engine
-     * group), or null. */
+    /* The refit under way, if any: its version, phase ("ready": paused,
+     * nothing written; "prepared": whole, waiting for its engine group)
+     * and label, or null. */
     struct json_object *refit = NULL;
     if (st.refit_in_progress) {
         refit = json_object_new_object();
@@ -71,6 +73,8 @@ void wst_status_file_write(struct agent *a)
                                json_object_new_uint64(st.refit_version));
         json_object_object_add(refit, "phase",
                                json_object_new_string(st.refit_phase));
+        json_object_object_add(refit, "label",
+                               json_object_new_string(st.refit_label));
     }
     json_object_object_add(o, "refit", refit);
     for (uint32_t i = 0; times != NULL && i < n; i++) {

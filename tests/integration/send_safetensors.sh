@@ -137,6 +137,19 @@ case_single() {
         "^wstream-send: version 1 committed by 1 receiver: 14 tensors, 4.24 MB in [0-9.]+ s; 4.24 MB moved, [0-9.]+ GB/s$"
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
+    # A label that breaks the rule is bad usage: refused before anything
+    # connects, naming the byte.
+    run_send 2 "$work/out" "$work/ck/model.safetensors" \
+        --receivers "127.0.0.1:$port" --version 2 --label "step 2"
+    expect "$work/out" '^wstream-send: --label: label "step\?2": byte 4 is 0x20'
+    # A labeled version: the line names it, the agent keeps it.
+    run_send 0 "$work/out" "$work/ck/model.safetensors" \
+        --receivers "127.0.0.1:$port" --version 2 --label ckpt-2@9f3c \
+        --progress none
+    expect "$work/out" "^wstream-send: version 2 \(ckpt-2@9f3c\) committed by 1 receiver"
+    committed a 2
+    grep -q '"committed_label": "ckpt-2@9f3c"' "$work/status-a.json" ||
+        fail "the agent's status does not name the label: $(cat "$work/status-a.json")"
 }
 
 case_sharded() {
@@ -184,7 +197,7 @@ case_reload() {
     fi
     # The same version again: the agent refuses it and keeps version 2.
     helper write "$work/ck3" --case single --seed 33
-    run_send 27 "$work/out" "$work/ck3" --receivers "127.0.0.1:$port" \
+    run_send 28 "$work/out" "$work/ck3" --receivers "127.0.0.1:$port" \
         --version 2 --progress none
     expect "$work/out" "version 2 not committed: .*version 2 is not above 2"
     verify "$work/ck" "$work/layout-a.json"

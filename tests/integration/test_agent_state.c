@@ -7,7 +7,10 @@
  *  - SIGKILL while the engine holds a layer of version 2, restart:
  *    unusable, naming version 2;
  *  - a malformed state file: the agent refuses to start, naming it;
- *  - a state file it cannot write: the refit is refused, nothing written.
+ *  - a state file it cannot write: the refit is refused, nothing written;
+ *  - a labeled version: its label in the status and state files, the
+ *    metrics, the engine's lines and what a sender reads, across a
+ *    restart; a label breaking the rule is refused at the sender's API.
  *
  * The engine is a scripted one (a child of this process, forked before any
  * UCX use here) that reconnects whenever the agent goes away.
@@ -338,7 +341,7 @@ static void test_restart_keeps_committed_version(void **state)
     assert_true(it_agent_log_has(&c->a, "committed version 5, usable"));
 
     assert_int_equal(held_version(c), 5);
-    assert_int_equal(push(c, 3, err, sizeof(err)), WST_ERR_STATE);
+    assert_int_equal(push(c, 3, err, sizeof(err)), WST_ERR_STALE_VERSION);
     if (strstr(err, "version 3 is not above 5") == NULL)
         fail_msg("the refusal '%s' does not name 3 and 5", err);
     expect_file(c->a.status_path, 5, 1);
@@ -468,6 +471,102 @@ static void expect_refused_start(struct st_case *c, const char *path,
     assert_true(it_file_has(path, text));
 }
 
+/* GET /metrics: the body into body[len]. */
+static void get_metrics(const struct st_case *c, char *body, size_t len)
+{
+    assert_int_equal(it_http_get(metrics_port(c), "/metrics", body, len), 200);
+}
+
+/* The label the agent's sender-facing side holds, as a sender that
+ * connects reads it (wst_sender_connect, wst_sender_committed_label). */
+static void held_label(struct st_case *c, char *label, size_t len)
+{
+    struct it_sender s;
+
+    assert_int_equal(it_sender_load(&s, &c->a), 0);
+    assert_int_equal(it_sender_setup(&s, &c->a, SIZE_MAX, 1), WST_OK);
+    if (wst_sender_connect(s.sender) != WST_OK)
+        fail_msg("connect: %s", wst_sender_last_error(s.sender));
+    assert_int_equal(wst_sender_committed_label(s.sender, 0, label, len),
+                     WST_OK);
+    assert_int_equal(wst_sender_committed_label(s.sender, 1, label, len),
+                     WST_ERR_INVALID);
+    it_sender_destroy(&s);
+}
+
+/* A label with both characters Prometheus escapes inside a label value. */
+#define LABEL "run-4/step-5:\"q\"\\x"
+#define LABEL_PROM "run-4/step-5:\\\"q\\\"\\\\x"
+
+/* Version 5 pushed labeled: the label is in the status file, the state
+ * file, the metrics, the engine's BEGIN and COMMITTED lines and what a
+ * sender that connects reads; a restarted agent still says it everywhere;
+ * version 6, unlabeled, holds none. A label breaking the rule is refused
+ * at the API before anything is sent. */
+static void test_label_everywhere(void **state)
+{
+    struct st_case *c = *state;
+    struct script sc = {0};
+    struct it_sender s;
+    char body[16384], label[WST_LABEL_MAX];
+
+    setenv("WST_METRICS_LISTEN", "127.0.0.1:0", 1);
+    setenv("WST_METRICS_PORT_FILE", c->metrics_port, 1);
+    start(c, &sc);
+    assert_int_equal(it_sender_load(&s, &c->a), 0);
+    assert_int_equal(it_sender_setup(&s, &c->a, SIZE_MAX, 5), WST_OK);
+    struct wst_push_params p = {.field_mask = WST_PUSH_LABEL,
+                                .label = "two words"};
+    assert_int_equal(wst_sender_push_with(s.sender, 5, &p), WST_ERR_INVALID);
+    if (strstr(wst_sender_last_error(s.sender), "byte 3 is 0x20") == NULL)
+        fail_msg("the refusal '%s' does not name the space",
+                 wst_sender_last_error(s.sender));
+    assert_false(it_agent_log_has(&c->a, "connected, world"));
+    p.label = LABEL;
+    if (wst_sender_push_with(s.sender, 5, &p) != WST_OK ||
+        wst_sender_wait(s.sender, 30.0) != WST_OK)
+        fail_msg("labeled push: %s", wst_sender_last_error(s.sender));
+    assert_int_equal(
+        wst_sender_committed_label(s.sender, 0, label, sizeof(label)), WST_OK);
+    assert_string_equal(label, LABEL);
+    it_sender_destroy(&s);
+    assert_int_equal(it_agent_wait_status(&c->a, 5, 5.0), 0);
+
+    for (int round = 0; round < 2; round++) {
+        struct json_object *o = read_json(c->a.status_path);
+        assert_string_equal(get_str(o, "committed_label"), LABEL);
+        json_object_put(o);
+        o = read_json(c->state_path);
+        assert_string_equal(get_str(o, "committed_label"), LABEL);
+        json_object_put(o);
+        get_metrics(c, body, sizeof(body));
+        if (strstr(body, "\nwstream_committed_version_info{label=\"" LABEL_PROM
+                         "\"} 1\n") == NULL)
+            fail_msg("no labeled info metric in:\n%s", body);
+        held_label(c, label, sizeof(label));
+        assert_string_equal(label, LABEL);
+        if (round == 0) {
+            wait_for(c->engine_log, "BEGIN 5 " LABEL "\n", 5.0);
+            wait_for(c->engine_log, "COMMITTED 5 " LABEL "\n", 5.0);
+            restart(c, SIGTERM);
+            expect_file(c->a.status_path, 5, 1);
+        }
+    }
+    assert_true(it_agent_log_has(&c->a, "committed version 5 label " LABEL));
+
+    push_ok(c, 6);
+    wait_for(c->engine_log, "COMMITTED 6\n", 5.0);
+    struct json_object *o = read_json(c->a.status_path);
+    assert_string_equal(get_str(o, "committed_label"), "");
+    json_object_put(o);
+    o = read_json(c->state_path);
+    assert_string_equal(get_str(o, "committed_label"), "");
+    json_object_put(o);
+    get_metrics(c, body, sizeof(body));
+    assert_non_null(
+        strstr(body, "\nwstream_committed_version_info{label=\"\"} 1\n"));
+}
+
 static void test_malformed_state_file(void **state)
 {
     struct st_case *c = *state;
@@ -489,6 +588,11 @@ static void test_malformed_state_file(void **state)
                          "{\"committed_version\": 5, \"usable\": true, "
                          "\"reason\": \"\"}",
                          "no \"open_version\"");
+    expect_refused_start(c, c->state_path,
+                         "{\"committed_version\": 5, \"usable\": true, "
+                         "\"reason\": \"\", \"open_version\": 0, "
+                         "\"committed_label\": \"step 5\"}",
+                         "\"committed_label\": label \"step?5\": byte 4");
     /* --state-file (here as its variable) names another file. */
     snprintf(explicit_path, sizeof(explicit_path), "%s/explicit.state", c->dir);
     setenv("WST_STATE_FILE", explicit_path, 1);
@@ -537,6 +641,7 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_state_refuses_refit,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_label_everywhere, setup, teardown),
     };
 
     if (argc != 2) {

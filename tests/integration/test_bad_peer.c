@@ -2,8 +2,10 @@
  * well-behaved senders: garbage control bytes, a hello of an unknown
  * protocol version (answered with WST_ERR_VERSION), have manifests that lie
  * (a box outside its tensor, a shape whose size overflows: answered with
- * WST_ERR_PROTOCOL), and a peer that connects and says nothing (dropped
- * after the agent's peer timeout, while a correct sender refits).
+ * WST_ERR_PROTOCOL), a BEGIN whose label breaks the rule (too long, a
+ * space, a control byte, a NUL: WST_ERR_PROTOCOL naming the byte), and a
+ * peer that connects and says nothing (dropped after the agent's peer
+ * timeout, while a correct sender refits).
  *
  * The bad peers are raw UCX clients built on common/worker.h; the good one
  * is the sender library.
@@ -403,6 +405,41 @@ static void send_lying_have(struct bad_peer_fixture *f, const uint64_t *shape,
     assert_int_equal(wst_worker_call(rc->worker, send_on_conn, &job), WST_OK);
 }
 
+/* A hello, then a BEGIN of version 1 with label[0..len), packed by hand
+ * (the codec refuses to encode such a label), on one new connection. */
+static void send_labeled_begin(struct bad_peer_fixture *f, const char *label,
+                               size_t len)
+{
+    struct wst_msg m = {.type = WST_MSG_HELLO};
+    uint8_t *hello = NULL;
+    size_t hello_len = 0;
+
+    m.u.hello.protocol_version = WST_PROTOCOL_VERSION;
+    m.u.hello.role = WST_ROLE_SENDER;
+    m.u.hello.world_size = 1;
+    assert_int_equal(wst_msg_encode(&m, &hello, &hello_len), WST_OK);
+
+    Wst__Begin begin = WST__BEGIN__INIT;
+    Wst__Control ctl = WST__CONTROL__INIT;
+    begin.version = 1;
+    begin.mover = WST_MOVER_AM;
+    begin.label = (ProtobufCBinaryData){.len = len, .data = (uint8_t *)label};
+    ctl.msg_case = WST__CONTROL__MSG_BEGIN;
+    ctl.begin = &begin;
+    size_t n = wst__control__get_packed_size(&ctl);
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    wst__control__pack(&ctl, buf);
+
+    struct raw_client *rc = &f->client;
+    pthread_mutex_lock(&rc->lock);
+    rc->n_errors = 0;
+    pthread_mutex_unlock(&rc->lock);
+    wst_conn_t *conn = raw_send(rc, f->agent.port, hello, hello_len);
+    struct send_job job = {.rc = rc, .conn = conn, .buf = buf, .len = n};
+    assert_int_equal(wst_worker_call(rc->worker, send_on_conn, &job), WST_OK);
+}
+
 static void expect_error(struct raw_client *rc, wst_status_t want,
                          const char *text)
 {
@@ -527,6 +564,39 @@ static void test_bad_peer_lying_have(void **state)
     struct bad_peer_fixture *f = *state;
 
     lying_peers(f);
+    good_refit(f, 1);
+}
+
+/* A hostile label in a BEGIN: refused where it arrives, naming the byte;
+ * the agent is untouched and a correct sender refits after. */
+static void test_bad_peer_hostile_labels(void **state)
+{
+    struct bad_peer_fixture *f = *state;
+    static const struct {
+        const char *label;
+        size_t len;
+        const char *why;
+    } cases[] = {
+        {"0123456789012345678901234567890123456789012345678901234567890123", 64,
+         "begin: label \"012"},
+        {"step 1", 6, "byte 4 is 0x20"},
+        {"step\x1b[2J", 8, "byte 4 is 0x1b"},
+        {"ok\0evil", 7, "byte 2 is 0x00"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        send_labeled_begin(f, cases[i].label, cases[i].len);
+        expect_error(&f->client, WST_ERR_PROTOCOL, cases[i].why);
+        /* Its rank goes with it: the next one may say hello as rank 0. */
+        assert_true(it_agent_wait_log_lines(
+            &f->agent, "bad message: begin: label", (int)i + 1, 5.0));
+    }
+    uint64_t committed = 99;
+    int usable = 0;
+    assert_int_equal(it_agent_status(&f->agent, &committed, &usable), 0);
+    assert_true(usable);
+    assert_int_equal(committed, 0);
+    assert_true(it_agent_shm_untouched(&f->agent));
     good_refit(f, 1);
 }
 
@@ -881,6 +951,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_bad_peer_future_version,
                                         setup_fixture, teardown_fixture),
         cmocka_unit_test_setup_teardown(test_bad_peer_silent_during_refit,
+                                        setup_fixture, teardown_fixture),
+        cmocka_unit_test_setup_teardown(test_bad_peer_hostile_labels,
                                         setup_fixture, teardown_fixture),
         cmocka_unit_test_setup_teardown(test_bad_peer_lying_have, setup_fixture,
                                         teardown_fixture),

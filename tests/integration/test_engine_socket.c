@@ -5,7 +5,9 @@
  * untouched and the agent stays usable; a second engine is told busy; and
  * the stand-in's own check catches a write before READY; and an unusable
  * agent whose next refit is refused never tells its engine to resume; a
- * stand-in whose agent hangs up mid-refit says unusable and exits 0.
+ * stand-in whose agent hangs up mid-refit says unusable and exits 0; a
+ * labeled version's BEGIN and COMMITTED lines carry its label, an
+ * unlabeled one's none.
  *
  * usage: test_engine_socket PATH_TO_WSTREAM_AGENT PATH_TO_STANDIN
  */
@@ -304,6 +306,47 @@ static void test_engine_socket_refit(void **state)
     assert_int_equal(WEXITSTATUS(c->standin_status), 0);
 }
 
+/* Version 1 labeled, version 2 not: the stand-in gets "BEGIN 1 <label>"
+ * and "COMMITTED 1 <label>", then the plain lines, and says so in its
+ * state file. */
+static void test_engine_socket_labeled_refit(void **state)
+{
+    struct eng_case *c = *state;
+    const char *label = "run-4/step-1@9f3c";
+    struct it_sender s;
+    char needle[160];
+
+    start_standin(c, "0", 0);
+    assert_int_equal(it_sender_load(&s, &c->a), 0);
+    assert_int_equal(it_sender_setup(&s, &c->a, SIZE_MAX, 1), WST_OK);
+    struct wst_push_params p = {.field_mask = WST_PUSH_LABEL, .label = label};
+    if (wst_sender_push_with(s.sender, 1, &p) != WST_OK ||
+        wst_sender_wait(s.sender, 30.0) != WST_OK)
+        fail_msg("labeled push: %s", wst_sender_last_error(s.sender));
+    snprintf(needle, sizeof(needle),
+             "\"label\": \"%s\", \"committed_label\": "
+             "\"%s\"",
+             label, label);
+    expect_state(c, needle);
+    snprintf(needle, sizeof(needle), "got BEGIN 1 %s\n", label);
+    assert_true(file_has(c->log_path, needle));
+    snprintf(needle, sizeof(needle), "got COMMITTED 1 %s\n", label);
+    assert_true(file_has(c->log_path, needle));
+
+    it_sender_fill(&s, 2);
+    if (wst_sender_push(s.sender, 2) != WST_OK ||
+        wst_sender_wait(s.sender, 30.0) != WST_OK)
+        fail_msg("push 2: %s", wst_sender_last_error(s.sender));
+    it_sender_destroy(&s);
+    expect_state(c, "\"committed_version\": 2, ");
+    expect_state(c, "\"label\": \"\", \"committed_label\": \"\"");
+    assert_true(file_has(c->log_path, "got BEGIN 2\n"));
+    assert_true(file_has(c->log_path, "got COMMITTED 2\n"));
+    stop_all(c);
+    assert_true(WIFEXITED(c->standin_status));
+    assert_int_equal(WEXITSTATUS(c->standin_status), 0);
+}
+
 static void test_engine_socket_no_engine(void **state)
 {
     struct eng_case *c = *state;
@@ -335,7 +378,8 @@ static void test_engine_socket_refused(void **state)
     assert_true(it_agent_log_has(&c->a, "refused by --refuse"));
     expect_state(c, "\"state\": \"serving\", \"committed_version\": 0, "
                     "\"begins\": 1, \"layers\": 0, \"refused\": 1, "
-                    "\"reason\": \"\"}");
+                    "\"reason\": \"\", \"label\": \"\", \"committed_label\": "
+                    "\"\"}");
     assert_agent_untouched(&c->a);
 }
 
@@ -699,6 +743,8 @@ static void test_engine_socket_unusable_never_resumes(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_engine_socket_labeled_refit,
+                                        setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(test_engine_socket_refit, setup_engine,
                                         teardown_engine),
         cmocka_unit_test_setup_teardown(test_engine_socket_no_engine,

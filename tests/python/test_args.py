@@ -125,6 +125,21 @@ class SenderArgsTest(unittest.TestCase):
             s.push(1, cuda_event="now")
         with self.assertRaisesRegex(ValueError, "record"):
             s.push(1, cuda_event=0)
+        # A label breaking the rule is refused before C (which checks it
+        # too: see LabelReachesCTest).
+        for label, exc, words in (
+                (7, TypeError, "label must be a str"),
+                (b"step-1", TypeError, "not bytes"),
+                ("step 1", ValueError, "character 4 (' ')"),
+                ("x" * 64, ValueError, "64 characters, at most 63"),
+                ("step\n1", ValueError, "character 4 ('\\n')"),
+                ("caf\u00e9", ValueError, "character 3"),
+                ("a\0", ValueError, "character 1")):
+            with self.subTest(label=label):
+                with self.assertRaises(exc) as cm:
+                    s.push(1, label=label)
+                self.assertIn(words, str(cm.exception))
+        self.assertEqual(s.version, 0)
         with self.assertRaisesRegex(ValueError, "timeout"):
             s.wait(timeout=-1)
         s.close()
@@ -142,6 +157,33 @@ class SenderArgsTest(unittest.TestCase):
             bn = torch.nn.BatchNorm1d(3)  # has a 0-dim num_batches_tracked
             s.register_all(bn.state_dict())
             self.assertEqual(sorted(s.tensors), sorted(bn.state_dict()))
+
+
+class LabelReachesCTest(unittest.TestCase):
+    """The C library checks a label itself (other callers than this
+    package): WST_ERR_INVALID naming the byte, and nothing is pushed."""
+
+    def test_bad_label_refused_by_c(self):
+        lib = _lib.load()
+        s = wstream.Sender([NOWHERE])
+        try:
+            for label, words in ((b"two words", b"byte 3 is 0x20"),
+                                 (b"y" * 64, b"64 bytes, at most 63"),
+                                 (b"tab\tx", b"byte 3 is 0x09")):
+                p = _lib.PushParams(field_mask=_lib.PUSH_LABEL, label=label)
+                with self.subTest(label=label):
+                    self.assertEqual(lib.wst_sender_push_with(
+                        s._handle, 1, ctypes.byref(p)), -2)
+                    self.assertIn(words, lib.wst_sender_last_error(s._handle))
+            self.assertEqual(s.version, 0)
+            buf = ctypes.create_string_buffer(_lib.LABEL_MAX)
+            self.assertEqual(lib.wst_sender_committed_label(
+                s._handle, 1, buf, len(buf)), -2)  # one receiver: 0 only
+            self.assertEqual(lib.wst_sender_committed_label(
+                s._handle, 0, buf, len(buf)), 0)
+            self.assertEqual(buf.value, b"")
+        finally:
+            s.close()
 
 
 class LibraryLookupTest(unittest.TestCase):
@@ -205,7 +247,8 @@ class TablesMatchCTest(unittest.TestCase):
         with open(os.path.join(INCLUDE, "sender.h")) as f:
             text = f.read()
         for struct, cls in (("wst_sender_params", _lib.SenderParams),
-                            ("wst_shard", _lib.Shard)):
+                            ("wst_shard", _lib.Shard),
+                            ("wst_push_params", _lib.PushParams)):
             body = re.search(r"struct %s \{(.*?)\n\};" % struct, text,
                              re.S).group(1)
             body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)

@@ -136,6 +136,7 @@ class HookLinesTest(unittest.TestCase):
         agent); returns (exception or None, replies the script got)."""
         agent = FakeAgent()
         hook = EngineHook(agent.path, connect_timeout=5, **callbacks)
+        self.hook = hook  # for callbacks that read its labels
         got = []
 
         def play():
@@ -190,6 +191,56 @@ class HookLinesTest(unittest.TestCase):
             ("committed", 7), ("begin", 8),
             ("unusable", "WST_ERR_INTEGRITY",
              "digest mismatch in layer 3")])
+
+    def test_labels(self):
+        # A version's label: the callbacks keep their arguments and read
+        # it from the hook, set before they run; a version without one
+        # has "".
+        seen = []
+
+        def script(a, got):
+            a.send(b"BEGIN 7 run-4/step-7:\"x\"\n")
+            got.append(a.reply())
+            a.send(b"COMMITTED 7 run-4/step-7:\"x\"\nBEGIN 8\n")
+            got.append(a.reply())
+            a.send(b"COMMITTED 7 run-4/step-7:\"x\"\nBEGIN 9 s9\n")
+            got.append(a.reply())
+            a.send(b"COMMITTED 9 s9\n")
+
+        err, got = self.serve(
+            script,
+            on_begin=lambda v: seen.append(("begin", v, self.hook.label)),
+            on_committed=lambda v: seen.append(
+                ("committed", v, self.hook.committed_label)))
+        self.assertIsNone(err)
+        self.assertEqual(got, [b"READY 7\n", b"READY 8\n", b"READY 9\n"])
+        self.assertEqual(seen, [
+            ("begin", 7, 'run-4/step-7:"x"'),
+            ("committed", 7, 'run-4/step-7:"x"'),
+            ("begin", 8, ""),
+            ("committed", 7, 'run-4/step-7:"x"'),  # a resume
+            ("begin", 9, "s9"), ("committed", 9, "s9")])
+
+    def test_bad_labels(self):
+        # After a well-labeled refit, a line whose label breaks the rule
+        # ends run() with a protocol error.
+        bad = [b"BEGIN 2 a b\n", b"BEGIN 2 a \n", b"BEGIN 2  a\n",
+               b"BEGIN 2 " + b"x" * 64 + b"\n", b"BEGIN 2 a\x01\n",
+               b"BEGIN 2 caf\xc3\xa9\n", b"LAYER 0 2 a\n",
+               b"COMMITTED 1 no\x7f\n", b"COMMITTED 1 " + b"y" * 64 + b"\n"]
+        for line in bad:
+            def script(a, got):
+                a.send(b"BEGIN 1 ok-1\n")
+                got.append(a.reply())
+                a.send(b"COMMITTED 1 ok-1\n" + line)
+
+            with self.subTest(line=line[:40]):
+                err, got = self.serve(script)
+                self.assertEqual(got, [b"READY 1\n"])
+                self.assertIsInstance(err, wstream.ProtocolError)
+        err, _ = self.serve(lambda a, got: a.send(b"BEGIN 2 " + b"x" * 64 +
+                                                  b"\n"))
+        self.assertIn("is not a label", err.message)
 
     def test_resume_and_lost_agent(self):
         # COMMITTED of the version before the refit's is a resume (refused

@@ -80,9 +80,10 @@ class RefusalTest(unittest.TestCase):
 
     def test_5_stale_version(self):
         err = self.push({A["tensor"]: self.a, B["tensor"]: self.b}, 1)
-        self.assertIsInstance(err, wstream.StateError)
-        self.assertEqual(err.name, "WST_ERR_STATE")
-        self.assertIn("version 1", err.message)
+        self.assertIsInstance(err, wstream.StaleVersionError)
+        self.assertEqual((err.status, err.name),
+                         (-28, "WST_ERR_STALE_VERSION"))
+        self.assertIn("version 1 is not above 1", err.message)
 
     def test_6_unreachable(self):
         # Nothing listens on port 1 of this host.

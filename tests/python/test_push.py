@@ -116,9 +116,11 @@ class PushTest(unittest.TestCase):
             self.assertEqual(s.committed_versions(), [0])  # not heard yet
             s.connect()
             self.assertEqual(s.committed_versions(), [4])
-            with self.assertRaises(wstream.StateError) as cm:
+            with self.assertRaises(wstream.StaleVersionError) as cm:
                 s.push(3)  # the agent refuses it; wait() says so
                 s.wait(timeout=30)
+            self.assertEqual((cm.exception.status, cm.exception.name),
+                             (-28, "WST_ERR_STALE_VERSION"))
             self.assertIn("version 3 is not above 4", str(cm.exception))
         with wstream.Sender(self.rig.addr, log_level="warn") as s:
             s.register_all(self.sd)
@@ -126,6 +128,45 @@ class PushTest(unittest.TestCase):
             s.push(max(s.committed_versions()) + 1)
             s.wait(timeout=30)
             self.assertEqual(s.committed_versions(), [5])
+        self.check_live()
+
+    def test_5_labeled_push(self):
+        # A label travels with the version; the sender that pushed it and
+        # one that connects later both read it back, next to the version.
+        label = "run-3/step-1200@9f3c"
+        with wstream.Sender(self.rig.addr, log_level="warn") as s:
+            s.register_all(self.sd)
+            s.connect()
+            self.assertEqual(s.committed_labels(), [""])
+            s.push(6, label=label)
+            s.wait(timeout=30)
+            self.assertEqual(s.committed_versions(), [6])
+            self.assertEqual(s.committed_labels(), [label])
+        # The agent keeps it (status file); its engine heard it with
+        # BEGIN and COMMITTED.
+        self.assertEqual(self.rig.agent_status()["committed_label"], label)
+        self.rig.wait_engine(lambda st: st["committed_version"] == 6,
+                             "the engine to see COMMITTED 6")
+        st = self.rig.engine_state()
+        self.assertEqual(st["committed_label"], label)
+        self.assertIn(["BEGIN", 6, "READY", label], st["events"])
+        self.assertEqual(st["events"][-1], ["COMMITTED", 6, label])
+        with wstream.Sender(self.rig.addr, log_level="warn") as s:
+            s.register_all(self.sd)
+            self.assertEqual(s.committed_labels(), [""])  # not heard yet
+            s.connect()
+            self.assertEqual(s.committed_versions(), [6])
+            self.assertEqual(s.committed_labels(), [label])
+            # The next version without one holds none.
+            s.push(7)
+            s.wait(timeout=30)
+            self.assertEqual(s.committed_labels(), [""])
+        self.assertEqual(self.rig.agent_status()["committed_label"], "")
+        self.rig.wait_engine(lambda st: st["committed_version"] == 7,
+                             "the engine to see COMMITTED 7")
+        st = self.rig.engine_state()
+        self.assertEqual(st["committed_label"], "")
+        self.assertEqual(st["events"][-1], ["COMMITTED", 7])
         self.check_live()
 
 

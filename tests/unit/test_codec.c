@@ -1450,6 +1450,136 @@ static void test_codec_mutations_never_crash(void **state)
     fuzz_message(&m);
 }
 
+/* WST_ERR_STALE_VERSION (-28) travels; the next value, unknown, does not.
+ * (Registered after the round trips above: the fuzz corpus names them by
+ * order.) */
+static void test_codec_error_stale_version(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Error e = WST__ERROR__INIT;
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_ERROR;
+    in.u.error.status = WST_ERR_STALE_VERSION;
+    strcpy(in.u.error.message, "version 3 is not above 5");
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.error.status, -28);
+    assert_string_equal(out.u.error.message, "version 3 is not above 5");
+    wst_msg_release(&out);
+
+    ctl.msg_case = WST__CONTROL__MSG_ERROR;
+    ctl.error = &e;
+    e.message = "version 3 is not above 5";
+    e.status = -29;
+    assert_control_refused(&ctl, "error: status -29 is not a known error");
+}
+
+/* A version's label rides BEGIN, and the committed one's WANT_SUMMARY,
+ * as it is: the longest, and every printable byte but the space. */
+static void test_codec_roundtrip_labels(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_BEGIN;
+    in.u.begin.version = 1200;
+    in.u.begin.mover = WST_MOVER_AM;
+    strcpy(in.u.begin.label, "step-1200");
+    roundtrip(&in, &out);
+    assert_string_equal(out.u.begin.label, "step-1200");
+    assert_int_equal(out.u.begin.version, 1200);
+    wst_msg_release(&out);
+    memset(in.u.begin.label, '~', WST_LABEL_MAX - 1);
+    roundtrip(&in, &out);
+    assert_int_equal(strlen(out.u.begin.label), WST_LABEL_MAX - 1);
+    assert_string_equal(out.u.begin.label, in.u.begin.label);
+    wst_msg_release(&out);
+
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_WANT_SUMMARY;
+    in.u.want_summary.committed_version = 41;
+    in.u.want_summary.usable = 1;
+    in.u.want_summary.group_size = 1;
+    strcpy(in.u.want_summary.committed_label, "run/7@9f3c:\"x\"\\{}");
+    roundtrip(&in, &out);
+    assert_string_equal(out.u.want_summary.committed_label,
+                        "run/7@9f3c:\"x\"\\{}");
+    wst_msg_release(&out);
+    in.u.want_summary.committed_label[0] = '\0';
+    roundtrip(&in, &out);
+    assert_string_equal(out.u.want_summary.committed_label, "");
+    wst_msg_release(&out);
+}
+
+/* A hostile peer's label: too long, a space, a control byte, a NUL that
+ * would cut it short, a byte past ASCII. Refused naming the byte; and we
+ * never encode one. */
+static void test_codec_bad_labels_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__Begin b = WST__BEGIN__INIT;
+    Wst__WantSummary w = WST__WANT_SUMMARY__INIT;
+    uint8_t big[WST_LABEL_MAX];
+    struct wst_msg m;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_BEGIN;
+    ctl.begin = &b;
+    b.version = 3;
+    b.mover = WST_MOVER_AM;
+    memset(big, 'a', sizeof(big));
+    b.label = (ProtobufCBinaryData){.len = sizeof(big), .data = big};
+    assert_control_refused(&ctl, "begin: label \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...\": 64 "
+                                 "bytes, at most 63");
+    b.label = (ProtobufCBinaryData){.len = 6, .data = (uint8_t *)"step 1"};
+    assert_control_refused(&ctl, "begin: label \"step?1\": byte 4 is 0x20; a "
+                                 "label is printable ASCII without spaces "
+                                 "(0x21..0x7e)");
+    b.label = (ProtobufCBinaryData){.len = 3, .data = (uint8_t *)"a\x1b["};
+    assert_control_refused(&ctl, "begin: label \"a?[\": byte 1 is 0x1b; a "
+                                 "label is printable ASCII without spaces "
+                                 "(0x21..0x7e)");
+    b.label = (ProtobufCBinaryData){.len = 4, .data = (uint8_t *)"ok\0x"};
+    assert_control_refused(&ctl, "begin: label \"ok?x\": byte 2 is 0x00; a "
+                                 "label is printable ASCII without spaces "
+                                 "(0x21..0x7e)");
+    b.label = (ProtobufCBinaryData){.len = 2, .data = (uint8_t *)"\xff!"};
+    assert_control_refused(&ctl, "begin: label \"?!\": byte 0 is 0xff; a "
+                                 "label is printable ASCII without spaces "
+                                 "(0x21..0x7e)");
+
+    ctl.msg_case = WST__CONTROL__MSG_WANT_SUMMARY;
+    ctl.want_summary = &w;
+    w.group_size = 1;
+    w.committed_label =
+        (ProtobufCBinaryData){.len = 5, .data = (uint8_t *)"v1\nv2"};
+    assert_control_refused(&ctl,
+                           "want_summary committed_label: label \"v1?v2\": "
+                           "byte 2 is 0x0a; a label is printable ASCII without "
+                           "spaces (0x21..0x7e)");
+
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_BEGIN;
+    m.u.begin.version = 3;
+    m.u.begin.mover = WST_MOVER_AM;
+    strcpy(m.u.begin.label, "two words");
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    memset(m.u.begin.label, 'a', sizeof(m.u.begin.label)); /* no NUL */
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    memset(&m, 0, sizeof(m));
+    m.type = WST_MSG_WANT_SUMMARY;
+    m.u.want_summary.group_size = 1;
+    strcpy(m.u.want_summary.committed_label, "tab\there");
+    assert_int_equal(wst_msg_encode(&m, &buf, &len), WST_ERR_INVALID);
+    assert_null(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1508,6 +1638,9 @@ int main(void)
         cmocka_unit_test(test_codec_plan_check_hash_mismatch_refused),
         cmocka_unit_test(test_codec_peek_have_counts_entries),
         cmocka_unit_test(test_codec_mutations_never_crash),
+        cmocka_unit_test(test_codec_error_stale_version),
+        cmocka_unit_test(test_codec_roundtrip_labels),
+        cmocka_unit_test(test_codec_bad_labels_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

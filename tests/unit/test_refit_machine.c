@@ -769,7 +769,7 @@ static void test_refit_machine_begin_checks(void **state)
     dense_rig(&g);
     dense_commit(&g, 7, 1);
     STEP(&g, begin(0, 7, MOVER_AM),
-         "error r0 WST_ERR_STATE: version 7 is not above 7");
+         "error r0 WST_ERR_STALE_VERSION: version 7 is not above 7");
     STEP(&g, begin(0, 9, MOVER_AM), "start v9", "begin hook v9 g3",
          "open rx r0 v9 mover 2");
     STEP(&g, begin(1, 10, MOVER_AM),
@@ -778,6 +778,92 @@ static void test_refit_machine_begin_checks(void **state)
          "error r4294967295 WST_ERR_BUSY: begin without the current plan");
     assert_int_equal(wst_rm_state(&g.m), WST_RM_BEGINNING);
     assert_int_equal(wst_rm_version(&g.m), 9);
+    rig_free(&g);
+}
+
+static struct wst_rm_event labeled(struct wst_rm_event ev, const char *label)
+{
+    ev.label = label;
+    return ev;
+}
+
+/* The first BEGIN's label is the refit's; the commit makes it the
+ * committed one's; a refit without a label leaves none. */
+static void test_refit_machine_label_committed(void **state)
+{
+    struct rig g;
+
+    (void)state;
+    dense_rig(&g);
+    STEP(&g, labeled(begin(0, 7, MOVER_AM), "step-7"), "start v7 label step-7",
+         "begin hook v7 g1", "open rx r0 v7 mover 2");
+    assert_string_equal(g.m.label, "step-7");
+    assert_string_equal(g.m.committed_label, "");
+    QUIET(&g, rx_opened(0, 1));
+    STEP(&g, labeled(begin(1, 7, MOVER_PUT), "step-7"),
+         "open rx r1 v7 mover 1");
+    QUIET(&g, rx_opened(1, 0));
+    STEP(&g, begin_result(1, WST_OK, NULL), "ready v7", "send ready r0 v7",
+         "send ready r1 v7");
+    feed(&g, go(0, 7)); /* acks are not this test's */
+    feed(&g, go(1, 7));
+    dense_all_in(&g, 7, 1);
+    feed(&g, finalized(1, 0, 0.0));
+    feed(&g, finalized(1, 1, 0.0));
+    feed(&g, commit_ev(0, 7));
+    char line[256];
+    wst_rm_action_describe(&g.out.v[0], line, sizeof(line));
+    assert_string_equal(line, "committed v7 label step-7: 350 bytes (put "
+                              "200, am 150, nccl 0) in 0.000");
+    assert_string_equal(g.m.committed_label, "step-7");
+    feed(&g, commit_done(1));
+
+    /* The next refit, unlabeled: nothing of step-7 is left once it
+     * commits. */
+    dense_commit(&g, 8, 3);
+    assert_string_equal(g.m.label, "");
+    assert_string_equal(g.m.committed_label, "");
+    rig_free(&g);
+
+    /* A restarted receiver starts with its persisted label. */
+    memset(&g, 0, sizeof(g));
+    wst_rm_seed(&g.m, 5, "run-4/step-5", NULL);
+    assert_int_equal(wst_rm_committed(&g.m), 5);
+    assert_string_equal(g.m.committed_label, "run-4/step-5");
+    rig_free(&g);
+}
+
+/* One version, one label: a sender that names another one than the
+ * refit's fails the refit before anything is written, and every sender
+ * hears why. */
+static void test_refit_machine_label_mismatch_refused(void **state)
+{
+    struct rig g;
+    const char *why = "version 7 is labeled \"step-7\" by another sender, "
+                      "\"step-8\" by this one";
+    char err0[256], err1[256], refused[600];
+
+    (void)state;
+    dense_rig(&g);
+    STEP(&g, labeled(begin(0, 7, MOVER_AM), "step-7"), "start v7 label step-7",
+         "begin hook v7 g1", "open rx r0 v7 mover 2");
+    QUIET(&g, rx_opened(0, 1));
+    snprintf(err0, sizeof(err0), "error r0 WST_ERR_INVALID: %s", why);
+    snprintf(err1, sizeof(err1), "error r1 WST_ERR_INVALID: %s", why);
+    snprintf(refused, sizeof(refused), "refused v7: %s (state: %s)", why, why);
+    STEP(&g, labeled(begin(1, 7, MOVER_PUT), "step-8"), err0, err1,
+         "abort rx r0", "abort rx r1", refused, "end v7");
+    assert_int_equal(wst_rm_state(&g.m), WST_RM_IDLE);
+    assert_int_equal(wst_rm_committed(&g.m), 0);
+    assert_string_equal(g.m.committed_label, "");
+    /* No label at all is a different one too. */
+    rig_free(&g);
+    dense_rig(&g);
+    STEP(&g, begin(0, 7, MOVER_AM), "start v7", "begin hook v7 g1",
+         "open rx r0 v7 mover 2");
+    feed(&g, labeled(begin(1, 7, MOVER_PUT), "x"));
+    assert_int_equal(g.out.v[0].status, WST_ERR_INVALID);
+    assert_int_equal(wst_rm_state(&g.m), WST_RM_IDLE);
     rig_free(&g);
 }
 
@@ -1061,6 +1147,8 @@ int main(void)
         cmocka_unit_test(test_refit_machine_bystanders),
         cmocka_unit_test(test_refit_machine_ready_waits_for_every_sender),
         cmocka_unit_test(test_refit_machine_begin_checks),
+        cmocka_unit_test(test_refit_machine_label_committed),
+        cmocka_unit_test(test_refit_machine_label_mismatch_refused),
         cmocka_unit_test(test_refit_machine_layer_done_checks),
         cmocka_unit_test(test_refit_machine_verify_gets_hashed_parts),
         cmocka_unit_test(test_refit_machine_deadline),

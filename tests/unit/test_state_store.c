@@ -67,6 +67,8 @@ static void test_round_trip(void **state)
 
     snprintf(in.reason, sizeof(in.reason),
              "refit of \"v\" failed:\ttab, slash / and \\ backslash");
+    snprintf(in.committed_label, sizeof(in.committed_label),
+             "run\"7\"/step-1200\\x");
     assert_int_equal(wst_state_store_save(c->path, &in, err, sizeof(err)),
                      WST_OK);
     memset(&out, 0x5a, sizeof(out));
@@ -77,6 +79,7 @@ static void test_round_trip(void **state)
     assert_true(out.open_version == in.open_version);
     assert_int_equal(out.usable, 0);
     assert_string_equal(out.reason, in.reason);
+    assert_string_equal(out.committed_label, "run\"7\"/step-1200\\x");
 
     in = (struct wst_agent_state){.committed_version = 5, .usable = 1};
     assert_int_equal(wst_state_store_save(c->path, &in, err, sizeof(err)),
@@ -85,6 +88,25 @@ static void test_round_trip(void **state)
         wst_state_store_load(c->path, &out, &found, err, sizeof(err)), WST_OK);
     assert_true(out.committed_version == 5 && out.usable &&
                 out.reason[0] == '\0' && out.open_version == 0);
+    assert_string_equal(out.committed_label, "");
+}
+
+/* A file written before labels (no committed_label) loads: no label. */
+static void test_file_without_label(void **state)
+{
+    struct dir_case *c = *state;
+    struct wst_agent_state out;
+    char err[512];
+    int found = 0;
+
+    write_text(c->path, "{\"committed_version\": 5, \"usable\": true, "
+                        "\"reason\": \"\", \"open_version\": 0}");
+    memset(&out, 0x5a, sizeof(out));
+    assert_int_equal(
+        wst_state_store_load(c->path, &out, &found, err, sizeof(err)), WST_OK);
+    assert_int_equal(found, 1);
+    assert_true(out.committed_version == 5 && out.usable);
+    assert_string_equal(out.committed_label, "");
 }
 
 static void test_missing_is_fresh(void **state)
@@ -143,6 +165,21 @@ static void test_refusals(void **state)
         {"{\"committed_version\": 5, \"usable\": false, \"reason\": \"\", "
          "\"open_version\": 0}",
          "unusable without a reason"},
+        {"{\"committed_version\": 5, \"usable\": true, \"reason\": \"\", "
+         "\"open_version\": 0, \"committed_label\": 7}",
+         "\"committed_label\" is not a string"},
+        {"{\"committed_version\": 5, \"usable\": true, \"reason\": \"\", "
+         "\"open_version\": 0, \"committed_label\": \"step 5\"}",
+         "\"committed_label\": label \"step?5\": byte 4 is 0x20"},
+        {"{\"committed_version\": 5, \"usable\": true, \"reason\": \"\", "
+         "\"open_version\": 0, \"committed_label\": \"a\\u0000b\"}",
+         "\"committed_label\": label \"a?b\": byte 1 is 0x00"},
+        {"{\"committed_version\": 5, \"usable\": true, \"reason\": \"\", "
+         "\"open_version\": 0, \"committed_label\": "
+         "\"0123456789012345678901234567890123456789012345678901234567890123\""
+         "}",
+         "\"committed_label\": label \"0123456789012345678901234567890123456"
+         "78901234567890123456789012...\": 64 bytes, at most 63"},
     };
     struct dir_case *c = *state;
     char err[512], want[512];
@@ -198,6 +235,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_without_label, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_missing_is_fresh, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_long, setup, teardown),

@@ -21,7 +21,8 @@
  * tests/gpu checks against its CPU twin, so that the check costs little
  * and the demo's refit times are mostly wstream's, not the check's. It
  * finalizes every layer, and writes its state to --state-file after every
- * message (common/atomic_file.h).
+ * message (common/atomic_file.h), with the label of the last BEGIN and of
+ * the version it serves ("label", "committed_label": "" for none).
  *
  * Losing the agent between READY and COMMITTED leaves it "unusable" (the
  * live memory may be half written).
@@ -53,6 +54,7 @@
 #include "digest.h"
 #include "digest_gpu.h"
 #include "gpu.h"
+#include "label.h"
 #include "log.h"
 #include "shm.h"
 
@@ -115,8 +117,10 @@ struct standin {
     int fd;
     char rbuf[LINE_MAX_BYTES];
     size_t rlen;
-    const char *state;           /* "serving", "paused", "unusable" */
-    char reason[LINE_MAX_BYTES]; /* the agent's, when unusable */
+    const char *state;                   /* "serving", "paused", "unusable" */
+    char reason[LINE_MAX_BYTES];         /* the agent's, when unusable */
+    char label[WST_LABEL_MAX];           /* the last BEGIN's; "": none */
+    char committed_label[WST_LABEL_MAX]; /* the served version's */
     unsigned long long committed, begins, layers, refused;
     int gone; /* the agent hung up (reset or broken pipe): as EOF */
 };
@@ -369,11 +373,16 @@ static void write_state(const struct standin *e)
                 strerror(errno));
         return;
     }
+    char label[2 * WST_LABEL_MAX], committed_label[2 * WST_LABEL_MAX];
+    json_escape(e->label, label, sizeof(label));
+    json_escape(e->committed_label, committed_label, sizeof(committed_label));
     fprintf(f,
             "{\"state\": \"%s\", \"committed_version\": %llu, "
             "\"begins\": %llu, \"layers\": %llu, \"refused\": %llu, "
-            "\"reason\": \"%s\"",
-            e->state, e->committed, e->begins, e->layers, e->refused, reason);
+            "\"reason\": \"%s\", \"label\": \"%s\", \"committed_label\": "
+            "\"%s\"",
+            e->state, e->committed, e->begins, e->layers, e->refused, reason,
+            label, committed_label);
     write_device(e, f);
     fputs("}\n", f);
     if (fclose(f) != 0)
@@ -471,24 +480,52 @@ static int on_begin(struct standin *e, unsigned long long v)
     return send_line(e, reply);
 }
 
+/* "<word> <v>" or "<word> <v> <label>" (a label by common/label.h's
+ * rule): 0 with the version and label ("" for none), else -1. */
+static int parse_versioned(const char *line, const char *word,
+                           unsigned long long *v_p, char *label)
+{
+    size_t n = strlen(word);
+    char *end = NULL;
+
+    if (strncmp(line, word, n) != 0 || line[n] != ' ' || line[n + 1] < '0' ||
+        line[n + 1] > '9')
+        return -1;
+    errno = 0;
+    *v_p = strtoull(line + n + 1, &end, 10);
+    if (errno != 0)
+        return -1;
+    label[0] = '\0';
+    if (*end == '\0')
+        return 0;
+    if (*end != ' ' ||
+        wst_label_check(end + 1, strlen(end + 1), NULL, 0) != WST_OK ||
+        end[1] == '\0')
+        return -1;
+    memcpy(label, end + 1, strlen(end + 1) + 1);
+    return 0;
+}
+
 /* Handles one line from the agent; -1 on a protocol error. */
 static int on_line(struct standin *e, const char *line)
 {
     unsigned long long v, l;
-    char reply[96], extra;
+    char reply[96], extra, label[WST_LABEL_MAX];
     int rc = 0;
 
     printf("standin: got %s\n", line);
     fflush(stdout);
-    if (sscanf(line, "BEGIN %llu %c", &v, &extra) == 1) {
+    if (parse_versioned(line, "BEGIN", &v, label) == 0) {
+        memcpy(e->label, label, sizeof(e->label));
         rc = on_begin(e, v);
     } else if (sscanf(line, "LAYER %llu %llu %c", &l, &v, &extra) == 2) {
         e->layers++;
         snprintf(reply, sizeof(reply), "FINALIZED %llu %llu\n", l, v);
         rc = send_line(e, reply);
-    } else if (sscanf(line, "COMMITTED %llu %c", &v, &extra) == 1) {
+    } else if (parse_versioned(line, "COMMITTED", &v, label) == 0) {
         e->state = "serving";
         e->committed = v;
+        memcpy(e->committed_label, label, sizeof(e->committed_label));
         e->reason[0] = '\0';
     } else if (strncmp(line, "UNUSABLE ", 9) == 0) {
         e->state = "unusable";

@@ -2,6 +2,7 @@
  * into running agents as a new version.
  *
  *   wstream-send --receivers 10.0.0.7:7070,10.0.0.8:7070 --version 42 \
+ *                [--label step-1200] \
  *                /models/qwen3-8b          (or model.safetensors, or
  *                                           model.safetensors.index.json)
  *
@@ -12,7 +13,8 @@
  * (unsharded) host shard of sender rank 0 of a world of 1 (a per-expert
  * tensor: a slice of its grouped tensor, below), pointing into the
  * mapping; each agent plans what it wants from it, and the version is
- * pushed and waited for until every agent committed it. A 0-dim tensor
+ * pushed (with --label, labeled: common/label.h) and waited for until
+ * every agent committed it. A 0-dim tensor
  * travels as shape [1] (wstream has no 0-dim tensors); a tensor with no
  * elements is not sent (it has no bytes and no agent can want it).
  *
@@ -33,7 +35,8 @@
  * Exit status:
  *   0   every receiver committed the version (or --dry-run found the
  *       checkpoint good);
- *   2   bad usage (unknown flag, bad value, missing --receivers/--version);
+ *   2   bad usage (unknown flag, bad value, missing --receivers/--version,
+ *       a --label that breaks the rule);
  *   otherwise the negated wst_status_t (include/wstream/status.h) of the
  *   refusal or failure, e.g.
  *   15  a file cannot be read (WST_ERR_IO), including a missing shard;
@@ -48,7 +51,8 @@
  *   12, 13, 14  a receiver refused the plan: dtype or shape mismatch with
  *       what it wants, or a tensor it wants that the checkpoint lacks;
  *   26  the checkpoint holds no tensor with elements (WST_ERR_NOT_FOUND);
- *   27  the version is not above the one a receiver holds (WST_ERR_STATE).
+ *   28  the version is not above the one a receiver holds
+ *       (WST_ERR_STALE_VERSION).
  * Errors are printed on stderr as "wstream-send: ..." (log records with
  * --log-format json), after the sender library's own error line.
  */
@@ -70,6 +74,7 @@
 #include "config.h"
 #include "dtype.h"
 #include "experts.h"
+#include "label.h"
 #include "log.h"
 #include "progress.h"
 #include "sender_config.h"
@@ -82,6 +87,7 @@ struct send_settings {
     char *checkpoint;
     char *receivers;
     uint64_t version;
+    char *label;
     double timeout;
     double commit_timeout;
     int mover;
@@ -118,6 +124,11 @@ static const struct wst_config_entry send_config[] = {
      "version to push, > 0 and above what the agents hold; required but "
      "with --dry-run",
      offsetof(struct send_settings, version), NULL, NULL},
+    {"label", WST_CONFIG_STRING, "",
+     "a name for the version that the agents keep with it (status, "
+     "metrics, engine): at most 63 bytes of printable ASCII without spaces, "
+     "e.g. step-1200 or a git id; empty: none",
+     offsetof(struct send_settings, label), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY("timeout", NULL,
                           offsetof(struct send_settings, timeout),
                           &wst_send_config[WST_SEND_CONFIG_TIMEOUT]),
@@ -306,6 +317,12 @@ static wst_status_t check_settings(struct send *s)
         fprintf(stderr,
                 "wstream-send: --lanes: %llu is not in 0..%d (0: auto)\n",
                 (unsigned long long)s->set.lanes, WST_WORKER_LANES_MAX);
+        return WST_ERR_CONFIG;
+    }
+    char why[256];
+    if (wst_label_check(s->set.label, strlen(s->set.label), why, sizeof(why)) !=
+        WST_OK) {
+        fprintf(stderr, "wstream-send: --label: %s\n", why);
         return WST_ERR_CONFIG;
     }
     if (s->set.dry_run)
@@ -517,7 +534,9 @@ static wst_status_t push(struct send *s)
     if (st != WST_OK)
         return st;
     t0 = wst_now_s();
-    st = wst_sender_push(s->sender, v);
+    struct wst_push_params pp = {.field_mask = WST_PUSH_LABEL,
+                                 .label = s->set.label};
+    st = wst_sender_push_with(s->sender, v, &pp);
     if (st == WST_OK)
         st = wst_sender_wait(s->sender, s->set.commit_timeout);
     secs = wst_now_s() - t0;
@@ -531,12 +550,14 @@ static wst_status_t push(struct send *s)
     }
     uint64_t moved = wst_sender_bytes_moved(s->sender);
     char size[32], sent[32];
-    printf(
-        "wstream-send: version %llu committed by %zu receiver%s: %zu "
-        "tensors, %s in %.3f s; %s moved, %.2f GB/s\n",
-        (unsigned long long)v, s->n_receivers, s->n_receivers == 1 ? "" : "s",
-        s->n_tensors, human(s->ckpt.bytes, size, sizeof(size)), secs,
-        human(moved, sent, sizeof(sent)), secs > 0 ? moved / secs / 1e9 : 0.0);
+    printf("wstream-send: version %llu%s%s%s committed by %zu receiver%s: %zu "
+           "tensors, %s in %.3f s; %s moved, %.2f GB/s\n",
+           (unsigned long long)v, s->set.label[0] != '\0' ? " (" : "",
+           s->set.label, s->set.label[0] != '\0' ? ")" : "", s->n_receivers,
+           s->n_receivers == 1 ? "" : "s", s->n_tensors,
+           human(s->ckpt.bytes, size, sizeof(size)), secs,
+           human(moved, sent, sizeof(sent)),
+           secs > 0 ? moved / secs / 1e9 : 0.0);
     fflush(stdout);
     return WST_OK;
 }

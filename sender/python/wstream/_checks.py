@@ -9,6 +9,7 @@ import os
 
 MAX_DIMS = 8           # WST_MAX_DIMS
 NAME_MAX = 255         # bytes of a tensor name (WST_NAME_MAX with its NUL)
+LABEL_MAX = 63         # bytes of a version's label (WST_LABEL_MAX - 1)
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
 I64_MAX = (1 << 63) - 1
@@ -109,6 +110,24 @@ def receivers(value):
     if not items:
         raise ValueError("receivers must name at least one 'host:port'")
     return [receiver(v) for v in items]
+
+
+def label(value):
+    """A version's label as bytes (None or "": none, None): at most 63
+    characters of printable ASCII without spaces (common/label.h)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError("label must be a str or None, not %s"
+                        % type(value).__name__)
+    if len(value) > LABEL_MAX:
+        raise ValueError("label %r: %d characters, at most %d"
+                         % (value, len(value), LABEL_MAX))
+    for i, c in enumerate(value):
+        if not "!" <= c <= "~":
+            raise ValueError("label %r: character %d (%r) is not printable "
+                             "ASCII without spaces" % (value, i, c))
+    return value.encode("ascii") or None
 
 
 def rank_world(rank, world_size):

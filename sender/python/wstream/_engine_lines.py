@@ -14,6 +14,8 @@ U64_MAX = (1 << 64) - 1
 # leading zeros.
 _NUMBER = re.compile(r"0|[1-9][0-9]{0,19}")
 _STATUS = re.compile(r"WST_[A-Z0-9_]+")
+# A version's label (common/label.h): printable ASCII without spaces.
+_LABEL = re.compile(r"[!-~]{1,63}")
 
 
 def protocol_error(text):
@@ -29,8 +31,9 @@ def _number(line, field, limit):
 
 def parse(raw):
     """One line from the agent (bytes, without its '\\n') as a tuple:
-    ("BEGIN", v), ("LAYER", l, v), ("COMMITTED", v), ("UNUSABLE", status,
-    reason) or ("ERROR", text). Anything else raises ProtocolError."""
+    ("BEGIN", v, label), ("LAYER", l, v), ("COMMITTED", v, label),
+    ("UNUSABLE", status, reason) or ("ERROR", text); label is the version's
+    ("" when the line names none). Anything else raises ProtocolError."""
     try:
         line = raw.decode("ascii")
     except UnicodeDecodeError:
@@ -48,8 +51,13 @@ def parse(raw):
         return ("UNUSABLE", fields[1], " ".join(fields[2:]))
     if word == "ERROR" and len(fields) >= 2:
         return ("ERROR", " ".join(fields[1:]))
-    if word in ("BEGIN", "COMMITTED") and len(fields) == 2:
-        return (word, _number(line, fields[1], U64_MAX))
+    if word in ("BEGIN", "COMMITTED") and len(fields) in (2, 3):
+        label = fields[2] if len(fields) == 3 else ""
+        if label and not _LABEL.fullmatch(label):
+            raise protocol_error("agent line %r: %r is not a label (1 to 63 "
+                                 "bytes of printable ASCII without spaces)"
+                                 % (line, label))
+        return (word, _number(line, fields[1], U64_MAX), label)
     if word == "LAYER" and len(fields) == 3:
         return (word, _number(line, fields[1], U32_MAX),
                 _number(line, fields[2], U64_MAX))

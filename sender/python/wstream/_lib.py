@@ -25,6 +25,11 @@ PARAM_LANES = 1 << 14
 PARAM_LANE_DEVICES = 1 << 15
 LANES_MAX = 8
 
+# enum wst_push_field
+PUSH_CUDA_EVENT = 1 << 0
+PUSH_LABEL = 1 << 1
+LABEL_MAX = 64  # WST_LABEL_MAX, the NUL included
+
 # enum wst_mem_type
 MEM_HOST = 1
 MEM_CUDA = 2
@@ -77,6 +82,15 @@ class Shard(ctypes.Structure):
     ]
 
 
+class PushParams(ctypes.Structure):
+    """struct wst_push_params, field for field (tests check the order)."""
+    _fields_ = [
+        ("field_mask", ctypes.c_uint64),
+        ("cuda_event", ctypes.c_void_p),
+        ("label", ctypes.c_char_p),
+    ]
+
+
 _PROTOTYPES = {
     # name: (restype, argtypes)
     "wst_sender_create": (ctypes.c_int, [ctypes.POINTER(SenderParams),
@@ -87,10 +101,16 @@ _PROTOTYPES = {
     "wst_sender_push_after": (ctypes.c_int, [ctypes.c_void_p,
                                              ctypes.c_uint64,
                                              ctypes.c_void_p]),
+    "wst_sender_push_with": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64,
+                                            ctypes.POINTER(PushParams)]),
     "wst_sender_wait": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_double]),
     "wst_sender_connect": (ctypes.c_int, [ctypes.c_void_p]),
     "wst_sender_committed_version": (ctypes.c_uint64, [ctypes.c_void_p,
                                                        ctypes.c_size_t]),
+    "wst_sender_committed_label": (ctypes.c_int, [ctypes.c_void_p,
+                                                  ctypes.c_size_t,
+                                                  ctypes.c_char_p,
+                                                  ctypes.c_size_t]),
     "wst_sender_last_error": (ctypes.c_char_p, [ctypes.c_void_p]),
     "wst_sender_bytes_moved": (ctypes.c_uint64, [ctypes.c_void_p]),
     "wst_sender_lanes": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_size_t]),

@@ -14,6 +14,12 @@ message into a callback, answering for it:
     UNUSABLE s why  -> on_unusable(s, why): stop serving, the weights are
                        not whole
 
+A version may come with a label ("BEGIN v step-1200", "COMMITTED v
+step-1200": the trainer's free-form name for it). The callbacks keep
+their arguments; the hook's attributes say it: .label is the label of
+the refit under way (set before on_begin runs; "" for none) and
+.committed_label that of the version served (set before on_committed).
+
 Losing the agent between READY and COMMITTED (it died mid-refit) is
 UNUSABLE too: on_unusable("WST_ERR_UNREACHABLE", why) runs before run()
 returns, since the live weights may be half written.
@@ -71,6 +77,8 @@ class EngineHook:
         self._served = False  # this connection carried a message
         self._forever = False  # serve_forever runs
         self.error = None    # what ended serve_in_thread's run(), if any
+        self.label = ""      # the label of the last BEGIN's version
+        self.committed_label = ""  # the served version's, as COMMITTED said
 
     # -- connection --
 
@@ -249,6 +257,7 @@ class EngineHook:
                                    "the agent on %s" % self.socket_path)
             raise lines.protocol_error("agent sent ERROR %s" % msg[1])
         if kind == "BEGIN":
+            self.label = msg[2]
             self._begin(msg[1])
         elif kind == "LAYER":
             self._layer(msg[1], msg[2])
@@ -256,6 +265,7 @@ class EngineHook:
             # The refit's version, or an older one: resume (refused).
             self._expect_active("COMMITTED %d" % msg[1], msg[1], resume=True)
             self._active = None
+            self.committed_label = msg[2]
             if self._on_committed is not None:
                 self._on_committed(msg[1])
         else:  # UNUSABLE

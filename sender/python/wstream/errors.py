@@ -36,6 +36,7 @@ STATUSES = [
     (-25, "WST_ERR_TOO_LARGE", "message or value too large"),
     (-26, "WST_ERR_NOT_FOUND", "not found"),
     (-27, "WST_ERR_STATE", "operation not valid in this state"),
+    (-28, "WST_ERR_STALE_VERSION", "version not above the committed one"),
 ]
 
 _BY_VALUE = {value: (name, text) for value, name, text in STATUSES}

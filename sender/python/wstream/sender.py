@@ -192,29 +192,35 @@ class Sender:
             scalar = getattr(tensor, "dim", None) and tensor.dim() == 0
             self.register(name, tensor, shape=(1,) if scalar else None)
 
-    def push(self, version, cuda_event=None):
+    def push(self, version, cuda_event=None, label=None):
         """Starts pushing 'version' (above every version pushed before) to
         every receiver; returns once the refit is under way.
 
         cuda_event: a torch.cuda.Event recorded after the GPU work that
         wrote the tensors; the push reads them only after it. Leave the
         tensors unchanged until wait() returns: they are read meanwhile.
+        label: a free-form name for the version ("step-1200", a run or
+        git id): at most 63 characters of printable ASCII without spaces;
+        each receiver keeps it with the version once committed (its status,
+        metrics, engine) and committed_labels() reads it back. Every rank
+        of a push must give the same label.
         """
         version = _checks.in_range("version", version, 1, _checks.U64_MAX)
-        event = None
+        raw_label = _checks.label(label)
+        p = _lib.PushParams()
         if cuda_event is not None:
-            event = _tensors.event_handle(cuda_event)
+            p.field_mask |= _lib.PUSH_CUDA_EVENT
+            p.cuda_event = _tensors.event_handle(cuda_event)
+        if raw_label is not None:
+            p.field_mask |= _lib.PUSH_LABEL
+            p.label = raw_label
         with self._lock:
             self._check_open()
             if version <= self._version:
                 raise ValueError("version %d is not above the last pushed "
                                  "(%d)" % (version, self._version))
-            if event is None:
-                self._call("push %d" % version, self._lib.wst_sender_push,
-                           version)
-            else:
-                self._call("push %d" % version,
-                           self._lib.wst_sender_push_after, version, event)
+            self._call("push %d" % version, self._lib.wst_sender_push_with,
+                       version, ctypes.byref(p))
             self._version = version
 
     def connect(self):
@@ -232,6 +238,20 @@ class Sender:
             self._check_open()
             return [self._lib.wst_sender_committed_version(self._handle, i)
                     for i in range(len(self.receivers))]
+
+    def committed_labels(self):
+        """The label of the version each receiver holds committed ("":
+        none), as it last said; next to committed_versions()."""
+        with self._lock:
+            self._check_open()
+            out = []
+            for i in range(len(self.receivers)):
+                buf = ctypes.create_string_buffer(_lib.LABEL_MAX)
+                self._call("committed label",
+                           self._lib.wst_sender_committed_label, i, buf,
+                           len(buf))
+                out.append(buf.value.decode("ascii", "replace"))
+            return out
 
     def wait(self, timeout=60.0):
         """Waits until every receiver committed the pushed version."""

@@ -73,8 +73,10 @@ class StandinEngine:
 
     def __init__(self, args, live):
         self.args, self.live = args, live
+        self.hook = None  # the EngineHook: its labels (set in main)
         self.state = {"state": "serving", "connected": False,
-                      "committed_version": 0, "begins": 0, "layers": 0,
+                      "committed_version": 0, "committed_label": "",
+                      "begins": 0, "layers": 0,
                       "refused": 0, "failed": 0, "reason": "",
                       "events": [], "shm": args.shm,
                       "shm_bytes": args.shm_bytes, "pid": os.getpid()}
@@ -86,17 +88,18 @@ class StandinEngine:
             json.dump(self.state, f)
         os.replace(tmp, path)
 
-    def _event(self, *event):
-        self.state["events"].append(list(event))
+    def _event(self, *event, label=""):
+        # A version's label, when it has one, ends its event.
+        self.state["events"].append(list(event) + ([label] if label else []))
 
     def on_begin(self, version):
         self.state["begins"] += 1
         if self.args.refuse:
             self.state["refused"] += 1
-            self._event("BEGIN", version, "REFUSE")
+            self._event("BEGIN", version, "REFUSE", label=self.hook.label)
             self.write_state()
             raise RuntimeError("refused by --refuse")
-        self._event("BEGIN", version, "READY")
+        self._event("BEGIN", version, "READY", label=self.hook.label)
         self.state["state"] = "paused"
         self.write_state()
         before = self.live.digest()
@@ -119,9 +122,10 @@ class StandinEngine:
         self.write_state()
 
     def on_committed(self, version):
-        self._event("COMMITTED", version)
+        label = self.hook.committed_label
+        self._event("COMMITTED", version, label=label)
         self.state.update(state="serving", committed_version=version,
-                          reason="")
+                          committed_label=label, reason="")
         self.write_state()
 
     def on_unusable(self, status, reason):
@@ -173,6 +177,7 @@ def main(argv=None):
         hook = EngineHook(args.socket, engine.on_begin, engine.on_layer,
                           engine.on_committed, engine.on_unusable,
                           connect_timeout=args.connect_timeout)
+        engine.hook = hook
         hook.connect()
         engine.state["connected"] = True
         engine.write_state()
