@@ -55,6 +55,7 @@ static void params(void)
     FIELD(wst_receiver_params, max_unranked_peers);
     FIELD(wst_receiver_params, lanes);
     FIELD(wst_receiver_params, lane_devices);
+    FIELD(wst_receiver_params, initial_committed_label);
 }
 
 static void region_and_want(void)
@@ -128,6 +129,8 @@ static void state_and_times(void)
     FIELD(wst_receiver_state, lanes);
     FIELD(wst_receiver_state, last_refit_lane_bytes);
     FIELD(wst_receiver_state, lane_device);
+    FIELD(wst_receiver_state, refit_label);
+    FIELD(wst_receiver_state, committed_label);
 }
 
 int main(void)

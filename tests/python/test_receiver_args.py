@@ -384,7 +384,7 @@ class MirrorMatchesCTest(unittest.TestCase):
                          self.header, re.S).group(1)
         bits = dict(re.findall(r"WST_RECEIVER_(PARAM_\w+) = 1u << (\d+)",
                                body))
-        self.assertEqual(len(bits), 15)
+        self.assertEqual(len(bits), 16)
         for name, shift in bits.items():
             self.assertEqual(getattr(rl, name), 1 << int(shift), name)
         self.assertEqual(int(re.search(r"#define WST_RECEIVER_LANES_MAX (\d+)",

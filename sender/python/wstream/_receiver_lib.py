@@ -29,6 +29,7 @@ PARAM_AUTH = 1 << 11
 PARAM_LIMITS = 1 << 12
 PARAM_LANES = 1 << 13
 PARAM_LANE_DEVICES = 1 << 14
+PARAM_INITIAL_LABEL = 1 << 15
 LANES_MAX = 8  # WST_RECEIVER_LANES_MAX
 
 u32, u64 = ctypes.c_uint32, ctypes.c_uint64
@@ -42,6 +43,9 @@ LAYER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, u32, u64,
 COMMITTED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, u64)
 UNUSABLE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int,
                                ctypes.c_char_p)
+
+
+LABEL_MAX = 64  # WST_LABEL_MAX (status.h), bytes with the NUL
 
 
 class Hooks(ctypes.Structure):
@@ -85,6 +89,7 @@ class ReceiverParams(ctypes.Structure):
         ("max_unranked_peers", u32),
         ("lanes", u32),
         ("lane_devices", ctypes.c_char_p),
+        ("initial_committed_label", ctypes.c_char_p),
     ]
 
 
@@ -167,6 +172,8 @@ class ReceiverState(ctypes.Structure):
         ("lanes", u32),
         ("last_refit_lane_bytes", u64 * LANES_MAX),
         ("lane_device", (ctypes.c_char * 64) * LANES_MAX),
+        ("refit_label", ctypes.c_char * LABEL_MAX),
+        ("committed_label", ctypes.c_char * LABEL_MAX),
     ]
 
 

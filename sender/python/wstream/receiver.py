@@ -68,8 +68,8 @@ class Receiver:
     ("mlx5_0:1,mlx5_1:1"), None for UCX's choice; staging_slots: MoE
     layers staged at once; max_manifest_entries (0: auto),
     max_manifest_bytes, max_unranked_peers: what senders may make it
-    hold; initial_committed_version, initial_unusable_reason: where a
-    restarted engine starts; log_level: "error" .. "trace"; log_name:
+    hold; initial_committed_version, initial_unusable_reason,
+    initial_committed_label: where a restarted engine starts; log_level: "error" .. "trace"; log_name:
     the name in log lines. Defaults are the C library's.
 
     Hooks, each optional, run on the receiver's engine thread, in this
@@ -92,7 +92,7 @@ class Receiver:
                  staging_slots=2, max_manifest_entries=0,
                  max_manifest_bytes=512 << 20, max_unranked_peers=8,
                  initial_committed_version=0, initial_unusable_reason=None,
-                 log_level="info", log_name=None, on_begin=None,
+                 initial_committed_label=None, log_level="info", log_name=None, on_begin=None,
                  on_layer=None, on_committed=None, on_unusable=None):
         p = rl.ReceiverParams()
         p.listen_host = args.host(host)
@@ -127,6 +127,11 @@ class Receiver:
         p.initial_unusable_reason = args.text(
             "initial_unusable_reason", initial_unusable_reason,
             args.REASON_MAX)
+        # The label's rule (63 printable bytes, no space) is the C
+        # library's to check; it says why.
+        p.initial_committed_label = args.text(
+            "initial_committed_label", initial_committed_label,
+            rl.LABEL_MAX - 1)
         p.log_level = _checks.log_level(log_level)
         if log_name is None:
             log_name = "receiver[%d]" % p.rank
@@ -148,7 +153,8 @@ class Receiver:
             rl.PARAM_MOVER | rl.PARAM_VERIFY | rl.PARAM_LOG |
             rl.PARAM_HOOKS | rl.PARAM_HEARTBEAT | rl.PARAM_STAGING_SLOTS |
             rl.PARAM_INITIAL_STATE | rl.PARAM_GROUP | rl.PARAM_AUTH |
-            rl.PARAM_LIMITS | rl.PARAM_LANES | rl.PARAM_LANE_DEVICES)
+            rl.PARAM_LIMITS | rl.PARAM_LANES | rl.PARAM_LANE_DEVICES |
+            rl.PARAM_INITIAL_LABEL)
         self.name, self.rank, self.host = log_name, p.rank, host
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
@@ -449,6 +455,8 @@ class Receiver:
             "lanes": st.lanes,
             "last_refit_lane_bytes": list(st.last_refit_lane_bytes[:lanes]),
             "lane_device": [_text(d.value) for d in st.lane_device[:lanes]],
+            "refit_label": _text(st.refit_label),
+            "committed_label": _text(st.committed_label),
         }
 
     def timeline(self):
