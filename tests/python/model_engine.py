@@ -114,6 +114,7 @@ def main():
             with attached.serving(timeout=120) as held:
                 out = check_step(model, dirname, rank, tp, v)
                 out["held"] = held
+                out["label"] = attached.label
             write_json(os.path.join(dirname, "engine%d.step%d.json"
                                     % (rank, v)), out)
             write_json(os.path.join(dirname, "engine%d.ack" % rank),

@@ -74,7 +74,7 @@ def main():
             torch.save(saved, path + ".tmp")
             os.replace(path + ".tmp", path)
             t0 = time.monotonic()
-            sender.push(v)
+            sender.push(v, label="step-%d" % v)
             sender.wait(60)
             report["refit_s"].append(time.monotonic() - t0)
             for r in range(engines):

@@ -119,6 +119,7 @@ class ModelRefitTest(unittest.TestCase):
             self.assertTrue(out["logits_equal"], out["version"])
             self.assertTrue(out["tokens_equal"], out["version"])
             self.assertEqual(out["held"], out["version"])
+            self.assertEqual(out["label"], "step-%d" % out["version"])
         ev = events[0]
         self.assertIsNone(ev["generator_error"])
         self.check_refits(ev, 1)

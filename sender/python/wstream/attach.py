@@ -148,6 +148,7 @@ class Attached:
 
     def __init__(self):
         self.version = 0          # the version the parameters hold
+        self.label = ""           # its label, as the trainer pushed it
         self.state = "serving"    # serving, paused, unusable
         self.reason = ""
         self.events = []          # (monotonic time, kind, *args)
@@ -242,8 +243,10 @@ class Attached:
         return True
 
     def _on_committed(self, version):
+        hook = self._hook
         with self._cond:
             self.version = version
+            self.label = hook.committed_label if hook is not None else ""
             self.state, self.reason = "serving", ""
             self._event("commit", version)
             self._cond.notify_all()
