@@ -254,7 +254,14 @@ class ReceiverTest(unittest.TestCase):
         self.assertEqual(self.live(), before, "a refused refit wrote")
         # Refused by this engine itself: no layer, no resume, no unusable.
         self.assertEqual(self.engine.take_events(), [("begin", 3)])
+        # The receiver records the refusal on its own thread, which may
+        # run after the sender heard of it: wait for it.
+        deadline = time.monotonic() + 10
         st = self.rx.state()
+        while "engine draining" not in st["reason"] and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+            st = self.rx.state()
         self.assertEqual((st["committed_version"], st["usable"]), (2, True))
         self.assertIn("engine draining: no refit now", st["reason"])
         self.commit(4)  # and the next version goes through
