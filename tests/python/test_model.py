@@ -38,17 +38,20 @@ def read_json(path):
 
 
 class ModelRefitTest(unittest.TestCase):
-    def run_engines(self, tp):
+    def run_engines(self, tp, config=None):
         harness.secret_file()
         d = tempfile.mkdtemp(prefix="wst-model-")
         self.addCleanup(shutil.rmtree, d, True)
         logs, procs = [], []
+        env = dict(os.environ)
+        if config is not None:
+            env["TINYMODEL_CONFIG"] = json.dumps(config)
 
         def spawn(name, argv):
             log = open(os.path.join(d, name + ".log"), "w")
             logs.append((name, log.name))
             procs.append(subprocess.Popen([sys.executable] + argv,
-                                          stdout=log,
+                                          stdout=log, env=env,
                                           stderr=subprocess.STDOUT))
             log.close()
             return procs[-1]
@@ -126,6 +129,15 @@ class ModelRefitTest(unittest.TestCase):
         # The generator ran on every version, the first (engine's own
         # random weights) included.
         self.assertGreater(len(ev["forwards"]), STEPS)
+
+    def test_tp1_tied_head(self):
+        # lm_head shares the embedding: one parameter, one tensor.
+        trainer, steps, events = self.run_engines(1, {"tie": True})
+        self.assertEqual(trainer["params"], 15)
+        for out in steps[0]:
+            self.assertEqual(out["mismatch"], [], out["version"])
+            self.assertTrue(out["logits_equal"], out["version"])
+        self.check_refits(events[0], 1)
 
     def test_tp2(self):
         trainer, steps, events = self.run_engines(2)
