@@ -249,25 +249,6 @@ wst_status_t wst_layout_check_allocs(struct parse_ctx *c, wst_status_t bad,
     return status;
 }
 
-size_t wst_layout_find_alloc(const struct wst_layout_allocation *x,
-                             const size_t *by_name, size_t n, const char *name)
-{
-    size_t lo = 0, hi = n, mid;
-    int r;
-
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-        r = strcmp(x[by_name[mid]].name, name);
-        if (r == 0)
-            return by_name[mid];
-        if (r < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
-}
-
 /* ---- "allocations" ------------------------------------------------------ */
 
 /* Which of "shm" and "cuda_ipc" the entry has, then its fields. */

@@ -87,7 +87,7 @@ wst_layout_read_ipc(struct parse_ctx *c, struct json_object *v,
 /* The top-level "allocations": refused next to "shm" or "cuda_ipc" (parse
  * them first). Absent: *by_name_p NULL. Present: l->allocations filled
  * (NULL when empty), checked, and *by_name_p a malloc'd name-sorted index
- * of them (the caller frees it) for wst_layout_find_alloc. */
+ * of them (the caller frees it) for wst_layout_find_name. */
 wst_status_t wst_layout_parse_allocs(struct parse_ctx *c,
                                      struct json_object *root,
                                      struct wst_layout *l, size_t **by_name_p);
@@ -105,10 +105,6 @@ wst_status_t wst_layout_check_allocs(struct parse_ctx *c, wst_status_t bad,
                                      const struct wst_layout_allocation *x,
                                      size_t n, size_t *by_name);
 
-/* Index of the allocation named 'name' in the sorted index, or SIZE_MAX. */
-size_t wst_layout_find_alloc(const struct wst_layout_allocation *x,
-                             const size_t *by_name, size_t n, const char *name);
-
 /* Bytes of entry k of wst_layout_alloc_count's list, and how a message
  * names it: with 'limit', the field that bounds its regions ("shm_bytes",
  * "cuda_bytes", "allocation "x" bytes"), else the block itself ("the
@@ -119,11 +115,12 @@ void wst_layout_alloc_label(const struct wst_layout *l, size_t k, int limit,
 
 /* ---- rules (layout_rules.c) --------------------------------------------- */
 
-/* Region index whose name is 'name' in the name-sorted index 'by_name', or
+/* Index of the entry named 'name' among n entries of 'stride' bytes at
+ * 'items', whose name (a NUL-terminated char array) is their first member
+ * (regions, allocations), through their name-sorted index 'by_name'; or
  * SIZE_MAX. */
-size_t wst_layout_find_region(const struct wst_layout_region *regions,
-                              const size_t *by_name, size_t n,
-                              const char *name);
+size_t wst_layout_find_name(const void *items, size_t stride,
+                            const size_t *by_name, size_t n, const char *name);
 
 /* Duplicate names, placement inside each region's allocation (the shm,
  * the cuda_ipc allocation or an entry of "allocations") and overlaps

@@ -57,8 +57,8 @@ static wst_status_t parse_region_alloc(struct parse_ctx *c,
         wst_layout_get_string(c, o, where, "allocation", name, sizeof(name));
     if (status != WST_OK)
         return status;
-    idx = wst_layout_find_alloc(l->allocations, alloc_by_name, l->n_allocations,
-                                name);
+    idx = wst_layout_find_name(l->allocations, sizeof(*l->allocations),
+                               alloc_by_name, l->n_allocations, name);
     if (idx == SIZE_MAX)
         return wst_layout_fail(c, WST_ERR_CONFIG,
                                "%s (\"%s\"): unknown allocation \"%s\"", where,
@@ -183,7 +183,8 @@ static wst_status_t parse_want(struct parse_ctx *c, struct json_object *o,
         return wst_layout_fail(c, WST_ERR_CONFIG,
                                "%s (\"%s\"): unknown dtype \"%s\"", where,
                                w->tensor.name, dtype);
-    idx = wst_layout_find_region(l->regions, by_name, l->n_regions, region);
+    idx = wst_layout_find_name(l->regions, sizeof(*l->regions), by_name,
+                               l->n_regions, region);
     if (idx == SIZE_MAX)
         return wst_layout_fail(c, WST_ERR_CONFIG,
                                "%s (\"%s\"): unknown region \"%s\"", where,

@@ -37,7 +37,8 @@ static wst_status_t parse_part(struct parse_ctx *c, struct json_object *o,
         status = wst_layout_get_u64(c, p, pwhere, "offset", 1, offset_p);
     if (status != WST_OK)
         return status;
-    idx = wst_layout_find_region(l->regions, by_name, l->n_regions, name);
+    idx = wst_layout_find_name(l->regions, sizeof(*l->regions), by_name,
+                               l->n_regions, name);
     if (idx == SIZE_MAX)
         return wst_layout_fail(c, WST_ERR_CONFIG, "%s: unknown region \"%s\"",
                                pwhere, name);

@@ -10,6 +10,7 @@
 #include "layout_internal.h"
 
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -39,15 +40,22 @@ static int cmp_region_place(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
-size_t wst_layout_find_region(const struct wst_layout_region *regions,
-                              const size_t *by_name, size_t n, const char *name)
+/* Both tables the finder serves keep their name first. */
+_Static_assert(offsetof(struct wst_layout_region, name) == 0,
+               "a region's name is its first member");
+_Static_assert(offsetof(struct wst_layout_allocation, name) == 0,
+               "an allocation's name is its first member");
+
+size_t wst_layout_find_name(const void *items, size_t stride,
+                            const size_t *by_name, size_t n, const char *name)
 {
+    const char *base = items;
     size_t lo = 0, hi = n, mid;
     int r;
 
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
-        r = strcmp(regions[by_name[mid]].name, name);
+        r = strcmp(base + by_name[mid] * stride, name);
         if (r == 0)
             return by_name[mid];
         if (r < 0)
