@@ -5,7 +5,10 @@ against real agents; the trainer is a wstream.Sender in this process.
    unusable (serving() raises UnusableError, the agent says why), and
    version 3 serves again, bit for bit;
  - start_agent=False: attach only writes layout.json; an agent started
-   here from it refits the model.
+   here from it refits the model;
+ - an agent killed while idle and started again on the same layout and
+   socket: the engine's hook reconnects by itself, the agent still holds
+   the version it committed, and the next one commits.
 """
 import os
 import shutil
@@ -93,6 +96,52 @@ class AttachTest(unittest.TestCase):
         self.assertEqual(kinds.count("unusable"), 1)
         self.assertEqual([e[2] for e in att.events if e[1] == "commit"],
                          [1, 3])
+
+    def test_agent_restart(self):
+        # The agent dies while idle; one started again on the same layout
+        # and socket (as a sidecar's restart would) is found by the
+        # engine's hook, which reconnects, and the next version commits.
+        engine, trainer = TinyModel(seed=1), TinyModel(seed=0)
+        with wstream.attach(engine, engine.spec(),
+                            agent_args=["--timeout", "20"]) as att:
+            with wstream.Sender([att.address], lanes=1) as s:
+                sharding.register_model(s, trainer, trainer.spec())
+                s.push(1)
+                s.wait(60)
+            att.wait_version(1)
+            att._agent.kill()
+            att._agent.wait(10)
+            port_file = os.path.join(att.dir, "port")
+            os.unlink(port_file)
+            log = open(os.path.join(att.dir, "agent2.log"), "w")
+            att._agent = subprocess.Popen(
+                [harness.agent_binary(), "--layout",
+                 os.path.join(att.dir, "layout.json"),
+                 "--listen", "127.0.0.1:0", "--port-file", port_file,
+                 "--engine-socket", os.path.join(att.dir, "engine.sock"),
+                 "--status-file", os.path.join(att.dir, "status.json"),
+                 "--auth-secret-file", harness.secret_file()],
+                stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+            deadline = time.monotonic() + 20
+            while not read(port_file):
+                self.assertIsNone(att._agent.poll(), "the agent exited")
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.02)
+            addr = "127.0.0.1:" + read(port_file)
+            step(trainer, 1)
+            with wstream.Sender([addr], lanes=1) as s:
+                sharding.register_model(s, trainer, trainer.spec())
+                s.connect()
+                # The restarted agent kept its committed version.
+                self.assertEqual(s.committed_versions(), [1])
+                s.push(2)
+                s.wait(60)
+            att.wait_version(2)
+            with att.serving() as v:
+                self.assertEqual(v, 2)
+                self.assertTrue(same(engine, trainer))
+            att._hook.check()
 
     def test_sidecar_layout(self):
         d = tempfile.mkdtemp(prefix="wst-attach-")
