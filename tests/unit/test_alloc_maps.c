@@ -220,6 +220,7 @@ static void test_alloc_maps_short_object(void **state)
     expect_refused(f, WST_ERR_INVALID, needle);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 /* VmSize of this process, from /proc/self/status. */
 static uint64_t vm_size(void)
 {
@@ -235,6 +236,7 @@ static uint64_t vm_size(void)
     assert_true(kb > 0);
     return kb * 1024;
 }
+#endif
 
 /* Every object passes the checks, but a mapping after the first fails
  * (the address space is capped just above what the first two take): the
