@@ -98,9 +98,9 @@ static const struct wst_config_entry bench_config[] = {
      offsetof(struct bench_settings, repeats), NULL, NULL},
     {"perftest", WST_CONFIG_BOOL, "y", "measure the ucx_perftest ceiling",
      offsetof(struct bench_settings, perftest), NULL, NULL},
-    {"perftest-bin", WST_CONFIG_STRING, "/usr/bin/ucx_perftest",
-     "the ucx_perftest program", offsetof(struct bench_settings, perftest_bin),
-     NULL, NULL},
+    {"perftest-bin", WST_CONFIG_STRING, "ucx_perftest",
+     "the ucx_perftest program: a path, or a name looked up on PATH",
+     offsetof(struct bench_settings, perftest_bin), NULL, NULL},
     {"perftest-tests", WST_CONFIG_STRING, "ucp_put_bw,ucp_am_bw,tag_bw",
      "comma-separated ucx_perftest tests",
      offsetof(struct bench_settings, perftest_tests), NULL, NULL},
@@ -202,6 +202,7 @@ struct bench {
     struct bench_settings set;
     struct wst_model model;
     char workdir[1024];
+    char perftest_path[PATH_MAX]; /* --perftest-bin, found */
     int own_workdir;
     struct wst_cluster cluster;
     struct bench_result r;
@@ -378,9 +379,10 @@ static int run_perftest(struct bench *b)
     if (bytes == 0)
         bytes = live > GIB ? live : GIB;
     snprintf(log, sizeof(log), "%s/perftest.log", b->workdir);
-    printf("perftest: log %s\n", b->own_workdir ? "(removed)" : log);
+    printf("perftest: %s, log %s\n", b->perftest_path,
+           b->own_workdir ? "(removed)" : log);
     struct wst_perftest_params base = {
-        .bin = b->set.perftest_bin,
+        .bin = b->perftest_path,
         .tls = transport_tls[b->set.transport],
         .host = opt(b->set.agent_host) ? b->set.agent_host : "127.0.0.1",
         .server_netns = opt(b->set.agent_netns),
@@ -583,6 +585,10 @@ static int check_settings(struct bench *b)
                  b->set.perftest_tests);
         st = WST_ERR_CONFIG;
     }
+    if (st == WST_OK && b->set.perftest &&
+        wst_perftest_locate(b->set.perftest_bin, b->perftest_path,
+                            sizeof(b->perftest_path), err, sizeof(err)) != 0)
+        st = WST_ERR_CONFIG;
     if (st == WST_OK)
         st = wst_bench_host_memory_check(b->set.size, err, sizeof(err));
     if (st != WST_OK)
@@ -704,7 +710,11 @@ int main(int argc, char **argv)
     b.r.footprint.best = -1;
     b.r.refill_s_per_gib = -1;
     wst_config_cli(bench_config, &b.set, argc, argv, "wstream-bench",
-                   "wstream-bench [options]", &rc);
+                   "wstream-bench [options]\n\n"
+                   "exit codes: 0 every refit verified and a perftest number\n"
+                   "  at each size; 1 a refit or perftest failed; 2 bad usage\n"
+                   "  (also: no ucx_perftest found, too little memory)",
+                   &rc);
     if (rc >= 0)
         goto out_release;
     rc = 2;

@@ -22,6 +22,12 @@
 #include "errbuf.h"
 
 #define CONNECT_ATTEMPTS 100
+/* Debian and Ubuntu ship ucx_perftest in ucx-utils; other systems keep it
+ * in UCX's own bin/ folder (e.g. /opt/hpcx/ucx/bin), found through PATH. */
+#define PERFTEST_HINT                                                          \
+    "install UCX's tools (Debian: ucx-utils) or put UCX's bin/ folder on "     \
+    "PATH, pass --perftest-bin PATH, or --perftest=no to skip the ceiling"
+
 #define CONNECT_PAUSE_US 100000
 
 /* A TCP port free on this namespace's loopback now (in another namespace
@@ -246,4 +252,35 @@ out_close_log:
     if (log != NULL)
         fclose(log);
     return ret;
+}
+
+static int executable(const char *path)
+{
+    return access(path, X_OK) == 0;
+}
+
+int wst_perftest_locate(const char *bin, char *path, size_t len, char *err,
+                        size_t errlen)
+{
+    const char *dirs = getenv("PATH"), *d;
+    size_t n;
+
+    if (strchr(bin, '/') != NULL) {
+        if (executable(bin) && (size_t)snprintf(path, len, "%s", bin) < len)
+            return 0;
+        wst_errf(err, errlen, "--perftest-bin %s: %s; %s", bin, strerror(errno),
+                 PERFTEST_HINT);
+        return -1;
+    }
+    for (d = dirs != NULL ? dirs : ""; *d != '\0'; d += n + (d[n] == ':')) {
+        n = strcspn(d, ":");
+        /* An empty entry is the current folder, as for the shell. */
+        int w = n == 0 ? snprintf(path, len, "./%s", bin)
+                       : snprintf(path, len, "%.*s/%s", (int)n, d, bin);
+        if (w > 0 && (size_t)w < len && executable(path))
+            return 0;
+    }
+    wst_errf(err, errlen, "%s not found on PATH (%s); %s", bin,
+             dirs != NULL ? dirs : "unset", PERFTEST_HINT);
+    return -1;
 }
