@@ -16,8 +16,15 @@
  * This file: the flags, start-up and shutdown, the engine hooks and the
  * signal loop.
  *
- * Exit codes: 0 after a clean shutdown, otherwise -status of the error that
- * stopped start-up (see include/wstream/status.h).
+ * Exit codes (AGENT_USAGE below, also in --help): 0 after a clean shutdown
+ * or --help; 2 bad usage (an unknown flag or bad value, on the command line
+ * or in a WST_* variable, a missing --layout), as for every wstream
+ * program; otherwise -status of the error that stopped start-up (see
+ * include/wstream/status.h): 18 (WST_ERR_CONFIG) for a layout file or a
+ * setting that parsed but cannot be served (no auth secret, a readable
+ * secret file, a bad layout), 10 no CUDA device, 15 a file or shm object
+ * that cannot be opened... A usage error is the caller's to fix before
+ * anything ran; a start-up error may be the host's or the engine's.
  */
 #include <wstream/receiver.h>
 
@@ -436,6 +443,13 @@ static void agent_stop(struct agent *a)
     wst_config_release(agent_config, &a->set);
 }
 
+#define AGENT_USAGE                                                            \
+    "wstream-agent --layout FILE [options]\n\n"                                \
+    "exit codes: 0 clean shutdown (SIGTERM/SIGINT) or --help; 2 bad usage;\n"  \
+    "  otherwise the negated wst_status_t that stopped start-up, e.g. 18 a\n"  \
+    "  bad layout file or setting (no auth secret), 10 no CUDA device, 15 a\n" \
+    "  layout, secret or shm object that cannot be opened"
+
 int main(int argc, char **argv)
 {
     struct agent a;
@@ -445,12 +459,10 @@ int main(int argc, char **argv)
 
     memset(&a, 0, sizeof(a));
     wst_config_cli(agent_config, &a.set, argc, argv, "wstream-agent",
-                   "wstream-agent --layout FILE [options]", &code);
+                   AGENT_USAGE, &code);
     if (code < 0 && a.set.layout[0] == '\0') {
         fprintf(stderr, "wstream-agent: --layout is required\n");
-        code = -WST_ERR_CONFIG;
-    } else if (code == 2) {
-        code = -WST_ERR_CONFIG;
+        code = 2;
     }
     if (code >= 0) {
         wst_config_release(agent_config, &a.set);

@@ -403,7 +403,9 @@ int main(int argc, char **argv)
     wst_config_cli(campaign_config, &set, argc, argv, "wstream-campaign",
                    "wstream-campaign --trials N --seed S "
                    "[--transport tcp|shm|mixed] [--jobs J] [--out FILE] "
-                   "[--replay SEED]",
+                   "[--replay SEED]\n\n"
+                   "exit codes: 0 no trial failed (but for "
+                   "--tolerate-abort's); 1 one did; 2 bad usage",
                    &rc);
     if (rc >= 0)
         goto out;

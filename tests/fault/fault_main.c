@@ -564,7 +564,10 @@ int main(int argc, char **argv)
 
     memset(&set, 0, sizeof(set));
     wst_config_cli(fault_config, &set, argc, argv, "wstream-fault",
-                   "wstream-fault [options]", &rc);
+                   "wstream-fault [options]\n\n"
+                   "exit codes: 0 everything held; 1 a failed check; 2 bad "
+                   "usage",
+                   &rc);
     if (rc >= 0)
         goto out;
     rc = 2;

@@ -636,7 +636,11 @@ int main(int argc, char **argv)
 
     memset(&d, 0, sizeof(d));
     wst_config_cli(demo_config, &d.set, argc, argv, "wstream-demo",
-                   "wstream-demo [options]", &rc);
+                   "wstream-demo [options]\n\n"
+                   "exit codes: 0 every byte verified; 1 failed; 2 bad usage;\n"
+                   "  otherwise the negated wst_status_t a sender reported\n"
+                   "  (19 non-linear placement, 20 expert sharding, ...)",
+                   &rc);
     if (rc >= 0)
         goto out_release;
     rc = 2;

@@ -28,10 +28,10 @@
  * live memory may be half written).
  *
  * Exit codes: 0 on EOF from the agent (or when it hung up: a reset or a
- * broken pipe, as when it is killed mid-refit); 1 bad usage or set-up (also: no
- * CUDA or no GPU for --cuda-device); 2 a protocol error, "ERROR busy" or a
- * failed copy of the live device memory; 3 live memory written before
- * READY.
+ * broken pipe, as when it is killed mid-refit); 1 set-up failed (also: no
+ * CUDA or no GPU for --cuda-device); 2 bad usage, as for every wstream
+ * program; 3 live memory written before READY; 4 a protocol error, "ERROR
+ * busy" or a failed copy of the live device memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -601,10 +601,15 @@ int main(int argc, char **argv)
         standin_config, &e.set, argc, argv, "wstream-engine-standin",
         "wstream-engine-standin --socket PATH (--shm NAME | "
         "--create --cuda-device N) --shm-bytes N [--create] "
-        "[--ready-delay-ms D] [--state-file F] [--refuse] [--refuse-version V]",
+        "[--ready-delay-ms D] [--state-file F] [--refuse] [--refuse-version "
+        "V]\n\n"
+        "exit codes: 0 EOF from the agent (or it hung up); 1 set-up failed\n"
+        "  (no CUDA device, the shm object cannot be opened...); 2 bad usage;\n"
+        "  3 live memory written before READY; 4 a protocol error, \"ERROR\n"
+        "  busy\" or a failed copy of the live device memory",
         &code);
     if (code < 0 && check_settings(&e) != 0)
-        code = 1;
+        code = 2;
     if (code >= 0)
         goto out_release;
     code = 1;
@@ -629,7 +634,7 @@ int main(int argc, char **argv)
             break;
         }
     }
-    code = rc == 0 ? 0 : 2;
+    code = rc == 0 ? 0 : 4;
     if (rc == 0)
         printf("standin: EOF, exiting\n");
     /* Between READY and COMMITTED the live memory may be half written: an

@@ -166,7 +166,13 @@ static const struct wst_config_entry send_config[] = {
 
 static const char usage[] =
     "wstream-send [options] [--checkpoint] CHECKPOINT --receivers "
-    "HOST:PORT[,...] --version N";
+    "HOST:PORT[,...] --version N\n\n"
+    "exit codes: 0 every receiver committed (or --dry-run found the\n"
+    "  checkpoint good); 2 bad usage; otherwise the negated wst_status_t\n"
+    "  of the refusal or failure, e.g. 15 a file cannot be read, 8 a\n"
+    "  malformed checkpoint, 23 a dtype or shape wstream cannot carry,\n"
+    "  6/5/17 a receiver unreachable/timed out/failed, 12/13/14 a receiver\n"
+    "  refused the plan (dtype, shape, a tensor missing), 28 a stale version";
 
 struct send {
     struct send_settings set;

@@ -186,7 +186,10 @@ int main(int argc, char **argv)
     memset(&set, 0, sizeof(set));
     wst_config_cli(topology_config, &set, argc, argv, PROG,
                    PROG " [--sysfs DIR] [--gpu BUS_ID[,BUS_ID]...] "
-                        "[--no-verbs] [--log-level LEVEL]",
+                        "[--no-verbs] [--log-level LEVEL]\n\n"
+                        "exit codes: 0 printed; 2 bad usage; otherwise the\n"
+                        "  negated wst_status_t (15 a malformed sysfs tree,\n"
+                        "  26 an unknown --gpu)",
                    &rc);
     if (rc >= 0)
         goto out_release;
