@@ -149,7 +149,7 @@ static wst_status_t parse_want(struct parse_ctx *c, struct json_object *o,
                                size_t i, const struct wst_layout *l,
                                const size_t *by_name, struct wst_want *w)
 {
-    char where[64], dtype[WST_NAME_MAX], region[WST_NAME_MAX];
+    char where[64], dtype[WST_NAME_MAX], region[WST_NAME_MAX], hint[160];
     size_t idx;
     wst_status_t status;
 
@@ -179,10 +179,12 @@ static wst_status_t parse_want(struct parse_ctx *c, struct json_object *o,
         return status;
     w->box.ndim = w->tensor.ndim;
     w->tensor.dtype = wst_dtype_parse(dtype);
-    if (w->tensor.dtype == WST_DTYPE_INVALID)
+    if (w->tensor.dtype == WST_DTYPE_INVALID) {
+        wst_dtype_hint(dtype, hint, sizeof(hint));
         return wst_layout_fail(c, WST_ERR_CONFIG,
-                               "%s (\"%s\"): unknown dtype \"%s\"", where,
-                               w->tensor.name, dtype);
+                               "%s (\"%s\"): unknown dtype \"%s\" (%s)", where,
+                               w->tensor.name, dtype, hint);
+    }
     idx = wst_layout_find_name(l->regions, sizeof(*l->regions), by_name,
                                l->n_regions, region);
     if (idx == SIZE_MAX)

@@ -117,7 +117,7 @@ static wst_status_t parse_experts_entry(struct parse_ctx *c,
                                         const size_t *by_name,
                                         struct wst_layout_experts *e)
 {
-    char where[64], dtype[WST_NAME_MAX];
+    char where[64], dtype[WST_NAME_MAX], hint[160];
     wst_status_t status;
 
     snprintf(where, sizeof(where), "experts[%zu]", i);
@@ -154,9 +154,12 @@ static wst_status_t parse_experts_entry(struct parse_ctx *c,
     if (status != WST_OK)
         return status;
     e->dtype = wst_dtype_parse(dtype);
-    if (e->dtype == WST_DTYPE_INVALID)
-        return wst_layout_fail(c, WST_ERR_CONFIG, "%s: unknown dtype \"%s\"",
-                               where, dtype);
+    if (e->dtype == WST_DTYPE_INVALID) {
+        wst_dtype_hint(dtype, hint, sizeof(hint));
+        return wst_layout_fail(c, WST_ERR_CONFIG,
+                               "%s: unknown dtype \"%s\" (%s)", where, dtype,
+                               hint);
+    }
     status = wst_layout_check_experts(c, WST_ERR_CONFIG, where, l->regions,
                                       l->n_regions, e);
     if (status == WST_OK)

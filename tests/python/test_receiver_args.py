@@ -223,7 +223,9 @@ class RegionWantTest(unittest.TestCase):
             (dict(layer=-1), ValueError, "layer"),
             (dict(loader=""), ValueError, "loader"),
             (dict(loader=None), TypeError, "loader"),
-            (dict(dtype="bfloat16"), ValueError, "dtype"),
+            (dict(dtype="bfloat16"), ValueError,
+             "dtype must be one of bf16, f16, f32, f64, fp8_e4m3, fp8_e5m2, "
+             "i8, u8, i32, i64, got 'bfloat16' (did you mean 'bf16'?)"),
             (dict(n_experts=0), ValueError, "n_experts"),
             (dict(hidden=0), ValueError, "hidden"),
             (dict(ep_rank=1), ValueError, "ep_rank"),

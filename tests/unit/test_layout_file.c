@@ -301,7 +301,14 @@ static void test_layout_file_bad_wants(void **state)
         WST_ERR_CONFIG, "wants[0] (\"t\"): unknown region \"c\"");
     expect_refused("{" HDR REGS WANTS(
                        "\"tensor\":\"t\",\"dtype\":\"bf17\"," WBOX WREG) "}",
-                   WST_ERR_CONFIG, "wants[0] (\"t\"): unknown dtype \"bf17\"");
+                   WST_ERR_CONFIG,
+                   "wants[0] (\"t\"): unknown dtype \"bf17\" (valid: bf16, "
+                   "f16, f32, f64, fp8_e4m3, fp8_e5m2, i8, u8, i32, i64)");
+    expect_refused("{" HDR REGS WANTS("\"tensor\":\"t\",\"dtype\":\"torch."
+                                      "float32\"," WBOX WREG) "}",
+                   WST_ERR_CONFIG,
+                   "wants[0] (\"t\"): unknown dtype \"torch.float32\" (did "
+                   "you mean \"f32\"? valid: bf16, f16,");
     expect_refused("{" HDR REGS WANTS(WT "\"shape\":[4,256],\"start\":[0],"
                                          "\"stop\":[4,256]," WREG) "}",
                    WST_ERR_CONFIG,
@@ -698,7 +705,13 @@ static void test_layout_file_experts_bad_fields(void **state)
         "experts[0] (layer 0): field \"loader\" must be a non-empty string");
     expect_refused(EXPERT1(XL(0) XLOADER "\"dtype\":\"bf17\"," XDIMS XW13 XW2),
                    WST_ERR_CONFIG,
-                   "experts[0] (layer 0): unknown dtype \"bf17\"");
+                   "experts[0] (layer 0): unknown dtype \"bf17\" (valid: "
+                   "bf16, f16, f32, f64, fp8_e4m3, fp8_e5m2, i8, u8, i32, "
+                   "i64)");
+    expect_refused(
+        EXPERT1(XL(0) XLOADER "\"dtype\":\"bfloat16\"," XDIMS XW13 XW2),
+        WST_ERR_CONFIG,
+        "unknown dtype \"bfloat16\" (did you mean \"bf16\"? valid: bf16, ");
     expect_refused(
         EXPERT1("\"layer\":4294967296," XLOADER XDTYPE XDIMS XW13 XW2),
         WST_ERR_CONFIG, "experts[0]: field \"layer\" is too large");

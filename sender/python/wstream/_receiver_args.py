@@ -92,8 +92,10 @@ def dtype(value):
         raise TypeError("dtype must be a str (%s), not %s"
                         % (", ".join(_tensors.DTYPES), type(value).__name__))
     if value not in _tensors.DTYPES:
-        raise ValueError("dtype must be one of %s, got %r"
-                         % (", ".join(_tensors.DTYPES), value))
+        guess = _tensors.dtype_alias(value)
+        raise ValueError("dtype must be one of %s, got %r%s"
+                         % (", ".join(_tensors.DTYPES), value,
+                            " (did you mean %r?)" % guess if guess else ""))
     return _tensors.DTYPES[value]
 
 

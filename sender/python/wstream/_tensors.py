@@ -21,6 +21,22 @@ _TORCH_NAMES = [
     ("int32", "i32"), ("int64", "i64"),
 ]
 
+# Other spellings people type for the names above (numpy's, habits).
+_OTHER_NAMES = {"half": "f16", "float": "f32", "double": "f64",
+                "fp16": "f16", "fp32": "f32", "fp64": "f64"}
+
+
+def dtype_alias(name):
+    """The wst dtype name 'name' is another spelling of ("bfloat16",
+    "torch.float32", "BF16", "half" ...), or None."""
+    low = name.lower()
+    if low.startswith("torch."):
+        low = low[len("torch."):]
+    if low in DTYPES:
+        return low
+    return dict(_TORCH_NAMES).get(low) or _OTHER_NAMES.get(low)
+
+
 TensorInfo = collections.namedtuple(
     "TensorInfo", "dtype dtype_name itemsize mem_type data shape numel")
 
