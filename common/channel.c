@@ -80,9 +80,18 @@ static void channel_fail(struct wst_conn *c, wst_status_t status,
 
 static void fail_errno(struct wst_conn *c, const char *what, int err)
 {
-    char why[160];
+    char why[320];
+    int unreachable = err == ECONNREFUSED || err == EHOSTUNREACH ||
+                      err == ENETUNREACH || err == ETIMEDOUT;
 
-    snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
+    /* Nothing answered at the address: what a person checks first. */
+    if (unreachable && strcmp(what, "connect") == 0)
+        snprintf(why, sizeof(why),
+                 "%s: %s (check that wstream-agent runs and listens on %s "
+                 "(its --listen), and that no firewall blocks the port)",
+                 what, strerror(err), c->name);
+    else
+        snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
     channel_fail(
         c, err == ECONNREFUSED ? WST_ERR_UNREACHABLE : WST_ERR_PEER_FAILED,
         why);

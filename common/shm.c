@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,6 +14,29 @@ static wst_status_t shm_fail(char *err, size_t errlen, const char *name,
                              const char *step, int saved_errno)
 {
     wst_errf(err, errlen, "%s %s: %s", step, name, strerror(saved_errno));
+    return WST_ERR_IO;
+}
+
+/* A missing object is the usual start-up race or a naming slip: say where
+ * it was looked for and what to check. */
+const char *wst_shm_open_hint(const char *name, int err, char *buf, size_t len)
+{
+    if (err != ENOENT || len == 0)
+        return "";
+    snprintf(buf, len,
+             " (no /dev/shm/%s: the engine has not created it yet, or runs "
+             "in another IPC namespace; check the name in the layout and "
+             "start the agent after the engine)",
+             name[0] == '/' ? name + 1 : name);
+    return buf;
+}
+
+static wst_status_t shm_missing(char *err, size_t errlen, const char *name)
+{
+    char hint[320];
+
+    wst_errf(err, errlen, "shm_open %s: %s%s", name, strerror(ENOENT),
+             wst_shm_open_hint(name, ENOENT, hint, sizeof(hint)));
     return WST_ERR_IO;
 }
 
@@ -52,6 +76,8 @@ wst_status_t wst_shm_map(const char *name, uint64_t bytes, int writable,
     int saved_errno;
     int fd = shm_open(name, writable ? O_RDWR : O_RDONLY, 0);
 
+    if (fd < 0 && errno == ENOENT)
+        return shm_missing(err, errlen, name);
     if (fd < 0)
         return shm_fail(err, errlen, name, "shm_open", errno);
     p = mmap(NULL, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ,

@@ -24,6 +24,11 @@
 wst_status_t wst_shm_create(const char *name, uint64_t bytes, void **map_p,
                             char *err, size_t errlen);
 
+/* What to check when shm_open of the existing object NAME failed with
+ * errno ERR: for a missing one, where it was looked for and the usual
+ * causes; "" otherwise. Static string, or 'buf' (len bytes, caller's). */
+const char *wst_shm_open_hint(const char *name, int err, char *buf, size_t len);
+
 /* Maps BYTES of the existing object NAME into *map_p, read-write when
  * WRITABLE, else read-only; the caller owns the mapping. WST_ERR_IO, with
  * err saying why, when it cannot be opened or mapped. */

@@ -14,6 +14,7 @@
 #include "gpu.h"
 #include "gpu_probe.h"
 #include "region_memory.h"
+#include "shm.h"
 
 /* The layout parser keeps its own copy of the handle size. */
 _Static_assert(WST_LAYOUT_CUDA_IPC_BYTES == WST_GPU_IPC_HANDLE_BYTES,
@@ -55,8 +56,11 @@ static wst_status_t open_shm(const struct wst_logger *log, const char *path,
     int fd = shm_open(a->shm, O_RDWR, 0);
 
     if (fd < 0) {
-        WST_ERROR(log, "layout %s: %s: shm_open %s: %s", path, what, a->shm,
-                  strerror(errno));
+        char hint[320];
+        int saved = errno;
+        WST_ERROR(log, "layout %s: %s: shm_open %s: %s%s", path, what, a->shm,
+                  strerror(saved),
+                  wst_shm_open_hint(a->shm, saved, hint, sizeof(hint)));
         return WST_ERR_IO;
     }
     if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < a->bytes) {

@@ -194,7 +194,7 @@ static int run_agent(const char *dir, const char *layout, const char *log)
 static void test_allocations_missing_object_refused(void **state)
 {
     char dir[] = "/tmp/wst-it-alloc-XXXXXX", layout[256], log[256];
-    char err[512], needle[512];
+    char err[512], needle[1024];
     struct wst_model m;
     struct wst_layout l;
     int wstatus;
@@ -217,8 +217,9 @@ static void test_allocations_missing_object_refused(void **state)
                  wstatus, -WST_ERR_IO);
     snprintf(needle, sizeof(needle),
              "layout %s: allocation \"part2\" (allocations[2]): shm_open %s: "
-             "No such file or directory",
-             layout, objs.names[2]);
+             "No such file or directory (no /dev/shm/%s: the engine has not "
+             "created it yet",
+             layout, objs.names[2], objs.names[2] + 1);
     if (!it_file_has(log, needle))
         fail_msg("the agent's log lacks '%s'", needle);
 

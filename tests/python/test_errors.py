@@ -94,6 +94,10 @@ class RefusalTest(unittest.TestCase):
         self.assertIn(cm.exception.name, ("WST_ERR_UNREACHABLE",
                                           "WST_ERR_TIMED_OUT"))
         self.assertIn("127.0.0.1:1", cm.exception.message)
+        if cm.exception.name == "WST_ERR_UNREACHABLE":
+            self.assertIn("check that wstream-agent runs and listens on "
+                          "127.0.0.1:1 (its --listen), and that no firewall "
+                          "blocks the port", cm.exception.message)
 
     def test_7_secret_file(self):
         """secret_file=: another secret is refused by the agent, nothing
