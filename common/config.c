@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <wstream/version.h>
 
 #include "errbuf.h"
 
@@ -569,6 +570,13 @@ void wst_config_cli(const struct wst_config_entry *table, void *settings,
     if (wst_config_has_flag(argc, argv, "--help")) {
         printf("usage: %s\n\n", usage);
         wst_config_print_help(table, stdout);
+        *exit_p = 0;
+        return;
+    }
+    /* A table with a "version" setting of its own keeps the flag for it. */
+    if (config_find(table, "version", 7) == NULL &&
+        wst_config_has_flag(argc, argv, "--version")) {
+        printf("%s %s\n", prog, WST_VERSION_STRING);
         *exit_p = 0;
         return;
     }

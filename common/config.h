@@ -94,11 +94,13 @@ void wst_config_print(const struct wst_config_entry *table,
 void wst_config_print_help(const struct wst_config_entry *table, FILE *out);
 
 /* The command-line front every wstream program shares: --help prints
- * "usage: <usage>" and the table's help; otherwise defaults, environment
- * and flags are applied, an unexpected operand is an error, and
- * --print-config prints the result. *exit_p is -1 when the program should
- * go on, else the code to exit with (0 after --help or --print-config, 2
- * after an error, which is printed as "<prog>: <error>"). */
+ * "usage: <usage>" and the table's help; --version prints "<prog>
+ * <version>" (wstream/version.h) unless the table has a "version" setting
+ * of its own; otherwise defaults, environment and flags are applied, an
+ * unexpected operand is an error, and --print-config prints the result.
+ * *exit_p is -1 when the program should go on, else the code to exit with
+ * (0 after --help, --version or --print-config, 2 after an error, which is
+ * printed as "<prog>: <error>"). */
 void wst_config_cli(const struct wst_config_entry *table, void *settings,
                     int argc, char **argv, const char *prog, const char *usage,
                     int *exit_p);

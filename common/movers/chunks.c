@@ -85,8 +85,8 @@ static struct piece *piece_new(struct chunks_tx *c)
     return p;
 }
 
-/* Returns nonzero when the tx is gone (the last piece freed it). */
-static int piece_release(struct chunks_tx *c, struct piece *p)
+/* Gives back what 'p' holds and recycles it. */
+static void piece_recycle(struct chunks_tx *c, struct piece *p)
 {
     if (p->gather >= 0)
         c->gather_free |= 1u << p->gather;
@@ -94,11 +94,27 @@ static int piece_release(struct chunks_tx *c, struct piece *p)
         wst_bounce_ring_give(c->ring, p->slot);
     p->next = c->free_pieces;
     c->free_pieces = p;
+}
+
+/* Returns nonzero when the tx is gone (the last piece freed it). */
+static int piece_release(struct chunks_tx *c, struct piece *p)
+{
+    piece_recycle(c, p);
     if (--c->live == 0) {
         chunks_free(c);
         return 1;
     }
     return 0;
+}
+
+/* piece_release for a caller that holds a reference (hold()): the tx
+ * cannot be freed here, and its drop() frees it if it is the last. Kept
+ * apart so no path frees the tx before that drop() touches it (gcc's
+ * -Wuse-after-free cannot see that a held reference keeps live > 0). */
+static void piece_release_held(struct chunks_tx *c, struct piece *p)
+{
+    piece_recycle(c, p);
+    c->live--;
 }
 
 static int destroyed(const struct chunks_tx *c)
@@ -172,7 +188,8 @@ static void bounce_filled(void *arg, wst_status_t status, uint64_t done_ns)
     if (st != WST_OK) {
         c->in_flight -= p->len;
         uint64_t len = p->len;
-        if (!piece_release(c, p) && !destroyed(c))
+        piece_release_held(c, p);
+        if (!destroyed(c))
             c->tx.ev.moved(c->tx.ev.arg, len, st);
         drop(c);
         return;
@@ -290,7 +307,7 @@ static wst_status_t post_move(struct chunks_tx *c, struct piece *p,
     wst_status_t st = c->wire->ops->move(c->wire, mv, move_done, p);
     if (st != WST_OK) {
         c->in_flight -= mv->length;
-        piece_release(c, p);
+        piece_release_held(c, p); /* chunks_post holds c */
     }
     return st;
 }
@@ -337,7 +354,7 @@ static wst_status_t post_bounce(struct chunks_tx *c, struct wst_tx_cursor *cur,
         /* Copies already enqueued may still write the slot: it is lost
          * until the stream drains, and this refit fails anyway. */
         p->slot = -1;
-        piece_release(c, p);
+        piece_release_held(c, p); /* chunks_post holds c */
         return st;
     }
     c->copying[first->layer]++;

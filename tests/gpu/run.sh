@@ -61,7 +61,7 @@ done
 t0=$(date +%s)
 rm -f "$build/CMakeCache.txt" # pkg-config results are cached: configure afresh
 # The kernel checks first, on their own: they need the least of the tree.
-if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+if ! { cmake -S "$root" -B "$build" -DWST_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWST_WERROR=ON \
            ${torch_py:+-DWST_PYTHON="$torch_py"} &&
        cmake --build "$build" -j"$(nproc)" --target wst-gpu-check; } >>"$log" 2>&1; then
     tail -40 "$log"

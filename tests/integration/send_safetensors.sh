@@ -132,7 +132,7 @@ case_single() {
     helper write "$work/ck" --case single --seed 11
     start_agent a "$work/ck" all
     run_send 0 "$work/out" "$work/ck/model.safetensors" \
-        --receivers "127.0.0.1:$port" --version 1 --progress none
+        --receivers "127.0.0.1:$port" --weights-version 1 --progress none
     expect "$work/out" \
         "^wstream-send: version 1 committed by 1 receiver: 14 tensors, 4.24 MB in [0-9.]+ s; 4.24 MB moved, [0-9.]+ GB/s$"
     committed a 1
@@ -140,11 +140,11 @@ case_single() {
     # A label that breaks the rule is bad usage: refused before anything
     # connects, naming the byte.
     run_send 2 "$work/out" "$work/ck/model.safetensors" \
-        --receivers "127.0.0.1:$port" --version 2 --label "step 2"
+        --receivers "127.0.0.1:$port" --weights-version 2 --label "step 2"
     expect "$work/out" '^wstream-send: --label: label "step\?2": byte 4 is 0x20'
     # A labeled version: the line names it, the agent keeps it.
     run_send 0 "$work/out" "$work/ck/model.safetensors" \
-        --receivers "127.0.0.1:$port" --version 2 --label ckpt-2@9f3c \
+        --receivers "127.0.0.1:$port" --weights-version 2 --label ckpt-2@9f3c \
         --progress none
     expect "$work/out" "^wstream-send: version 2 \(ckpt-2@9f3c\) committed by 1 receiver"
     committed a 2
@@ -159,7 +159,7 @@ case_sharded() {
     start_agent bottom "$work/ck" bottom 1
     local bottom=$port
     run_send 0 "$work/out" --receivers "127.0.0.1:$top,127.0.0.1:$bottom" \
-        --version 1 --progress lines "$work/ck"
+        --weights-version 1 --progress lines "$work/ck"
     expect "$work/out" "version 1 committed by 2 receivers: 14 tensors" \
         "127.0.0.1:$top: committed" "127.0.0.1:$bottom: committed"
     committed top 1
@@ -168,7 +168,7 @@ case_sharded() {
     verify "$work/ck" "$work/layout-bottom.json"
     # The index file itself names the same checkpoint.
     run_send 0 "$work/out" --receivers "127.0.0.1:$top,127.0.0.1:$bottom" \
-        --version 2 --progress none \
+        --weights-version 2 --progress none \
         --checkpoint "$work/ck/model.safetensors.index.json"
     committed top 2
     committed bottom 2
@@ -178,7 +178,7 @@ case_reload() {
     helper write "$work/ck" --case single --seed 31
     start_agent a "$work/ck" all
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
     cp "$work/ck/model.safetensors" "$work/v1.safetensors"
@@ -188,7 +188,7 @@ case_reload() {
     cmp -s "$work/ck/model.safetensors" "$work/v1.safetensors" &&
         fail "version 2's checkpoint equals version 1's"
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 2 --progress none
+        --weights-version 2 --progress none
     expect "$work/out" "version 2 committed by 1 receiver"
     committed a 2
     verify "$work/ck" "$work/layout-a.json"
@@ -198,7 +198,7 @@ case_reload() {
     # The same version again: the agent refuses it and keeps version 2.
     helper write "$work/ck3" --case single --seed 33
     run_send 28 "$work/out" "$work/ck3" --receivers "127.0.0.1:$port" \
-        --version 2 --progress none
+        --weights-version 2 --progress none
     expect "$work/out" "version 2 not committed: .*version 2 is not above 2"
     verify "$work/ck" "$work/layout-a.json"
 }
@@ -208,7 +208,7 @@ case_reload() {
 refuse() {
     local want=$1 pattern=$2 path=$3
     run_send "$want" "$work/out" "$path" --receivers "127.0.0.1:$port" \
-        --version 1
+        --weights-version 1
     expect "$work/out" "$pattern" "nothing was sent$"
     # Refused before connecting: the agent never heard from a sender.
     if grep -q "sender .* connected\|begin version" "$work/agent-a.log"; then
@@ -268,23 +268,23 @@ case_refusals() {
     # the plan, before any byte is written.
     helper write "$work/retyped" --case single --seed 41 --variant retype
     run_send 12 "$work/out" "$work/retyped" --receivers "127.0.0.1:$port" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     expect "$work/out" "version 1 not committed: dtype mismatch: .*tensor model.norm.weight: sender 0 has dtype f16, want f32"
     verify "$work/ck" "$work/layout-a.json" --poison
     # The same for a shape, and for a tensor the agent wants but the
     # checkpoint lacks.
     helper write "$work/reshaped" --case single --seed 41 --variant reshape
     run_send 13 "$work/out" "$work/reshaped" --receivers "127.0.0.1:$port" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     expect "$work/out" "version 1 not committed: shape mismatch: .*tensor lm_head.weight: sender 0 has shape \[19, 37\], want \[37, 19\]"
     helper write "$work/dropped" --case single --seed 41 --variant drop
     run_send 14 "$work/out" "$work/dropped" --receivers "127.0.0.1:$port" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     expect "$work/out" "version 1 not committed: coverage gap: .*tensor lm_head.weight: no sender has"
     verify "$work/ck" "$work/layout-a.json" --poison
     # Still usable: the good checkpoint goes in as version 1.
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
 }
@@ -325,7 +325,7 @@ case_dry_run() {
     helper write "$work/ck" --case sharded --seed 51
     # Port 9 (discard) on the loopback: nothing may connect to it.
     run_send 0 "$work/out" "$work/ck" --dry-run --receivers 127.0.0.1:9 \
-        --version 5
+        --weights-version 5
     expect "$work/out" "checkpoint .*: 3 files, index .*model.safetensors.index.json" \
         "tensors: 14 to send, 1 with no elements \(not sent\), 1 0-dim \(sent as shape \[1\]\)" \
         "bytes: 4240324 \(4.24 MB\)" "layers: 3, and the global tensors" \
@@ -343,16 +343,16 @@ case_dry_run() {
     run_send 0 "$work/out" --help
     expect "$work/out" "^usage: wstream-send" "--receivers" "--progress" \
         "--dry-run" "--log-format"
-    WST_VERSION=7 run_send 0 "$work/out" "$work/ck" --receivers h:1 \
+    WST_WEIGHTS_VERSION=7 run_send 0 "$work/out" "$work/ck" --receivers h:1 \
         --print-config
-    expect "$work/out" "^version = 7$" "^receivers = h:1$" \
+    expect "$work/out" "^weights-version = 7$" "^receivers = h:1$" \
         "^checkpoint = $work/ck$"
     run_send 2 "$work/out" "$work/ck" --receivers 127.0.0.1:9
-    expect "$work/out" "--receivers and --version \(> 0\) are required"
+    expect "$work/out" "--receivers and --weights-version \(> 0\) are required"
     run_send 2 "$work/out" "$work/ck" --receivers 127.0.0.1:9,nope \
-        --version 1
+        --weights-version 1
     expect "$work/out" "--receivers: bad value '127.0.0.1:9,nope'"
-    run_send 2 "$work/out" --receivers 127.0.0.1:9 --version 1
+    run_send 2 "$work/out" --receivers 127.0.0.1:9 --weights-version 1
     expect "$work/out" "no checkpoint given"
     run_send 2 "$work/out" "$work/ck" extra --receivers 127.0.0.1:9
     expect "$work/out" "unexpected argument 'extra'"
@@ -360,6 +360,28 @@ case_dry_run() {
     expect "$work/out" "progress"
     run_send 2 "$work/out" "$work/ck" --dry-run --lanes 9
     expect "$work/out" "--lanes: 9 is not in 0\.\.8"
+    # --version alone is the program's version (before or after other
+    # flags and the operand); its old meaning, "--version N" with a number
+    # and "--version=N", still sets --weights-version, with a warning.
+    run_send 0 "$work/out" --version
+    [ "$(cat "$work/out")" = "wstream-send $WSTREAM_PROJECT_VERSION" ] ||
+        fail "--version printed '$(cat "$work/out")'"
+    run_send 0 "$work/out" "$work/ck" --receivers h:1 --version
+    [ "$(cat "$work/out")" = "wstream-send $WSTREAM_PROJECT_VERSION" ] ||
+        fail "--version after the operand printed '$(cat "$work/out")'"
+    run_send 0 "$work/out" --version "$work/ck" --print-config
+    [ "$(cat "$work/out")" = "wstream-send $WSTREAM_PROJECT_VERSION" ] ||
+        fail "--version before the operand printed '$(cat "$work/out")'"
+    run_send 0 "$work/out" "$work/ck" --receivers h:1 --version 12 \
+        --print-config
+    expect "$work/out" "^wstream-send: warning: --version N is deprecated, use --weights-version N$" \
+        "^weights-version = 12$"
+    run_send 0 "$work/out" "$work/ck" --receivers h:1 --version=13 \
+        --print-config
+    expect "$work/out" "^wstream-send: warning: --version=N is deprecated, use --weights-version=N$" \
+        "^weights-version = 13$"
+    run_send 2 "$work/out" "$work/ck" --receivers h:1 --version=x
+    expect "$work/out" "--weights-version"
 }
 
 case_progress() {
@@ -367,7 +389,7 @@ case_progress() {
     start_agent a "$work/ck" all
     # stderr is a file here: auto means lines.
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 1
+        --weights-version 1
     expect "$work/out" \
         "^wstream-send: version 1: 127.0.0.1:$port: layer 0 \(1/4\) started at 0%$" \
         "^wstream-send: version 1: 127.0.0.1:$port: layer 2 \(3/4\) started at 0%$" \
@@ -375,17 +397,17 @@ case_progress() {
         "^wstream-send: version 1: 127.0.0.1:$port: committed \(100%\)$"
     committed a 1
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 2 --progress bar
+        --weights-version 2 --progress bar
     grep -q $'\r''version 2 \[#*\.*\] *[0-9]*%' "$work/out" ||
         fail "--progress bar drew no bar"
     grep -q 'version 2 \[##############################\] 100%  layer 4/4' \
         "$work/out" || fail "--progress bar did not end at 100%"
     grep -q "started at" "$work/out" && fail "--progress bar printed lines"
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 3 --progress none
+        --weights-version 3 --progress none
     [ "$(wc -l <"$work/out")" -eq 1 ] || fail "--progress none printed more than the summary"
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 4 --log-format json
+        --weights-version 4 --log-format json
     expect "$work/out" \
         '^\{"ts":[0-9.]+,"level":"info","component":"send","msg":"version 4: 127.0.0.1:[0-9]+: layer 0 \(1/4\) started at 0%"\}$'
     committed a 4
@@ -402,7 +424,7 @@ case_moe() {
     expect "$work/out" "tensors: 25 to send" \
         "experts: 21 per-expert tensors of 2 layers, sent as slices of 6 grouped tensors"
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$pa,127.0.0.1:$pb" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     expect "$work/out" "version 1 committed by 2 receivers: 25 tensors"
     committed a 1
     committed b 1
@@ -411,7 +433,7 @@ case_moe() {
     # Version 2: every byte redrawn; the agents' plans are replayed.
     helper write "$work/ck" --case moe --seed 82
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$pa,127.0.0.1:$pb" \
-        --version 2 --progress none
+        --weights-version 2 --progress none
     committed a 2
     committed b 2
     verify "$work/ck" "$work/layout-a.json"
@@ -436,7 +458,7 @@ case_moe_refusals() {
         "$work/both"
     verify "$work/ck" "$work/layout-a.json" --poison
     run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$port" \
-        --version 1 --progress none
+        --weights-version 1 --progress none
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
 }

@@ -1,7 +1,8 @@
 /* send_main.c - wstream-send: hot-load a safetensors checkpoint from disk
  * into running agents as a new version.
  *
- *   wstream-send --receivers 10.0.0.7:7070,10.0.0.8:7070 --version 42 \
+ *   wstream-send --receivers 10.0.0.7:7070,10.0.0.8:7070 \
+ *                --weights-version 42 \
  *                [--label step-1200] \
  *                /models/qwen3-8b          (or model.safetensors, or
  *                                           model.safetensors.index.json)
@@ -28,6 +29,10 @@
  * dtypes, or a layer with both grouped and per-expert tensors is refused
  * as a malformed checkpoint (8).
  *
+ * --version prints the program's version. Before 0.1.0 it named the
+ * version to push: "--version N" (a decimal number after it) and
+ * "--version=N" still do, with a warning, as --weights-version N.
+ *
  * --dry-run stops after the checks and prints what would be sent.
  * --progress shows the refit on stderr: a bar redrawn in place on a
  * terminal, plain lines otherwise (progress.h).
@@ -35,7 +40,8 @@
  * Exit status:
  *   0   every receiver committed the version (or --dry-run found the
  *       checkpoint good);
- *   2   bad usage (unknown flag, bad value, missing --receivers/--version,
+ *   2   bad usage (unknown flag, bad value, missing
+ *       --receivers/--weights-version,
  *       a --label that breaks the rule);
  *   otherwise the negated wst_status_t (include/wstream/status.h) of the
  *   refusal or failure, e.g.
@@ -66,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wstream/version.h>
 
 #include "array.h"
 #include "auth.h"
@@ -120,7 +127,7 @@ static const struct wst_config_entry send_config[] = {
      "agents to push to, host:port[,host:port...]; required but with "
      "--dry-run",
      offsetof(struct send_settings, receivers), NULL, NULL},
-    {"version", WST_CONFIG_UINT, "0",
+    {"weights-version", WST_CONFIG_UINT, "0",
      "version to push, > 0 and above what the agents hold; required but "
      "with --dry-run",
      offsetof(struct send_settings, version), NULL, NULL},
@@ -166,7 +173,7 @@ static const struct wst_config_entry send_config[] = {
 
 static const char usage[] =
     "wstream-send [options] [--checkpoint] CHECKPOINT --receivers "
-    "HOST:PORT[,...] --version N\n\n"
+    "HOST:PORT[,...] --weights-version N\n\n"
     "exit codes: 0 every receiver committed (or --dry-run found the\n"
     "  checkpoint good); 2 bad usage; otherwise the negated wst_status_t\n"
     "  of the refusal or failure, e.g. 15 a file cannot be read, 8 a\n"
@@ -223,9 +230,50 @@ static void say(const struct send *s, int level, const char *fmt, ...)
         fprintf(stderr, "wstream-send: %s\n", line);
 }
 
-/* The shared command-line front (wst_config_cli), plus one operand: the
- * checkpoint. *exit_p is -1 to go on, else the code to exit with. */
-static void parse_cli(struct send *s, int argc, char **argv, int *exit_p)
+/* A decimal number, as the old "--version N" took. */
+static int is_number(const char *v)
+{
+    return v[0] != '\0' && strspn(v, "0123456789") == strlen(v);
+}
+
+/* --version alone asks for the program's version (returns 1). Its old
+ * meaning, the version to push, stays for "--version N" with a decimal
+ * number after it and for "--version=VALUE": copied into 'args' (2 * argc
+ * + 1 entries, the strings borrowed from argv; *n_p of them used) as
+ * --weights-version, with a warning. After "--" nothing is a flag. */
+static int version_flag(int argc, char **argv, char **args, int *n_p)
+{
+    int asked = 0, flags = 1, n = 0;
+
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (i > 0 && flags && strcmp(a, "--") == 0) {
+            flags = 0;
+        } else if (i > 0 && flags && strcmp(a, "--version") == 0 &&
+                   i + 1 < argc && is_number(argv[i + 1])) {
+            fprintf(stderr, "wstream-send: warning: --version N is "
+                            "deprecated, use --weights-version N\n");
+            args[n++] = "--weights-version";
+            continue;
+        } else if (i > 0 && flags && strncmp(a, "--version=", 10) == 0) {
+            fprintf(stderr, "wstream-send: warning: --version=N is "
+                            "deprecated, use --weights-version=N\n");
+            args[n++] = "--weights-version";
+            args[n++] = argv[i] + 10;
+            continue;
+        } else if (i > 0 && flags && strcmp(a, "--version") == 0) {
+            asked = 1;
+        }
+        args[n++] = argv[i];
+    }
+    args[n] = NULL;
+    *n_p = n;
+    return asked;
+}
+
+/* parse_cli's work, on argv as version_flag rewrote it. */
+static void parse_args(struct send *s, int argc, char **argv, int version_asked,
+                       int *exit_p)
 {
     char err[512];
     int next = argc, more = 0;
@@ -235,6 +283,10 @@ static void parse_cli(struct send *s, int argc, char **argv, int *exit_p)
     if (wst_config_has_flag(argc, argv, "--help")) {
         printf("usage: %s\n\n", usage);
         wst_config_print_help(send_config, stdout);
+        return;
+    }
+    if (version_asked) {
+        printf("wstream-send %s\n", WST_VERSION_STRING);
         return;
     }
     st = wst_config_defaults(send_config, &s->set, err, sizeof(err));
@@ -264,6 +316,24 @@ static void parse_cli(struct send *s, int argc, char **argv, int *exit_p)
         return;
     }
     *exit_p = -1;
+}
+
+/* The shared command-line front (wst_config_cli), plus one operand: the
+ * checkpoint, and --version (version_flag). *exit_p is -1 to go on, else
+ * the code to exit with. */
+static void parse_cli(struct send *s, int argc, char **argv, int *exit_p)
+{
+    char **args = calloc(2 * (size_t)argc + 1, sizeof(*args));
+    int n = 0, asked;
+
+    if (args == NULL) {
+        fprintf(stderr, "wstream-send: out of memory\n");
+        *exit_p = 2;
+        return;
+    }
+    asked = version_flag(argc, argv, args, &n);
+    parse_args(s, n, args, asked, exit_p);
+    free(args);
 }
 
 /* "host:port": a non-empty host and a port in 1..65535. */
@@ -335,7 +405,7 @@ static wst_status_t check_settings(struct send *s)
         return WST_OK;
     if (s->set.receivers[0] == '\0' || s->set.version == 0) {
         fprintf(stderr,
-                "wstream-send: --receivers and --version (> 0) are "
+                "wstream-send: --receivers and --weights-version (> 0) are "
                 "required\nusage: %s\n",
                 usage);
         return WST_ERR_CONFIG;
