@@ -49,12 +49,16 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
             host += r->regions[i].length;
     }
     if (r->device < 0) {
-        char why[160] = "";
+        char gpus[64] = "no GPU", why[160] = "";
         int n = 0;
         if (wst_kernels_device_count(&n, why, sizeof(why)) == WST_OK)
-            snprintf(why, sizeof(why), "%d GPU(s) visible, none used", n);
+            snprintf(gpus, sizeof(gpus), "%d GPU(s) visible, none used", n);
+        else if (!wst_kernels_built_with_cuda())
+            snprintf(gpus, sizeof(gpus), "a build without CUDA");
+        else /* a CPU-only host is no fault: CUDA's words for it are detail */
+            WST_DEBUG(&r->log, "no GPU: %s", why);
         WST_INFO(&r->log, "regions: %.1f MiB of host memory (%s)",
-                 (double)host / (1 << 20), why);
+                 (double)host / (1 << 20), gpus);
         return WST_OK;
     }
     wst_gpu_device_name(&r->log, r->device, name, sizeof(name));

@@ -472,6 +472,7 @@ wst_status_t wst_sender_push_with(wst_sender_t *s, uint64_t version,
     }
     s->version = version;
     snprintf(s->label, sizeof(s->label), "%s", label);
+    wst_send_log_unwanted(s, version);
     for (size_t i = 0; i < s->n_links; i++)
         wst_worker_post(s->worker, wst_link_do_begin, &s->links[i]);
     /* After the begins: a link resets its digests when it begins. */

@@ -13,6 +13,7 @@
  *   pump.c       streaming a refit through its sending half
  *                (common/movers/tx.h), layer by layer
  *   digests.c    layer digests, hashed on the digest pool (common/pool.h)
+ *   unwanted.c   the shards no plan names, said once per push
  *   device.c     the GPU side (device.h)
  *
  * Locking: link fields belong to the progress thread. What the application
@@ -244,6 +245,12 @@ wst_status_t wst_send_groups_check(struct wst_sender *s, char *err,
 /* Progress thread: l's receiver said READY or PREPARED, or l failed: GO,
  * COMMIT or ERROR to the links of its group, as the group now stands. */
 void wst_send_group_update(struct link *l);
+
+/* ---- unwanted.c: application thread, in push ---- */
+
+/* Every link planned: one info line for version when some shards are in
+ * no link's plan (they are not sent), naming a few and counting all. */
+void wst_send_log_unwanted(struct wst_sender *s, uint64_t version);
 
 /* ---- link_open.c: progress thread ---- */
 

@@ -45,6 +45,7 @@ struct agent_settings {
     char *metrics_port_file;
     char *auth_secret_file;
     int insecure;
+    int private_memory;
 };
 
 /* The daemon's state: one in main(), agent_stop releases what it holds. */

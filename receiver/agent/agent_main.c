@@ -3,10 +3,11 @@
  * Reads a layout file (layout_file.h), maps the engine's live regions from
  * the POSIX shared-memory objects the layout names, imports the engine's
  * GPU allocations by the CUDA IPC handles it names ("cuda_ipc": those
- * regions are then device memory, WST_MEM_CUDA), and allocates itself the
- * regions in none of them (region_import.h); registers them once, and
- * serves refits
- * until SIGTERM or SIGINT. Its state after every commit or failure goes to
+ * regions are then device memory, WST_MEM_CUDA), and, with
+ * --private-memory only, allocates itself the regions in none of them
+ * (region_import.h, region_memory.h); registers them once, and serves
+ * refits until SIGTERM or SIGINT. Its state after every commit or failure goes
+ * to
  * --status-file as one JSON object (status_file.h), so operators and tests
  * can see the committed version and whether the agent is usable. What a
  * restart must not forget -- the committed version, and that the agent is
@@ -139,6 +140,11 @@ static const struct wst_config_entry agent_config[] = {
      "run without an auth secret: any process that reaches --listen is "
      "trusted (said in the log, metrics and /readyz)",
      offsetof(struct agent_settings, insecure), NULL, NULL},
+    {"private-memory", WST_CONFIG_BOOL, "no",
+     "serve regions in no shm, cuda_ipc or allocation from memory the agent "
+     "allocates itself, which no engine can see (tests, benchmarks); no: "
+     "refuse such a layout at start (exit 18)",
+     offsetof(struct agent_settings, private_memory), NULL, NULL},
     WST_CONFIG_END,
 };
 
@@ -356,7 +362,9 @@ static wst_status_t agent_start(struct agent *a)
         return st;
     }
     snprintf(a->name, sizeof(a->name), "agent[%u]", a->layout.rank);
-    st = wst_agent_state_open(a);
+    st = wst_region_memory_check_private(a);
+    if (st == WST_OK)
+        st = wst_agent_state_open(a);
     if (st == WST_OK)
         st = wst_region_memory_check_host(a);
     if (st != WST_OK)

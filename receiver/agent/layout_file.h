@@ -37,8 +37,10 @@
  * bytes) written as exactly 128 lowercase hex digits; regions live at
  * "offset" inside it under the same rules. A file may name "shm" or
  * "cuda_ipc", not both; "shm_bytes", "cuda_bytes" and "cuda_device" without
- * their object are refused. Without either, the agent allocates each region
- * itself and a region's "offset" is optional (0).
+ * their object are refused. Without either, a region's "offset" is
+ * optional (0) and the agent allocates each region itself -- memory no
+ * engine sees, so wstream-agent refuses such a layout at start unless run
+ * with --private-memory (region_memory.h).
  * "allocations" is for live memory in many blocks (an engine's caching
  * allocator hands out one CUDA IPC handle per segment): each entry is a
  * "name" (1..63 bytes, unique) and exactly one of "shm" (a POSIX shm
@@ -46,7 +48,8 @@
  * "device" (default 0) only with "cuda_ipc". A region with "allocation"
  * lives at "offset" (then required) inside the entry of that name, under
  * the rules above: inside its "bytes", no overlap with the other regions
- * of that entry. A region without it is allocated by the agent. Refused:
+ * of that entry. A region without it is allocated by the agent (only
+ * with --private-memory, as above). Refused:
  * "allocations" next to the top-level "shm" or "cuda_ipc" (one way per
  * file), "allocation" without "allocations", two entries with one shm name
  * or one handle (CUDA maps a handle once per process), cuda_ipc entries on

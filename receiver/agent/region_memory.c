@@ -13,6 +13,38 @@
 #include "log.h"
 #include "meminfo.h"
 
+wst_status_t wst_region_memory_check_private(struct agent *a)
+{
+    const struct wst_layout *l = &a->layout;
+    size_t n = 0, first = SIZE_MAX;
+
+    for (size_t i = 0; i < l->n_regions; i++) {
+        if (wst_layout_region_alloc(l, i) != SIZE_MAX)
+            continue;
+        if (n++ == 0)
+            first = i;
+    }
+    if (n == 0)
+        return WST_OK;
+    if (a->set.private_memory) {
+        WST_INFO(&a->log,
+                 "layout %s: %zu region%s in agent-private memory "
+                 "(--private-memory): no engine sees what a refit commits "
+                 "there",
+                 a->set.layout, n, n == 1 ? "" : "s");
+        return WST_OK;
+    }
+    WST_ERROR(&a->log,
+              "layout %s: %zu of %zu regions (the first '%s') are in no "
+              "\"shm\", \"cuda_ipc\" or \"allocations\" entry: the agent "
+              "would allocate them itself, where no engine sees what a refit "
+              "commits; name the engine's memory in the layout, or give "
+              "--private-memory (WST_PRIVATE_MEMORY=yes) to serve private "
+              "memory on purpose",
+              a->set.layout, n, l->n_regions, l->regions[first].name);
+    return WST_ERR_CONFIG;
+}
+
 wst_status_t wst_region_memory_check_host(struct agent *a)
 {
     const struct wst_layout *l = &a->layout;

@@ -24,6 +24,12 @@
 #include "layout_file.h"
 #include "log.h"
 
+/* Whether a->layout may have the agent allocate regions itself: memory
+ * no engine maps, so a refit would commit where nothing serves it while
+ * /readyz says ready. Refused (WST_ERR_CONFIG, naming the regions) unless
+ * --private-memory; with it, said once at info. */
+wst_status_t wst_region_memory_check_private(struct agent *a);
+
 /* The regions a->layout has the agent allocate against MemAvailable. */
 wst_status_t wst_region_memory_check_host(struct agent *a);
 

@@ -45,11 +45,12 @@ head -c 32 /dev/urandom >"$work/secret"
 chmod 600 "$work/secret"
 
 # refused LAYOUT PATTERN: the agent exits with WST_ERR_NO_MEMORY (1) at
-# start, within 10 s, logging PATTERN.
+# start, within 10 s, logging PATTERN. --private-memory: host.json's
+# regions are the agent's own on purpose (agent_private.sh checks the flag).
 refused() {
     local rc=0
     timeout 10 "$agent" --layout "$1" --listen 127.0.0.1:0 \
-        --auth-secret-file "$work/secret" \
+        --auth-secret-file "$work/secret" --private-memory \
         --port-file "$work/port" >"$work/log" 2>&1 || rc=$?
     [ "$rc" -eq 1 ] || fail "$(basename "$1"): the agent exited $rc, expected 1"
     grep -Eq -- "$2" "$work/log" || fail "$(basename "$1"): no log line matches '$2'"
@@ -103,7 +104,7 @@ sed -e "s/$big/1048576/g" "$work/host.json" >"$work/host-small.json"
 for l in host-small shm-small; do
     rm -f "$work/port"
     "$agent" --layout "$work/$l.json" --listen 127.0.0.1:0 \
-        --auth-secret-file "$work/secret" \
+        --auth-secret-file "$work/secret" --private-memory \
         --port-file "$work/port" >"$work/log" 2>&1 &
     pid=$!
     for _ in $(seq 200); do

@@ -26,6 +26,9 @@
 #             on one agent, checkpoint on the other), one as dense boxes
 #             across experts; two versions, every byte checked against a
 #             numpy reference the helper builds from the files;
+#   unwanted  a tensor no agent wants is named once per version in the
+#             sender's info log (two agents leaving it out: still once),
+#             and no such line when every tensor is wanted;
 #   moe_refusals  per-expert sets wstream-send refuses before anything
 #             connects (a missing expert, the last one missing, another
 #             shape, another dtype, grouped and per-expert tensors of one
@@ -461,6 +464,38 @@ case_moe_refusals() {
         --weights-version 1 --progress none
     committed a 1
     verify "$work/ck" "$work/layout-a.json"
+}
+
+# Tensors no receiver wants are not sent; the sender says so once per
+# version at info, naming them (not once per receiver), and says nothing
+# when every tensor is wanted.
+case_unwanted() {
+    local line="version %s: 1 of 14 registered tensors \\(or slices\\) are wanted by no receiver and not sent: lm_head.weight$"
+    helper write "$work/ck" --case sharded --seed 41
+    start_agent all "$work/ck" all
+    local all=$port
+    start_agent b1 "$work/ck" bottom 0
+    local b1=$port
+    start_agent b2 "$work/ck" bottom 0
+    local b2=$port
+    run_send 0 "$work/out" "$work/ck" --receivers "127.0.0.1:$all" \
+        --version 1 --progress none --log-level info
+    committed all 1
+    grep -q "wanted by no receiver" "$work/out" &&
+        fail "every tensor is wanted, yet the sender logged one unwanted"
+    # Two receivers that both leave lm_head.weight out: one line a version.
+    for v in 1 2; do
+        run_send 0 "$work/out" "$work/ck" \
+            --receivers "127.0.0.1:$b1,127.0.0.1:$b2" --version "$v" \
+            --progress none --log-level info
+        committed b1 "$v"
+        committed b2 "$v"
+        # shellcheck disable=SC2059
+        expect "$work/out" "$(printf "$line" "$v")"
+        [ "$(grep -c "wanted by no receiver" "$work/out")" -eq 1 ] ||
+            fail "version $v: not exactly one unwanted line"
+    done
+    verify "$work/ck" "$work/layout-b1.json"
 }
 
 SECONDS=0
