@@ -1,14 +1,15 @@
 """The C library's log lines, in Python.
 
 Lines go to the logging logger "wstream" when the application has
-configured logging (a handler anywhere up the tree), else to stderr as the
-C library itself writes them. The last error line is kept, so that an
+configured logging (a handler anywhere up the tree), else to stderr with
+the local time of day (HH:MM:SS.mmm). The last error line is kept, so that an
 error whose message C only logged (no wst_sender_last_error) still has
 one.
 """
 import logging
 import sys
 import threading
+import time
 
 from . import _lib
 from ._checks import LOG_LEVELS as _NAMES
@@ -39,8 +40,12 @@ class LogSink:
             if logger.hasHandlers():
                 logger.log(_PY_LEVELS[level], "%s: %s", self.name, text)
             else:
-                sys.stderr.write("wstream[%s] %s: %s\n"
-                                 % (self.name, _NAMES[level], text))
+                now = time.time()
+                sys.stderr.write("%s.%03d wstream[%s] %s: %s\n"
+                                 % (time.strftime("%H:%M:%S",
+                                                  time.localtime(now)),
+                                    int(now % 1 * 1000), self.name,
+                                    _NAMES[level], text))
         except Exception:  # never raise into C
             pass
 

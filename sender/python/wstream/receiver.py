@@ -69,7 +69,8 @@ class Receiver:
     layers staged at once; max_manifest_entries (0: auto),
     max_manifest_bytes, max_unranked_peers: what senders may make it
     hold; initial_committed_version, initial_unusable_reason,
-    initial_committed_label: where a restarted engine starts; log_level: "error" .. "trace"; log_name:
+    initial_committed_label: where a restarted engine starts; log_level:
+    "error" .. "trace" (default "warn"); log_name:
     the name in log lines. Defaults are the C library's.
 
     Hooks, each optional, run on the receiver's engine thread, in this
@@ -92,7 +93,8 @@ class Receiver:
                  staging_slots=2, max_manifest_entries=0,
                  max_manifest_bytes=512 << 20, max_unranked_peers=8,
                  initial_committed_version=0, initial_unusable_reason=None,
-                 initial_committed_label=None, log_level="info", log_name=None, on_begin=None,
+                 initial_committed_label=None, log_level="warn",
+                 log_name=None, on_begin=None,
                  on_layer=None, on_committed=None, on_unusable=None):
         p = rl.ReceiverParams()
         p.listen_host = args.host(host)

@@ -38,7 +38,8 @@ class Sender:
     receivers: "host:port" of every receiver agent (a str for one);
     rank, world_size: this rank among the senders; timeout: seconds for
     connect, plan and begin; mover: "auto", "put" or "am"; log_level:
-    "error" .. "trace"; device_path: how CUDA tensors travel ("auto",
+    "error" .. "trace" (default "warn": the library's info lines, one per
+    connection and refit, are for debugging); device_path: how CUDA tensors travel ("auto",
     "direct", "bounce" or "nccl"); secret_file: the deployment's secret
     (the agents' --auth-secret-file: 32+ bytes, readable by its owner
     only), default $WST_AUTH_SECRET_FILE; None or "": no secret, so only
@@ -50,7 +51,7 @@ class Sender:
     """
 
     def __init__(self, receivers, rank=0, world_size=1, timeout=30.0,
-                 mover="auto", log_level="info", device_path="auto",
+                 mover="auto", log_level="warn", device_path="auto",
                  secret_file=_ENV_SECRET, lanes=0, lane_devices=None):
         addrs = _checks.receivers(receivers)
         rank, world_size = _checks.rank_world(rank, world_size)
