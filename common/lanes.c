@@ -41,7 +41,11 @@ static int parse_lane(char *line, struct wst_lane *lane)
     char *dot = strrchr(tl, '.');
     if (dot != NULL)
         *dot = '\0';
-    snprintf(lane->name, sizeof(lane->name), "%s", tl);
+    /* A longer name than "tl/device" can hold is cut, knowingly (gcc's
+     * Debug build warns of snprintf's truncation). */
+    size_t len = strnlen(tl, sizeof(lane->name) - 1);
+    memcpy(lane->name, tl, len);
+    lane->name[len] = '\0';
     lane->roles[0] = '\0';
     /* Roles follow the remote md/tl/sysdev token. */
     for (char *tok = strchr(arrow + 3, ' '); tok != NULL;
