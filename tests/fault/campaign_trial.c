@@ -214,9 +214,10 @@ static void fault_run(struct trial *x, double v1_s)
             settled_since = 0;
             if (now > deadline) {
                 x->obs.hang = 1;
+                /* Bounded so that it fits (gcc's Debug build checks). */
                 snprintf(x->obs.hang_what, sizeof(x->obs.hang_what),
-                         "%.1f s after the fault: %s", (now - base) / 1e9,
-                         what);
+                         "%llu ms after the fault: %.200s",
+                         (unsigned long long)((now - base) / 1000000), what);
                 return;
             }
         }
