@@ -92,6 +92,17 @@ class ModelRefitTest(unittest.TestCase):
         print("tp %d: %d params, %d bytes, refit s %s"
               % (tp, trainer["params"], trainer["bytes"],
                  ["%.3f" % s for s in trainer["refit_s"]]))
+        for r in range(tp):
+            for out in steps[r]:
+                print("  engine rank %d, step %d (%s): %d parameters, %s; "
+                      "logits %s, greedy tokens %s"
+                      % (r, out["version"], out.get("label"), out["params"],
+                         "all bit-exact" if not out["mismatch"] else
+                         "MISMATCH in %s" % out["mismatch"],
+                         {True: "equal", False: "DIFFER"}.get(
+                             out.get("logits_equal"), "n/a (TP 2)"),
+                         {True: "equal", False: "DIFFER"}.get(
+                             out.get("tokens_equal"), "n/a (TP 2)")))
         return trainer, steps, events
 
     def check_refits(self, ev, tp):
