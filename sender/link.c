@@ -268,6 +268,7 @@ static void on_plan(struct link *l, struct wst_msg *m)
     wst_link_drop_plan(l);
     l->plan = m->u.plan; /* take ownership */
     l->have_plan = 1;
+    s->plans_taken++;
     memset(&m->u.plan, 0, sizeof(m->u.plan));
     st = index_layers(l);
     if (st == WST_OK)

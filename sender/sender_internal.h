@@ -21,6 +21,9 @@
  * s->lock and signalled on s->cond.
  */
 #ifndef WST_SENDER_INTERNAL_H
+/* Tensors the unwanted line names (unwanted.c); the count covers all. */
+#define WST_SEND_UNWANTED_NAMED 4
+
 #define WST_SENDER_INTERNAL_H
 
 #include <pthread.h>
@@ -153,6 +156,13 @@ struct wst_sender {
     size_t name_slots_cap, n_names;
     struct link *links;
     size_t n_links;
+    /* unwanted.c, on the progress thread: plans taken so far (on_plan),
+     * and the unwanted shards as of unwanted_plans of them: their count
+     * and the line's names, so that a push whose plans did not change
+     * logs without scanning or allocating. */
+    uint64_t plans_taken, unwanted_plans;
+    size_t n_unwanted;
+    char unwanted_names[WST_SEND_UNWANTED_NAMED * (WST_NAME_MAX + 2) + 8];
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
