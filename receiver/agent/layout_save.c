@@ -49,6 +49,20 @@ static int add_str(struct json_object *o, const char *key, const char *s)
 }
 
 /* Adds "expert": {"ep_rank": r, "ep_size": n}; nonzero on failure. */
+/* A new array of room for n entries, added to 'root' under 'key' (which
+ * then owns it); NULL when either step fails. */
+static struct json_object *add_array(struct json_object *root, const char *key,
+                                     size_t n)
+{
+    struct json_object *arr = json_object_new_array_ext((int)n);
+
+    if (arr != NULL && json_object_object_add(root, key, arr)) {
+        json_object_put(arr);
+        arr = NULL;
+    }
+    return arr;
+}
+
 static int add_expert(struct json_object *o, const struct wst_want_expert *e)
 {
     struct json_object *x = json_object_new_object();
@@ -142,15 +156,11 @@ static int add_experts_entry(struct json_object *arr,
  * without MoE layers look as before); nonzero on failure. */
 static int add_experts(struct json_object *root, const struct wst_layout *l)
 {
-    struct json_object *arr = json_object_new_array_ext((int)l->n_experts);
+    struct json_object *arr = add_array(root, "experts", l->n_experts);
     size_t i;
 
     if (arr == NULL)
         return 1;
-    if (json_object_object_add(root, "experts", arr)) {
-        json_object_put(arr);
-        return 1;
-    }
     for (i = 0; i < l->n_experts; i++) {
         if (add_experts_entry(arr, l, &l->experts[i]))
             return 1;
@@ -321,15 +331,11 @@ static int add_allocation(struct json_object *arr,
  * without them look as before); nonzero on failure. */
 static int add_allocations(struct json_object *root, const struct wst_layout *l)
 {
-    struct json_object *arr = json_object_new_array_ext((int)l->n_allocations);
+    struct json_object *arr = add_array(root, "allocations", l->n_allocations);
     size_t i;
 
     if (arr == NULL)
         return 1;
-    if (json_object_object_add(root, "allocations", arr)) {
-        json_object_put(arr);
-        return 1;
-    }
     for (i = 0; i < l->n_allocations; i++) {
         if (add_allocation(arr, &l->allocations[i]))
             return 1;
