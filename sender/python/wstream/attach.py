@@ -62,11 +62,6 @@ def _agent_binary(path):
     return path
 
 
-def _itemsize(dtype):
-    import torch
-    return torch.tensor([], dtype=dtype).element_size()
-
-
 class _HostStorage:
     """One shm object that CPU parameters are moved into."""
 
