@@ -177,5 +177,18 @@ class IpcHandleTest(unittest.TestCase):
             ipc_handle(bytes([3, ord("c")]) + h)
 
 
+class AttachedEventsTest(unittest.TestCase):
+    def test_bounded(self):
+        # An engine refits for as long as it serves: its event record
+        # keeps the last EVENTS_KEPT only.
+        from wstream.attach import EVENTS_KEPT, Attached
+        a = Attached()
+        for i in range(EVENTS_KEPT + 100):
+            a._event("layer", i, 1)
+        self.assertEqual(len(a.events), EVENTS_KEPT)
+        self.assertEqual(a.events[-1][1:], ("layer", EVENTS_KEPT + 99, 1))
+        self.assertEqual(a.events[0][2], 100)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -34,6 +34,7 @@ directory; the model stays the caller's, but its CPU parameters' storage
 is the mapping from attach() until the process exits (close() unlinks the
 name, and the mapping lives as long as a tensor views it).
 """
+import collections
 import contextlib
 import json
 import mmap
@@ -51,6 +52,7 @@ from .engine import EngineHook
 
 _ALIGN = 256  # bytes between parameters in the shm object
 _ENV_SECRET = object()
+EVENTS_KEPT = 4096  # Attached.events: about 100 refits of a 40-layer model
 
 
 def _agent_binary(path):
@@ -146,7 +148,9 @@ class Attached:
         self.label = ""           # its label, as the trainer pushed it
         self.state = "serving"    # serving, paused, unusable
         self.reason = ""
-        self.events = []          # (monotonic time, kind, *args)
+        # (monotonic time, kind, *args), the last EVENTS_KEPT of them: an
+        # engine refits for as long as it serves, so this must not grow.
+        self.events = collections.deque(maxlen=EVENTS_KEPT)
         self.layout = None        # the layout dict given to the agent
         self.placements = []
         self.address = None       # "host:port" senders push to
