@@ -191,6 +191,8 @@ wst_status_t wst_channel_send(struct wst_conn *c, void *buf, size_t len)
     }
     o->buf = buf;
     o->len = (uint32_t)len;
+    __atomic_fetch_add(&c->worker->control.msgs_out, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->worker->control.bytes_out, len, __ATOMIC_RELAXED);
     if (c->out_tail != NULL)
         c->out_tail->next = o;
     else
@@ -322,6 +324,8 @@ static void deliver_frames(struct wst_conn *c)
         if (c->failed)
             continue; /* lingering: read, not delivered */
         c->last_rx = wst_now_ns();
+        __atomic_fetch_add(&w->control.msgs_in, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&w->control.bytes_in, len, __ATOMIC_RELAXED);
         if (w->ops.message != NULL)
             w->ops.message(w->ops.arg, c, c->rx + off - need + WST_FRAME_HEAD,
                            len);
@@ -610,4 +614,13 @@ err_close:
 size_t wst_conn_rx_held(const wst_conn_t *c)
 {
     return c->rx_cap;
+}
+
+void wst_worker_control_counts(const wst_worker_t *w,
+                               struct wst_control_counts *out)
+{
+    out->msgs_out = __atomic_load_n(&w->control.msgs_out, __ATOMIC_RELAXED);
+    out->bytes_out = __atomic_load_n(&w->control.bytes_out, __ATOMIC_RELAXED);
+    out->msgs_in = __atomic_load_n(&w->control.msgs_in, __ATOMIC_RELAXED);
+    out->bytes_in = __atomic_load_n(&w->control.bytes_in, __ATOMIC_RELAXED);
 }

@@ -187,6 +187,20 @@ wst_status_t wst_worker_listen(wst_worker_t *worker, const char *host,
  * again or none is left. */
 void wst_worker_data_resume(wst_worker_t *worker);
 
+/* Control messages a worker sent (queued on a connection) and delivered
+ * to its owner, and their payload bytes (each frame adds WST_FRAME_HEAD and
+ * a MAC on the wire), heartbeats included, over its whole life. Counted on
+ * the progress thread; any thread may read them (relaxed atomics): the
+ * scale test divides their growth over a refit by the peers. */
+struct wst_control_counts {
+    uint64_t msgs_out, bytes_out;
+    uint64_t msgs_in, bytes_in;
+};
+
+/* Any thread: a snapshot of the counts (each field read atomically). */
+void wst_worker_control_counts(const wst_worker_t *worker,
+                               struct wst_control_counts *out);
+
 /* Progress thread: how many data messages have been parked so far. */
 uint64_t wst_worker_parked_total(const wst_worker_t *worker);
 

@@ -116,6 +116,7 @@ struct wst_worker {
     struct wst_parked_data *parked, *parked_tail;
     uint64_t parked_total; /* messages ever parked */
     uint64_t next_conn_id;
+    struct wst_control_counts control; /* relaxed atomics */
 
     /* Data lanes (lane.c). On a worker with lanes: */
     wst_worker_t *lanes[WST_WORKER_LANES_MAX]; /* [1..n_lanes) */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "codec.h"
 #include "log.h"
 #include "receiver_internal.h"
@@ -29,7 +30,13 @@ struct have_job {
     struct wst_msg m; /* decoded; owned until handed on */
     wst_status_t status;
     char err[256];
+    double seconds; /* unpacking it */
 };
+
+static void pub_manifest_time(struct wst_receiver *r, void *arg)
+{
+    r->state.manifest_seconds += *(const double *)arg;
+}
 
 /* Progress thread: the manifest, to the peer as a message of its. */
 static void have_decoded(void *arg)
@@ -40,6 +47,7 @@ static void have_decoded(void *arg)
 
     p->have_decoding = 0;
     wst_recv_unreserve_have(r, p);
+    wst_recv_publish(r, pub_manifest_time, &j->seconds);
     if (p->dropped || r->closing) {
         if (j->status == WST_OK)
             wst_msg_release(&j->m);
@@ -56,9 +64,11 @@ static void have_decoded(void *arg)
 static void have_decode(void *arg)
 {
     struct have_job *j = arg;
+    double t0 = wst_now_s();
 
     j->status = wst_msg_decode(j->buf, j->len, WST_MSG_MAX_DEFAULT, &j->m,
                                j->err, sizeof(j->err));
+    j->seconds = wst_now_s() - t0;
     if (wst_worker_post(j->r->worker, have_decoded, j) != WST_OK)
         WST_ERROR(&j->r->log, "cannot post a have manifest back");
 }

@@ -427,6 +427,13 @@ void wst_receiver_get_state(wst_receiver_t *r, struct wst_receiver_state *state)
     pthread_mutex_lock(&r->lock);
     *state = r->state;
     pthread_mutex_unlock(&r->lock);
+    struct wst_control_counts cc = {0};
+    if (r->worker != NULL)
+        wst_worker_control_counts(r->worker, &cc);
+    state->control_msgs_out = cc.msgs_out;
+    state->control_bytes_out = cc.bytes_out;
+    state->control_msgs_in = cc.msgs_in;
+    state->control_bytes_in = cc.bytes_in;
 }
 
 wst_status_t wst_receiver_wait_committed(wst_receiver_t *r, uint64_t version,

@@ -289,6 +289,16 @@ struct wst_receiver_state {
     uint64_t last_refit_nccl_bytes;
     double last_refit_seconds; /* begin acknowledged to commit */
     double plan_seconds;       /* building the current plan (0: cached) */
+    /* Unpacking senders' have manifests, summed over every manifest since
+     * the receiver started (the planner thread's other job). */
+    double manifest_seconds;
+    /* Control messages on the senders' connections since the receiver
+     * started, heartbeats included: sent and received, and their payload
+     * bytes (each frame adds 4 bytes and a 32-byte MAC on the wire). */
+    uint64_t control_msgs_out;
+    uint64_t control_bytes_out;
+    uint64_t control_msgs_in;
+    uint64_t control_bytes_in;
     /* The refit under way (refit_in_progress): its version and phase --
      * "beginning" (the engine is asked to pause), "ready" (paused, nothing
      * written, waiting for the engine group), "receiving", "prepared"

@@ -55,6 +55,16 @@ void wst_status_file_write(struct agent *a)
     json_object_object_add(o, "lane_devices", ld);
     json_object_object_add(o, "plan_seconds",
                            json_object_new_double(st.plan_seconds));
+    json_object_object_add(o, "manifest_seconds",
+                           json_object_new_double(st.manifest_seconds));
+    json_object_object_add(o, "control_msgs_out",
+                           json_object_new_uint64(st.control_msgs_out));
+    json_object_object_add(o, "control_bytes_out",
+                           json_object_new_uint64(st.control_bytes_out));
+    json_object_object_add(o, "control_msgs_in",
+                           json_object_new_uint64(st.control_msgs_in));
+    json_object_object_add(o, "control_bytes_in",
+                           json_object_new_uint64(st.control_bytes_in));
     json_object_object_add(o, "register_seconds",
                            json_object_new_double(a->register_s));
     json_object_object_add(o, "time_ns", json_object_new_uint64(wst_now_ns()));

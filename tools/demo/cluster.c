@@ -183,18 +183,23 @@ static void sender_progress(void *arg, size_t receiver, uint32_t layer,
 static int sender_setup(struct sender_ctx *x, double *register_s)
 {
     const struct wst_cluster_params *p = &x->c->p;
-    char addrs[64][300];
-    const char *recv[64];
+    /* the sender copies them: freed once it is created */
+    char(*addrs)[300] = calloc(p->n_receivers, sizeof(*addrs));
+    const char **recv = calloc(p->n_receivers, sizeof(*recv));
+    wst_status_t st;
 
+    if (addrs == NULL || recv == NULL)
+        goto err_free_addrs;
     for (uint32_t k = 0; k < p->n_receivers; k++) {
         snprintf(addrs[k], sizeof(addrs[k]), "%s:%u",
                  p->agent_host ? p->agent_host : "127.0.0.1",
                  x->c->agents[k].port);
         recv[k] = addrs[k];
     }
-    if (wst_model_trainer_shards(p->model, x->rank, p->n_senders, &x->haves,
-                                 &x->n_haves) != WST_OK)
-        return -1;
+    if (wst_model_trainer_shards_tp(p->model, x->rank, p->n_senders,
+                                    p->trainer_tp, &x->haves,
+                                    &x->n_haves) != WST_OK)
+        goto err_free_addrs;
     struct wst_sender_params sp = {
         .field_mask = WST_SENDER_PARAM_RANK | WST_SENDER_PARAM_WORLD_SIZE |
                       WST_SENDER_PARAM_RECEIVERS | WST_SENDER_PARAM_TIMEOUT |
@@ -239,12 +244,31 @@ static int sender_setup(struct sender_ctx *x, double *register_s)
         sp.heartbeat_s = p->heartbeat_s;
         sp.peer_timeout_s = p->peer_timeout_s;
     }
-    if (wst_sender_create(&sp, &x->sender) != WST_OK)
+    st = wst_sender_create(&sp, &x->sender);
+    free(addrs);
+    free(recv);
+    if (st != WST_OK)
         return -1;
     x->bufs = calloc(x->n_haves ? x->n_haves : 1, sizeof(*x->bufs));
     if (x->bufs == NULL)
         return -1;
     return sender_register(x, register_s);
+
+err_free_addrs:
+    free(addrs);
+    free(recv);
+    return -1;
+}
+
+/* The "connect" command: connections, manifests and plans with every
+ * receiver, timed; one line "connected status seconds". */
+static void sender_connect(struct sender_ctx *x, FILE *out)
+{
+    double t0 = wst_now_s();
+    wst_status_t st = wst_sender_connect(x->sender);
+
+    fprintf(out, "connected %d %.6f\n", (int)st, wst_now_s() - t0);
+    fflush(out);
 }
 
 /* One line per version:
@@ -297,8 +321,15 @@ static int sender_main(const struct wst_cluster *c, uint32_t rank, int cmd_fd,
     }
     fprintf(out, "ready %.6f\n", reg_s);
     fflush(out);
-    while (fscanf(in, "%llu", &version) == 1)
-        sender_push(&x, version, out);
+    char cmd[64];
+    while (fgets(cmd, sizeof(cmd), in) != NULL) {
+        if (strcmp(cmd, "connect\n") == 0)
+            sender_connect(&x, out);
+        else if (sscanf(cmd, "%llu", &version) == 1)
+            sender_push(&x, version, out);
+        else
+            break;
+    }
     wst_sender_destroy(x.sender);
     sender_device_free(&x);
     for (size_t i = 0; i < x.n_haves; i++)
@@ -340,11 +371,11 @@ static void close_other_senders(struct wst_cluster *c, uint32_t self)
     }
 }
 
-static int sender_spawn(struct wst_cluster *c, uint32_t r)
+/* Forks sender r; sender_wait_ready then waits for its "ready". */
+static int sender_fork(struct wst_cluster *c, uint32_t r)
 {
     struct wst_cluster_sender *s = &c->senders[r];
     int cmd[2], res[2];
-    char line[128];
 
     /* Close-on-exec: an agent started later must not inherit a sender's
      * command pipe, or the sender never sees end-of-file. */
@@ -368,12 +399,25 @@ static int sender_spawn(struct wst_cluster *c, uint32_t r)
     close(res[1]);
     s->cmd_fd = cmd[1];
     s->res_fd = res[0];
+    return 0;
+}
+
+static int sender_wait_ready(struct wst_cluster *c, uint32_t r)
+{
+    struct wst_cluster_sender *s = &c->senders[r];
+    char line[128];
+
     if (read_line(s->res_fd, line, sizeof(line), 120.0) != 0 ||
         sscanf(line, "ready %lf", &s->register_seconds) != 1) {
         fprintf(stderr, "cluster: sender %u failed to start\n", r);
         return -1;
     }
     return 0;
+}
+
+static int sender_spawn(struct wst_cluster *c, uint32_t r)
+{
+    return sender_fork(c, r) == 0 ? sender_wait_ready(c, r) : -1;
 }
 
 /* ---- agents ---- */
@@ -747,8 +791,8 @@ int wst_cluster_start(struct wst_cluster *c,
 {
     memset(c, 0, sizeof(*c));
     c->p = *params;
-    if (c->p.n_senders == 0 || c->p.n_senders > 64 || c->p.n_receivers == 0 ||
-        c->p.n_receivers > 64)
+    if (c->p.n_senders == 0 || c->p.n_senders > WST_CLUSTER_MAX_SENDERS ||
+        c->p.n_receivers == 0 || c->p.n_receivers > WST_CLUSTER_MAX_RECEIVERS)
         return -1;
     if (c->p.n_devices > 0 &&
         (c->p.engine_bin == NULL || c->p.n_devices > WST_CLUSTER_MAX_GPUS)) {
@@ -770,10 +814,84 @@ int wst_cluster_start(struct wst_cluster *c,
     for (uint32_t k = 0; k < c->p.n_receivers; k++)
         if (agent_prepare(c, k) != 0 || agent_spawn(c, k) != 0)
             return -1;
+    /* All forked, then all waited for: they register (fill and pin their
+     * shards) at once, as a trainer's ranks would. */
     for (uint32_t r = 0; r < c->p.n_senders; r++)
-        if (sender_spawn(c, r) != 0)
+        if (sender_fork(c, r) != 0)
+            return -1;
+    for (uint32_t r = 0; r < c->p.n_senders; r++)
+        if (sender_wait_ready(c, r) != 0)
             return -1;
     return 0;
+}
+
+int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
+                        double *slowest_s)
+{
+    char line[128];
+    int rc = 0, st;
+    double s;
+
+    *slowest_s = 0;
+    for (uint32_t r = 0; r < c->p.n_senders; r++)
+        if (c->senders[r].pid <= 0 ||
+            write(c->senders[r].cmd_fd, "connect\n", 8) != 8)
+            rc = -1;
+    for (uint32_t r = 0; r < c->p.n_senders && rc == 0; r++) {
+        if (read_line(c->senders[r].res_fd, line, sizeof(line), timeout_s) !=
+                0 ||
+            sscanf(line, "connected %d %lf", &st, &s) != 2) {
+            fprintf(stderr, "cluster: sender %u gave no connect result\n", r);
+            rc = -1;
+        } else if (st != WST_OK) {
+            fprintf(stderr, "cluster: sender %u: connect: %s\n", r,
+                    wst_status_string((wst_status_t)st));
+            rc = -1;
+        } else if (s > *slowest_s) {
+            *slowest_s = s;
+        }
+    }
+    return rc;
+}
+
+/* kB of 'field' ("RssAnon:") in /proc/PID/status; 0 when unreadable. */
+static uint64_t proc_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    unsigned long long kb = 0;
+    size_t n = strlen(field);
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, field, n) == 0 && sscanf(line + n, "%llu", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+static void mem_add(struct wst_cluster_mem_side *m, pid_t pid)
+{
+    uint64_t anon = proc_status_kb(pid, "RssAnon:") * 1024;
+
+    if (pid <= 0)
+        return;
+    m->n++;
+    m->anon_sum += anon;
+    if (anon > m->anon_max)
+        m->anon_max = anon;
+}
+
+void wst_cluster_memory(struct wst_cluster *c, struct wst_cluster_memory *m)
+{
+    memset(m, 0, sizeof(*m));
+    for (uint32_t k = 0; k < c->p.n_receivers; k++)
+        mem_add(&m->agents, c->agents[k].pid);
+    for (uint32_t r = 0; r < c->p.n_senders; r++)
+        mem_add(&m->senders, c->senders[r].pid);
 }
 
 int wst_cluster_push(struct wst_cluster *c, uint64_t version)
@@ -926,6 +1044,15 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
                      json_object_get_string(f));
     }
     st->plan_seconds = json_double(o, "plan_seconds");
+    st->manifest_seconds = json_double(o, "manifest_seconds");
+    if (json_object_object_get_ex(o, "control_msgs_out", &v))
+        st->control_msgs_out = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "control_bytes_out", &v))
+        st->control_bytes_out = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "control_msgs_in", &v))
+        st->control_msgs_in = (uint64_t)json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "control_bytes_in", &v))
+        st->control_bytes_in = (uint64_t)json_object_get_int64(v);
     st->register_seconds = json_double(o, "register_seconds");
     st->last_refit_seconds = json_double(o, "last_refit_seconds");
     if (json_object_object_get_ex(o, "lanes", &v))

@@ -36,11 +36,20 @@ enum wst_transport {
 };
 
 #define WST_CLUSTER_MAX_GPUS 16
+/* Processes one machine is asked to hold (each sender and agent is one,
+ * with its UCX worker and threads). */
+#define WST_CLUSTER_MAX_SENDERS 1024
+#define WST_CLUSTER_MAX_RECEIVERS 256
 
 struct wst_cluster_params {
     const struct wst_model *model; /* borrowed for the cluster's lifetime */
     uint32_t n_senders;
     uint32_t n_receivers;
+    /* The trainer's tensor parallelism (wst_model_trainer_shards_tp):
+     * 0, FSDP shards over every sender; N, Megatron TP N with n_senders/N
+     * data-parallel replicas. Experts go by EP over every sender either
+     * way. */
+    uint32_t trainer_tp;
     enum wst_transport transport;
     const char *mover; /* "auto", "put", "am" */
     uint64_t seed;
@@ -119,6 +128,10 @@ struct wst_agent_status {
     uint64_t refits_ok;
     uint64_t refits_failed;
     double plan_seconds;
+    double manifest_seconds; /* unpacking manifests, summed */
+    /* control messages with the senders since start (status file) */
+    uint64_t control_msgs_out, control_bytes_out;
+    uint64_t control_msgs_in, control_bytes_in;
     double register_seconds;
     double last_refit_seconds; /* begin acknowledgement to commit */
     uint64_t time_ns;          /* when the agent wrote it */
@@ -171,6 +184,24 @@ struct wst_cluster {
  * Returns 0, or -1 after printing why (the caller still calls stop). */
 int wst_cluster_start(struct wst_cluster *c,
                       const struct wst_cluster_params *params);
+
+/* Has every sender connect to every agent at once and exchange
+ * manifests and plans (wst_sender_connect), before any push; the slowest
+ * sender's seconds go to *slowest_s. -1 after printing why. */
+int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
+                        double *slowest_s);
+
+/* Resident anonymous memory (RssAnon of /proc/PID/status: the heap, UCX
+ * buffers, staging; not the shared live memory nor files) of one side's
+ * processes. */
+struct wst_cluster_mem_side {
+    uint32_t n;
+    uint64_t anon_sum, anon_max; /* bytes */
+};
+struct wst_cluster_memory {
+    struct wst_cluster_mem_side agents, senders;
+};
+void wst_cluster_memory(struct wst_cluster *c, struct wst_cluster_memory *m);
 
 /* Tells every sender to push 'version'. */
 int wst_cluster_push(struct wst_cluster *c, uint64_t version);

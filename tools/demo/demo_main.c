@@ -53,6 +53,9 @@
 struct demo_settings {
     char *preset;
     uint64_t layers;
+    uint64_t experts;
+    uint64_t trainer_tp;
+    char *csv;
     uint64_t senders;
     uint64_t receivers;
     uint64_t refits;
@@ -86,10 +89,24 @@ static const char *const transport_choices[] = {"auto", "tcp", "shm", NULL};
 static const struct wst_config_entry demo_config[] = {
     {"preset", WST_CONFIG_STRING, "tiny-moe",
      "model preset: tiny-moe, tiny (dense), qwen3-30b-a3b (MoE), "
-     "dense:<MiB>",
+     "deepseek-v3-narrow (every tensor and expert, widths cut; use --loader "
+     "checkpoint), dense:<MiB>",
      offsetof(struct demo_settings, preset), NULL, NULL},
     {"layers", WST_CONFIG_UINT, "0", "layer count (0: the preset's)",
      offsetof(struct demo_settings, layers), NULL, NULL},
+    {"experts", WST_CONFIG_UINT, "0",
+     "routed experts per MoE layer (0: the preset's; MoE presets only)",
+     offsetof(struct demo_settings, experts), NULL, NULL},
+    {"trainer-tp", WST_CONFIG_UINT, "0",
+     "trainer layout: 0, FSDP (dim-0 shards over every sender); N, "
+     "Megatron TP N (column/row-parallel splits, norms and router whole) "
+     "with senders/N data-parallel replicas; experts by EP over every "
+     "sender either way",
+     offsetof(struct demo_settings, trainer_tp), NULL, NULL},
+    {"csv", WST_CONFIG_STRING, "",
+     "append one row of this run's scale figures to this CSV file (a header "
+     "first when it is empty; columns below)",
+     offsetof(struct demo_settings, csv), NULL, NULL},
     {"senders", WST_CONFIG_UINT, "3",
      "sender processes (trainer ranks: FSDP shards, experts split over them)",
      offsetof(struct demo_settings, senders), NULL, NULL},
@@ -172,6 +189,27 @@ static const struct wst_config_entry demo_config[] = {
     WST_CONFIG_END,
 };
 
+/* --help's account of the --csv columns (NOTES.md has the same). */
+#define CSV_HELP                                                               \
+    "--csv columns (one row per run; times in seconds unless _ms):\n"          \
+    "  preset layers experts tensors model_bytes: the model (experts per\n"    \
+    "    MoE layer, 0 dense); live_bytes: bytes all agents receive\n"          \
+    "  senders receivers trainer_tp (0 FSDP) engine_tp engine_ep (0 no\n"      \
+    "    experts) transport refits\n"                                          \
+    "  start_s: agents up and every sender registered; connect_s: the\n"       \
+    "    slowest sender's connect (connections, manifests, plans)\n"           \
+    "  plan_ms_median plan_ms_max: the agents' plan builds;\n"                 \
+    "    manifest_ms_median manifest_ms_max: their manifest unpacking\n"       \
+    "  ctl_msgs_per_refit ctl_bytes_per_refit: control messages in and\n"      \
+    "    out of all agents per steady refit, heartbeats included (payload\n"   \
+    "    bytes; 0 with one refit)\n"                                           \
+    "  agent_rss_start_mb agent_rss_mb agent_rss_max_mb, sender_...: mean\n"   \
+    "    RssAnon per process before the connect and after the last\n"          \
+    "    refit, and the largest after; agent_kb_per_sender and\n"              \
+    "    sender_kb_per_agent: the growth divided by the peers\n"               \
+    "  first_refit_s; steady_refit_s: median of the others; verified: 1\n"     \
+    "    when every byte of every version verified"
+
 struct demo {
     struct demo_settings set;
     struct wst_moe_options moe;
@@ -189,6 +227,13 @@ struct demo {
     char workdir[1024]; /* short enough for every path built from it */
     int own_workdir;
     struct wst_cluster cluster;
+    /* figures for the scale report (report_scale) */
+    double start_s;   /* agents up and senders registered */
+    double connect_s; /* every sender connected, manifests and plans out */
+    struct wst_cluster_memory mem_start, mem_end;
+    /* control messages (in + out) and bytes, summed over agents, after the
+     * first and after the last refit */
+    uint64_t ctl_msgs[2], ctl_bytes[2];
 };
 
 /* The transport asked for must be the one UCX used: a "tcp" run must not
@@ -356,6 +401,153 @@ static void print_lanes(struct demo *d)
            as.lanes, carried, list);
 }
 
+/* Control messages and bytes, in and out, summed over the agents' status
+ * files (written at each commit) into slot 'i'. */
+static void control_snapshot(struct demo *d, int i)
+{
+    d->ctl_msgs[i] = d->ctl_bytes[i] = 0;
+    for (uint32_t k = 0; k < d->set.receivers; k++) {
+        struct wst_agent_status st;
+        if (wst_cluster_agent_status(&d->cluster, k, &st) != 0)
+            continue;
+        d->ctl_msgs[i] += st.control_msgs_in + st.control_msgs_out;
+        d->ctl_bytes[i] += st.control_bytes_in + st.control_bytes_out;
+    }
+}
+
+/* The CSV columns of --csv, in order (wstream-model reads them by name). */
+static const char *const csv_columns =
+    "preset,layers,experts,tensors,model_bytes,live_bytes,senders,receivers,"
+    "trainer_tp,engine_tp,engine_ep,transport,refits,start_s,connect_s,"
+    "plan_ms_median,plan_ms_max,manifest_ms_median,manifest_ms_max,"
+    "ctl_msgs_per_refit,ctl_bytes_per_refit,agent_rss_start_mb,"
+    "agent_rss_mb,agent_rss_max_mb,sender_rss_start_mb,sender_rss_mb,"
+    "sender_rss_max_mb,agent_kb_per_sender,sender_kb_per_agent,"
+    "first_refit_s,steady_refit_s,verified";
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), compare_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double mean_mb(const struct wst_cluster_mem_side *m)
+{
+    return m->n ? (double)m->anon_sum / m->n / 1e6 : 0;
+}
+
+/* Prints the scale figures and, with --csv, appends them as one row:
+ * per-agent manifest and plan times from the status files, the start and
+ * connect phases, control messages per steady refit, resident memory of
+ * both sides before the connect and after the last refit, and the first
+ * and the steady (median of the others) refit. 'secs' is in version
+ * order. Clears *verified_p unless every agent's status says it committed
+ * the last version. 0, or -1 when the CSV could not be written. */
+static int report_scale(struct demo *d, const double *secs, int *verified_p)
+{
+    uint32_t n = (uint32_t)d->set.receivers;
+    double *plan = calloc(n, sizeof(*plan)), *man = calloc(n, sizeof(*man));
+    double *rest = calloc(d->set.refits, sizeof(*rest));
+    double plan_max = 0, man_max = 0, msgs = 0, bytes = 0;
+    uint32_t committed = 0;
+    int rc = 0, verified = *verified_p;
+
+    if (plan == NULL || man == NULL || rest == NULL) {
+        free(plan);
+        free(man);
+        free(rest);
+        return -1;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        struct wst_agent_status st;
+        /* The agent writes its status file as its engine hears of the
+         * commit, which may be just after the senders did. */
+        uint64_t deadline = wst_deadline_ns(verified ? 5.0 : 0.0);
+        int read_ok;
+        while ((read_ok = wst_cluster_agent_status(&d->cluster, k, &st)) != 0 ||
+               st.committed_version < d->set.refits) {
+            if (wst_now_ns() >= deadline)
+                break;
+            usleep(20000);
+        }
+        if (read_ok != 0)
+            continue;
+        committed += st.committed_version == d->set.refits;
+        plan[k] = st.plan_seconds * 1e3;
+        man[k] = st.manifest_seconds * 1e3;
+        plan_max = plan[k] > plan_max ? plan[k] : plan_max;
+        man_max = man[k] > man_max ? man[k] : man_max;
+    }
+    double plan_med = median_of(plan, n), man_med = median_of(man, n);
+    if (d->set.refits > 1) {
+        msgs = (double)(d->ctl_msgs[1] - d->ctl_msgs[0]) / (d->set.refits - 1);
+        bytes =
+            (double)(d->ctl_bytes[1] - d->ctl_bytes[0]) / (d->set.refits - 1);
+    }
+    size_t n_rest = 0;
+    for (uint64_t v = 1; v < d->set.refits; v++)
+        rest[n_rest++] = secs[v];
+    double first = secs[0], steady = n_rest ? median_of(rest, n_rest) : first;
+    const struct wst_cluster_memory *m0 = &d->mem_start, *m1 = &d->mem_end;
+    double a_kb = (mean_mb(&m1->agents) - mean_mb(&m0->agents)) * 1e3 /
+                  (double)d->set.senders;
+    double s_kb = (mean_mb(&m1->senders) - mean_mb(&m0->senders)) * 1e3 /
+                  (double)d->set.receivers;
+    uint32_t ep = d->model.n_experts != 0 ? n : 0;
+    printf("scale: start %.2f s; connect (connections, manifests, plans) "
+           "%.2f s; plan per agent median %.1f ms, max %.1f ms; manifests "
+           "unpacked per agent median %.1f ms, max %.1f ms\n",
+           d->start_s, d->connect_s, plan_med, plan_max, man_med, man_max);
+    printf("scale: control per steady refit %.0f messages, %.1f KB (%.2f "
+           "messages per sender-agent pair)\n",
+           msgs, bytes / 1e3, msgs / (double)(d->set.senders * n));
+    printf("scale: resident anonymous memory, mean per process before the "
+           "connect -> after the last refit: agents %.1f -> %.1f MB (max "
+           "%.1f; %.1f kB per sender), senders %.1f -> %.1f MB (max %.1f; "
+           "%.1f kB per agent)\n",
+           mean_mb(&m0->agents), mean_mb(&m1->agents),
+           m1->agents.anon_max / 1e6, a_kb, mean_mb(&m0->senders),
+           mean_mb(&m1->senders), m1->senders.anon_max / 1e6, s_kb);
+    printf("scale: first refit %.3f s, steady refit %.3f s\n", first, steady);
+    printf("scale: %u of %u agents committed version %llu\n", committed, n,
+           (unsigned long long)d->set.refits);
+    if (committed != n)
+        verified = 0;
+    if (d->set.csv[0] != '\0') {
+        FILE *f = fopen(d->set.csv, "a");
+        if (f == NULL ||
+            (ftell(f) == 0 && fprintf(f, "%s\n", csv_columns) < 0) ||
+            fprintf(f,
+                    "%s,%u,%u,%zu,%llu,%llu,%llu,%u,%llu,%u,%u,%s,%llu,%.3f,"
+                    "%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,%.2f,%.2f,%.2f,%.2f,"
+                    "%.2f,%.2f,%.2f,%.2f,%.4f,%.4f,%d\n",
+                    d->model.preset, d->model.n_layers, d->model.n_experts,
+                    d->model.n_tensors,
+                    (unsigned long long)wst_model_bytes(&d->model),
+                    (unsigned long long)d->cluster.live_bytes,
+                    (unsigned long long)d->set.senders, n,
+                    (unsigned long long)d->set.trainer_tp, n, ep,
+                    transport_choices[d->set.transport],
+                    (unsigned long long)d->set.refits, d->start_s, d->connect_s,
+                    plan_med, plan_max, man_med, man_max, msgs, bytes,
+                    mean_mb(&m0->agents), mean_mb(&m1->agents),
+                    m1->agents.anon_max / 1e6, mean_mb(&m0->senders),
+                    mean_mb(&m1->senders), m1->senders.anon_max / 1e6, a_kb,
+                    s_kb, first, steady, verified) < 0) {
+            fprintf(stderr, "wstream-demo: --csv %s: %s\n", d->set.csv,
+                    strerror(errno));
+            rc = -1;
+        }
+        if (f != NULL && fclose(f) != 0)
+            rc = -1;
+    }
+    free(plan);
+    free(man);
+    free(rest);
+    *verified_p = verified;
+    return rc;
+}
+
 static int run(struct demo *d)
 {
     struct wst_sender_result res = {0};
@@ -389,6 +581,8 @@ static int run(struct demo *d)
         }
         int ok = t > 0 && wst_cluster_verify(&d->cluster, v) == 0;
         secs[v - 1] = t;
+        if (ok && (v == 1 || v == d->set.refits))
+            control_snapshot(d, v == 1 ? 0 : 1);
         printf("refit %llu/%llu: version %llu, %.1f MB in %.3f s "
                "(%.2f GB/s), %s\n",
                (unsigned long long)v, (unsigned long long)d->set.refits,
@@ -425,6 +619,9 @@ static int run(struct demo *d)
     if (verified)
         print_timeline(d);
     print_lanes(d);
+    wst_cluster_memory(&d->cluster, &d->mem_end);
+    if (report_scale(d, secs, &verified) != 0)
+        verified = 0;
     qsort(secs, d->set.refits, sizeof(*secs), compare_double);
     double median = secs[(d->set.refits - 1) / 2];
     printf(
@@ -540,10 +737,19 @@ static int parse_fault(struct demo *d)
 /* Checks what the table cannot express; 0 when the settings are usable. */
 static int check_settings(struct demo *d)
 {
-    if (d->set.senders == 0 || d->set.senders > 64 || d->set.receivers == 0 ||
-        d->set.receivers > 64 || d->set.refits == 0 || d->set.refits > 100000) {
-        fprintf(stderr, "wstream-demo: need 1..64 senders, 1..64 receivers "
-                        "and at least one refit\n");
+    if (d->set.senders == 0 || d->set.senders > WST_CLUSTER_MAX_SENDERS ||
+        d->set.receivers == 0 || d->set.receivers > WST_CLUSTER_MAX_RECEIVERS ||
+        d->set.refits == 0 || d->set.refits > 100000) {
+        fprintf(stderr,
+                "wstream-demo: need 1..%d senders, 1..%d receivers and at "
+                "least one refit\n",
+                WST_CLUSTER_MAX_SENDERS, WST_CLUSTER_MAX_RECEIVERS);
+        return -1;
+    }
+    if (d->set.experts > 65536 || d->set.trainer_tp > d->set.senders ||
+        (d->set.trainer_tp != 0 && d->set.senders % d->set.trainer_tp != 0)) {
+        fprintf(stderr, "wstream-demo: --experts takes 0..65536, --trainer-tp "
+                        "0 or a divisor of --senders\n");
         return -1;
     }
     if (d->set.fault[0] != '\0' && parse_fault(d) != 0)
@@ -561,8 +767,9 @@ static int prepare(struct demo *d, const char *agent_bin)
 {
     char err[512], engine_bin[PATH_MAX + 32];
 
-    if (wst_model_preset(d->set.preset, (uint32_t)d->set.layers, &d->model, err,
-                         sizeof(err)) != WST_OK) {
+    if (wst_model_preset_experts(d->set.preset, (uint32_t)d->set.layers,
+                                 (uint32_t)d->set.experts, &d->model, err,
+                                 sizeof(err)) != WST_OK) {
         fprintf(stderr, "wstream-demo: %s\n", err);
         return -1;
     }
@@ -595,6 +802,7 @@ static int prepare(struct demo *d, const char *agent_bin)
         .model = &d->model,
         .n_senders = (uint32_t)d->set.senders,
         .n_receivers = (uint32_t)d->set.receivers,
+        .trainer_tp = (uint32_t)d->set.trainer_tp,
         .transport = (enum wst_transport)d->set.transport,
         .mover = wst_send_mover_names[d->set.mover],
         .seed = d->set.seed,
@@ -625,7 +833,22 @@ static int prepare(struct demo *d, const char *agent_bin)
     d->moe.loader = loader_choices[d->set.loader];
     d->moe.round_robin = d->set.placement == 1;
     d->moe.shard_inter = d->set.expert_shard == 1;
-    return wst_cluster_start(&d->cluster, &cp);
+    double t0 = wst_now_s();
+    if (wst_cluster_start(&d->cluster, &cp) != 0)
+        return -1;
+    d->start_s = wst_now_s() - t0;
+    wst_cluster_memory(&d->cluster, &d->mem_start);
+    /* Connections, manifests and plans before the first push, so that the
+     * first refit is timed without them (a push would do them itself). */
+    if (wst_cluster_connect(&d->cluster, d->set.timeout + 10, &d->connect_s) !=
+        0)
+        return -1;
+    printf("wstream-demo: %llu senders registered and %llu agents up in "
+           "%.2f s; connected, manifests and plans exchanged in %.2f s\n",
+           (unsigned long long)d->set.senders,
+           (unsigned long long)d->set.receivers, d->start_s, d->connect_s);
+    fflush(stdout);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -635,12 +858,13 @@ int main(int argc, char **argv)
     int rc;
 
     memset(&d, 0, sizeof(d));
-    wst_config_cli(demo_config, &d.set, argc, argv, "wstream-demo",
-                   "wstream-demo [options]\n\n"
-                   "exit codes: 0 every byte verified; 1 failed; 2 bad usage;\n"
-                   "  otherwise the negated wst_status_t a sender reported\n"
-                   "  (19 non-linear placement, 20 expert sharding, ...)",
-                   &rc);
+    wst_config_cli(
+        demo_config, &d.set, argc, argv, "wstream-demo",
+        "wstream-demo [options]\n\n"
+        "exit codes: 0 every byte verified; 1 failed; 2 bad usage;\n"
+        "  otherwise the negated wst_status_t a sender reported\n"
+        "  (19 non-linear placement, 20 expert sharding, ...)\n\n" CSV_HELP,
+        &rc);
     if (rc >= 0)
         goto out_release;
     rc = 2;

@@ -705,17 +705,25 @@ struct preset {
     const char *name;
     uint32_t hidden, inter, n_layers, vocab, heads, kv_heads, head_dim;
     uint32_t n_experts, moe_inter;
+    /* MLA (kv_lora != 0), dense first layers and the shared expert */
+    uint32_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    uint32_t dense_layers, shared_inter;
 };
 
 static const struct preset presets[] = {
-    {"tiny", 1024, 2048, 4, 4096, 8, 4, 128, 0, 0},
-    {"tiny-moe", 1024, 0, 4, 4096, 8, 4, 128, 16, 256},
-    {"qwen3-30b-a3b", 2048, 0, 48, 151936, 32, 4, 128, 128, 768},
+    {"tiny", 1024, 2048, 4, 4096, 8, 4, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tiny-moe", 1024, 0, 4, 4096, 8, 4, 128, 16, 256, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3-30b-a3b", 2048, 0, 48, 151936, 32, 4, 128, 128, 768, 0, 0, 0, 0, 0,
+     0, 0},
+    /* model.h says what each width stands for */
+    {"deepseek-v3-narrow", 64, 384, 61, 2020, 128, 0, 0, 256, 16, 48, 32, 8, 4,
+     8, 3, 16},
 };
 
-/* Most tensors a layer can have: 8 attention and norm tensors, 3 dense MLP
- * tensors, the router and 3 grouped expert tensors. */
-#define TENSORS_PER_LAYER 15
+/* Most tensors a layer can have: 9 MLA attention and norm tensors (8 for
+ * the others), 3 dense MLP tensors, the router and its bias, 3 shared
+ * expert tensors and 3 grouped expert tensors. */
+#define TENSORS_PER_LAYER 19
 #define GLOBAL_TENSORS 3 /* embed_tokens, norm, lm_head */
 
 /* Appends a bf16 tensor of 'ndim' (1..3) dims; unused dims are ignored. */
@@ -733,29 +741,66 @@ static void add_tensor(struct wst_model *m, const char *name, uint32_t ndim,
     t->shape[2] = ndim > 2 ? d2 : 0;
 }
 
+/* Whether layer l of m has routed experts (and no dense MLP). */
+static int moe_layer(const struct wst_model *m, uint32_t l)
+{
+    return m->n_experts != 0 && l >= m->dense_layers;
+}
+
 static void add_layer(struct wst_model *m, uint32_t l)
 {
     char n[WST_NAME_MAX];
     uint64_t h = m->hidden, q = (uint64_t)m->heads * m->head_dim;
     uint64_t kv = (uint64_t)m->kv_heads * m->head_dim;
+    uint64_t heads = m->heads;
+    int moe = moe_layer(m, l);
 
 #define LNAME(suffix) (snprintf(n, sizeof(n), "model.layers.%u." suffix, l), n)
     add_tensor(m, LNAME("input_layernorm.weight"), 1, h, 0, 0);
     add_tensor(m, LNAME("post_attention_layernorm.weight"), 1, h, 0, 0);
-    add_tensor(m, LNAME("self_attn.q_proj.weight"), 2, q, h, 0);
-    add_tensor(m, LNAME("self_attn.k_proj.weight"), 2, kv, h, 0);
-    add_tensor(m, LNAME("self_attn.v_proj.weight"), 2, kv, h, 0);
-    add_tensor(m, LNAME("self_attn.o_proj.weight"), 2, h, q, 0);
-    add_tensor(m, LNAME("self_attn.q_norm.weight"), 1, m->head_dim, 0, 0);
-    add_tensor(m, LNAME("self_attn.k_norm.weight"), 1, m->head_dim, 0, 0);
-    if (m->inter != 0) {
+    if (m->kv_lora != 0) {
+        add_tensor(m, LNAME("self_attn.q_a_proj.weight"), 2, m->q_lora, h, 0);
+        add_tensor(m, LNAME("self_attn.q_a_layernorm.weight"), 1, m->q_lora, 0,
+                   0);
+        add_tensor(m, LNAME("self_attn.q_b_proj.weight"), 2,
+                   heads * (m->qk_nope + m->qk_rope), m->q_lora, 0);
+        add_tensor(m, LNAME("self_attn.kv_a_proj_with_mqa.weight"), 2,
+                   m->kv_lora + m->qk_rope, h, 0);
+        add_tensor(m, LNAME("self_attn.kv_a_layernorm.weight"), 1, m->kv_lora,
+                   0, 0);
+        add_tensor(m, LNAME("self_attn.kv_b_proj.weight"), 2,
+                   heads * (m->qk_nope + m->v_head), m->kv_lora, 0);
+        add_tensor(m, LNAME("self_attn.o_proj.weight"), 2, h, heads * m->v_head,
+                   0);
+    } else {
+        add_tensor(m, LNAME("self_attn.q_proj.weight"), 2, q, h, 0);
+        add_tensor(m, LNAME("self_attn.k_proj.weight"), 2, kv, h, 0);
+        add_tensor(m, LNAME("self_attn.v_proj.weight"), 2, kv, h, 0);
+        add_tensor(m, LNAME("self_attn.o_proj.weight"), 2, h, q, 0);
+        add_tensor(m, LNAME("self_attn.q_norm.weight"), 1, m->head_dim, 0, 0);
+        add_tensor(m, LNAME("self_attn.k_norm.weight"), 1, m->head_dim, 0, 0);
+    }
+    if (m->inter != 0 && !moe) {
         add_tensor(m, LNAME("mlp.gate_proj.weight"), 2, m->inter, h, 0);
         add_tensor(m, LNAME("mlp.up_proj.weight"), 2, m->inter, h, 0);
         add_tensor(m, LNAME("mlp.down_proj.weight"), 2, h, m->inter, 0);
     }
-    if (m->n_experts != 0)
+    if (moe)
         add_tensor(m, LNAME("mlp.gate.weight"), 2, m->n_experts, h, 0);
-    if (m->n_experts != 0 && m->moe_inter != 0) {
+    if (moe && m->kv_lora != 0) {
+        add_tensor(m, LNAME("mlp.gate.e_score_correction_bias"), 1,
+                   m->n_experts, 0, 0);
+        m->tensors[m->n_tensors - 1].dtype = WST_DTYPE_F32;
+    }
+    if (moe && m->shared_inter != 0) {
+        add_tensor(m, LNAME("mlp.shared_experts.gate_proj.weight"), 2,
+                   m->shared_inter, h, 0);
+        add_tensor(m, LNAME("mlp.shared_experts.up_proj.weight"), 2,
+                   m->shared_inter, h, 0);
+        add_tensor(m, LNAME("mlp.shared_experts.down_proj.weight"), 2, h,
+                   m->shared_inter, 0);
+    }
+    if (moe && m->moe_inter != 0) {
         add_tensor(m, LNAME("mlp.experts.gate_proj.weight"), 3, m->n_experts,
                    m->moe_inter, h);
         add_tensor(m, LNAME("mlp.experts.up_proj.weight"), 3, m->n_experts,
@@ -827,12 +872,20 @@ static wst_status_t dense_preset(const char *name, uint32_t n_layers,
 wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
                               struct wst_model *m, char *err, size_t errlen)
 {
+    return wst_model_preset_experts(name, n_layers, 0, m, err, errlen);
+}
+
+wst_status_t wst_model_preset_experts(const char *name, uint32_t n_layers,
+                                      uint32_t n_experts, struct wst_model *m,
+                                      char *err, size_t errlen)
+{
     const struct preset *p = NULL;
     struct wst_model tmp;
     size_t i;
     uint32_t l;
 
-    if (name != NULL && m != NULL && strncmp(name, "dense:", 6) == 0)
+    if (name != NULL && m != NULL && strncmp(name, "dense:", 6) == 0 &&
+        n_experts == 0)
         return dense_preset(name, n_layers, m, err, errlen);
     for (i = 0; name != NULL && i < sizeof(presets) / sizeof(presets[0]); i++)
         if (strcmp(presets[i].name, name) == 0)
@@ -840,8 +893,16 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
     if (p == NULL || m == NULL) {
         wst_errf(err, errlen,
                  "unknown model preset \"%s\" (tiny, tiny-moe, "
-                 "qwen3-30b-a3b, dense:<MiB>)",
+                 "qwen3-30b-a3b, deepseek-v3-narrow, dense:<MiB>)",
                  name != NULL ? name : "(null)");
+        return WST_ERR_INVALID;
+    }
+    if (n_experts != 0 &&
+        (p->n_experts == 0 || p->moe_inter == 0 || n_experts > 65536)) {
+        wst_errf(err, errlen,
+                 "model %s: cannot have %u routed experts (a MoE preset "
+                 "takes 1..65536)",
+                 p->name, n_experts);
         return WST_ERR_INVALID;
     }
     memset(&tmp, 0, sizeof(tmp));
@@ -853,8 +914,15 @@ wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
     tmp.heads = p->heads;
     tmp.kv_heads = p->kv_heads;
     tmp.head_dim = p->head_dim;
-    tmp.n_experts = p->n_experts;
+    tmp.n_experts = n_experts != 0 ? n_experts : p->n_experts;
     tmp.moe_inter = p->moe_inter;
+    tmp.q_lora = p->q_lora;
+    tmp.kv_lora = p->kv_lora;
+    tmp.qk_nope = p->qk_nope;
+    tmp.qk_rope = p->qk_rope;
+    tmp.v_head = p->v_head;
+    tmp.dense_layers = p->dense_layers;
+    tmp.shared_inter = p->shared_inter;
     if (tmp.n_layers > 100000) {
         wst_errf(err, errlen, "model %s: %u layers is too many", p->name,
                  tmp.n_layers);
@@ -940,6 +1008,73 @@ wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
     return WST_OK;
 }
 
+/* How a Megatron-style trainer splits a tensor over its TP ranks: 0 on
+ * dim 0 (column-parallel), 1 on dim 1 (row-parallel), -1 not at all. */
+static int megatron_split(const struct wst_model *m,
+                          const struct wst_tensor_desc *t)
+{
+    static const char *const column[] = {
+        ".q_proj.weight",   ".k_proj.weight",    ".v_proj.weight",
+        ".q_b_proj.weight", ".kv_b_proj.weight", ".gate_proj.weight",
+        ".up_proj.weight"};
+    static const char *const row[] = {".o_proj.weight", ".down_proj.weight"};
+    size_t len = strlen(t->name), k, n;
+
+    if (m->dense_cols != 0 ||
+        strcmp(t->name, "model.embed_tokens.weight") == 0 ||
+        strcmp(t->name, "lm_head.weight") == 0)
+        return 0;
+    if (t->ndim != 2)
+        return -1;
+    for (k = 0; k < sizeof(column) / sizeof(column[0]); k++) {
+        n = strlen(column[k]);
+        if (len > n && strcmp(t->name + len - n, column[k]) == 0)
+            return 0;
+    }
+    for (k = 0; k < sizeof(row) / sizeof(row[0]); k++) {
+        n = strlen(row[k]);
+        if (len > n && strcmp(t->name + len - n, row[k]) == 0)
+            return 1;
+    }
+    return -1;
+}
+
+wst_status_t wst_model_trainer_shards_tp(const struct wst_model *m,
+                                         uint32_t rank, uint32_t world,
+                                         uint32_t tp, struct wst_have **haves_p,
+                                         size_t *n_p)
+{
+    struct wst_have *haves;
+    uint32_t layer;
+    size_t i;
+    int dim;
+    wst_status_t status;
+
+    if (tp == 0)
+        return wst_model_trainer_shards(m, rank, world, haves_p, n_p);
+    if (world % tp != 0)
+        return WST_ERR_INVALID;
+    status = wst_model_trainer_shards(m, rank, world, &haves, n_p);
+    if (status != WST_OK)
+        return status;
+    for (i = 0; i < *n_p; i++) {
+        struct wst_have *h = &haves[i];
+        const struct wst_tensor_desc *t = &m->tensors[i];
+
+        if (expert_proj(t->name, &layer) >= 0)
+            continue; /* EP over every rank, as the FSDP split has it */
+        h->flat = 0;
+        h->box.start[0] = 0;
+        h->box.stop[0] = t->shape[0];
+        dim = megatron_split(m, t);
+        if (dim >= 0)
+            ceil_chunk(t->shape[dim], rank % tp, tp, &h->box.start[dim],
+                       &h->box.stop[dim]);
+    }
+    *haves_p = haves;
+    return WST_OK;
+}
+
 /* ---- engine layout ------------------------------------------------------ */
 
 struct builder {
@@ -1001,8 +1136,13 @@ static void add_whole(struct builder *b, const char *name)
 {
     const struct wst_tensor_desc *t = find_tensor(b->m, name);
     uint64_t cols = t->ndim > 1 ? t->shape[1] : 0;
-    uint32_t r = add_region(b, name, t->shape[0], cols);
+    size_t esize = b->esize;
+    uint32_t r;
 
+    /* sized by its own dtype (the fp32 router bias among bf16) */
+    b->esize = wst_dtype_size(t->dtype);
+    r = add_region(b, name, t->shape[0], cols);
+    b->esize = esize;
     add_want(b, name, r, 0, 0, t->shape[0], 0, cols);
 }
 
@@ -1058,13 +1198,68 @@ static wst_status_t add_experts(struct builder *b, uint32_t layer, uint32_t r,
     return WST_OK;
 }
 
-static wst_status_t add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
-                                     uint32_t tp)
+/* A column-parallel pair fused in one region (gate and up of an MLP):
+ * rank r's rows [r*ir, (r+1)*ir) of each, ir = inter/tp, back to back;
+ * then the row-parallel down_proj's columns. 'prefix' ends in '.'. */
+static void add_tp_mlp(struct builder *b, const char *prefix, uint64_t inter,
+                       uint32_t r, uint32_t tp)
+{
+    uint64_t h = b->m->hidden, ir = inter / tp, es = b->esize;
+    char n[WST_NAME_MAX];
+    uint32_t reg;
+
+#define PNAME(suffix) (snprintf(n, sizeof(n), "%s" suffix, prefix), n)
+    reg = add_region(b, PNAME("gate_up_proj.weight"), 2 * ir, h);
+    add_want(b, PNAME("gate_proj.weight"), reg, 0, r * ir, (r + 1) * ir, 0, h);
+    add_want(b, PNAME("up_proj.weight"), reg, ir * h * es, r * ir, (r + 1) * ir,
+             0, h);
+    reg = add_region(b, PNAME("down_proj.weight"), h, ir);
+    add_want(b, n, reg, 0, 0, h, r * ir, (r + 1) * ir);
+#undef PNAME
+}
+
+/* Rows [r*rows/tp, (r+1)*rows/tp) of a column-parallel tensor in a region
+ * of its own. */
+static void add_rows(struct builder *b, const char *name, uint32_t r,
+                     uint32_t tp)
+{
+    const struct wst_tensor_desc *t = find_tensor(b->m, name);
+    uint64_t rows = t->shape[0] / tp, cols = t->shape[1];
+    uint32_t reg = add_region(b, name, rows, cols);
+
+    add_want(b, name, reg, 0, r * rows, (r + 1) * rows, 0, cols);
+}
+
+/* MLA attention as SGLang's DeepSeek-V3 holds it under TP: the low-rank
+ * projections and their norms replicated, q_b_proj and kv_b_proj split by
+ * heads (dim 0), o_proj by heads on dim 1. */
+static void add_mla_layout(struct builder *b, const char *p, uint32_t r,
+                           uint32_t tp)
+{
+    const struct wst_model *m = b->m;
+    uint64_t h = m->hidden, oc = (uint64_t)m->heads * m->v_head / tp;
+    char n[WST_NAME_MAX];
+    uint32_t reg;
+
+#define NAME(suffix) (snprintf(n, sizeof(n), "%s" suffix, p), n)
+    add_whole(b, NAME("self_attn.q_a_proj.weight"));
+    add_whole(b, NAME("self_attn.q_a_layernorm.weight"));
+    add_rows(b, NAME("self_attn.q_b_proj.weight"), r, tp);
+    add_whole(b, NAME("self_attn.kv_a_proj_with_mqa.weight"));
+    add_whole(b, NAME("self_attn.kv_a_layernorm.weight"));
+    add_rows(b, NAME("self_attn.kv_b_proj.weight"), r, tp);
+    reg = add_region(b, NAME("self_attn.o_proj.weight"), h, oc);
+    add_want(b, n, reg, 0, 0, h, r * oc, (r + 1) * oc);
+#undef NAME
+}
+
+static void add_gqa_layout(struct builder *b, const char *p, uint32_t r,
+                           uint32_t tp)
 {
     const struct wst_model *m = b->m;
     uint64_t h = m->hidden, hd = m->head_dim, es = b->esize;
-    uint64_t qr = (uint64_t)m->heads * hd / tp, kvr, k0, ir, oc;
-    char n[WST_NAME_MAX], p[64];
+    uint64_t qr = (uint64_t)m->heads * hd / tp, kvr, k0, oc;
+    char n[WST_NAME_MAX];
     uint32_t reg;
 
     if (tp <= m->kv_heads) {
@@ -1074,10 +1269,7 @@ static wst_status_t add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
         kvr = hd;
         k0 = (uint64_t)r * m->kv_heads / tp * hd;
     }
-    snprintf(p, sizeof(p), "model.layers.%u.", l);
 #define NAME(suffix) (snprintf(n, sizeof(n), "%s" suffix, p), n)
-    add_whole(b, NAME("input_layernorm.weight"));
-    add_whole(b, NAME("post_attention_layernorm.weight"));
     reg = add_region(b, NAME("self_attn.qkv_proj.weight"), qr + 2 * kvr, h);
     add_want(b, NAME("self_attn.q_proj.weight"), reg, 0, r * qr, (r + 1) * qr,
              0, h);
@@ -1090,20 +1282,43 @@ static wst_status_t add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
     add_want(b, n, reg, 0, 0, h, r * oc, (r + 1) * oc);
     add_whole(b, NAME("self_attn.q_norm.weight"));
     add_whole(b, NAME("self_attn.k_norm.weight"));
-    if (m->inter != 0) {
-        ir = m->inter / tp;
-        reg = add_region(b, NAME("mlp.gate_up_proj.weight"), 2 * ir, h);
-        add_want(b, NAME("mlp.gate_proj.weight"), reg, 0, r * ir, (r + 1) * ir,
-                 0, h);
-        add_want(b, NAME("mlp.up_proj.weight"), reg, ir * h * es, r * ir,
-                 (r + 1) * ir, 0, h);
-        reg = add_region(b, NAME("mlp.down_proj.weight"), h, ir);
-        add_want(b, n, reg, 0, 0, h, r * ir, (r + 1) * ir);
-    }
-    if (m->n_experts != 0)
-        add_whole(b, NAME("mlp.gate.weight"));
 #undef NAME
-    if (m->n_experts != 0 && m->moe_inter != 0)
+}
+
+static wst_status_t add_layer_layout(struct builder *b, uint32_t l, uint32_t r,
+                                     uint32_t tp)
+{
+    const struct wst_model *m = b->m;
+    int moe = moe_layer(m, l);
+    char n[WST_NAME_MAX], p[64];
+
+    snprintf(p, sizeof(p), "model.layers.%u.", l);
+#define NAME(suffix) (snprintf(n, sizeof(n), "%s" suffix, p), n)
+    add_whole(b, NAME("input_layernorm.weight"));
+    add_whole(b, NAME("post_attention_layernorm.weight"));
+    if (m->kv_lora != 0)
+        add_mla_layout(b, p, r, tp);
+    else
+        add_gqa_layout(b, p, r, tp);
+    if (m->inter != 0 && !moe)
+        add_tp_mlp(b, NAME("mlp."), m->inter, r, tp);
+    if (moe)
+        add_whole(b, NAME("mlp.gate.weight"));
+    if (moe && m->kv_lora != 0)
+        add_whole(b, NAME("mlp.gate.e_score_correction_bias"));
+    if (moe && m->shared_inter != 0) {
+        /* TP-split where the ranks divide it, as the engine would;
+         * replicated otherwise (more ranks than its rows) */
+        if (m->shared_inter % tp == 0) {
+            add_tp_mlp(b, NAME("mlp.shared_experts."), m->shared_inter, r, tp);
+        } else {
+            add_whole(b, NAME("mlp.shared_experts.gate_proj.weight"));
+            add_whole(b, NAME("mlp.shared_experts.up_proj.weight"));
+            add_whole(b, NAME("mlp.shared_experts.down_proj.weight"));
+        }
+    }
+#undef NAME
+    if (moe && m->moe_inter != 0)
         return add_experts(b, l, r, tp);
     return WST_OK;
 }
@@ -1130,10 +1345,10 @@ static wst_status_t tp_check(const struct wst_model *m, uint32_t tp, char *err,
     if (m->heads % tp != 0) {
         what = "query heads";
         val = m->heads;
-    } else if (tp <= m->kv_heads && m->kv_heads % tp != 0) {
+    } else if (m->kv_lora == 0 && tp <= m->kv_heads && m->kv_heads % tp != 0) {
         what = "kv heads";
         val = m->kv_heads;
-    } else if (tp > m->kv_heads && tp % m->kv_heads != 0) {
+    } else if (m->kv_lora == 0 && tp > m->kv_heads && tp % m->kv_heads != 0) {
         what = "kv heads (nor is it a multiple of them)";
         val = m->kv_heads;
     } else if (m->hidden % tp != 0) {
@@ -1208,9 +1423,10 @@ static wst_status_t moe_options_check(const struct wst_moe_options *o,
     return WST_OK;
 }
 
-/* Most regions and wants a layer can have: 9 regions (2 norms, qkv, o, 2
- * head norms, gate_up, down, router) plus 2 for experts; 12 wants. */
-#define LAYOUT_PER_LAYER 12
+/* Most regions and wants a layer can have: 15 regions (2 norms, 7 MLA
+ * tensors, router, its bias, shared gate_up and down, experts w13 and
+ * w2); 14 wants (2 norms, 7 MLA, router, bias, 3 shared). */
+#define LAYOUT_PER_LAYER 16
 #define LAYOUT_GLOBAL 3 /* embed_tokens, norm, lm_head */
 
 /* The transformer presets' layout (REFIT_LAYOUTS.md section 2). */
@@ -1277,7 +1493,7 @@ wst_status_t wst_model_engine_layout_moe(const struct wst_model *m,
     }
     if (m->dense_cols != 0)
         return dense_layout(m, tp_rank, tp, out, err, errlen);
-    if (m->kv_heads == 0) {
+    if (m->kv_heads == 0 && m->kv_lora == 0) {
         wst_errf(err, errlen, "engine layout: model %s has no kv heads",
                  m->preset);
         return WST_ERR_INVALID;

@@ -33,11 +33,25 @@ struct wst_model {
     uint32_t moe_inter;  /* I per routed expert; 0 = no routed experts */
     uint32_t dense_cols; /* "dense:<MiB>" only: columns of its [rows, cols]
                           * tensors; 0 for the transformer presets */
+    /* Multi-head latent attention (DeepSeek-V3) when kv_lora != 0: the
+     * attention tensors are q_a_proj [q_lora, H], q_a_layernorm [q_lora],
+     * q_b_proj [heads*(qk_nope+qk_rope), q_lora], kv_a_proj_with_mqa
+     * [kv_lora+qk_rope, H], kv_a_layernorm [kv_lora], kv_b_proj
+     * [heads*(qk_nope+v_head), kv_lora], o_proj [H, heads*v_head]; no
+     * k/v/q_norm. head_dim and kv_heads are then unused. */
+    uint32_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    uint32_t dense_layers; /* first layers with the dense MLP (inter) and
+                            * no experts; 0: every layer as the preset */
+    uint32_t shared_inter; /* a shared expert (mlp.shared_experts.*) of
+                            * this intermediate in MoE layers; 0: none.
+                            * MLA presets also carry the fp32 router bias
+                            * mlp.gate.e_score_correction_bias [E]. */
     size_t n_tensors;
     struct wst_tensor_desc *tensors; /* owned, malloc'd */
 };
 
-/* Builds preset 'name' ("tiny", "tiny-moe", "qwen3-30b-a3b" or
+/* Builds preset 'name' ("tiny", "tiny-moe", "qwen3-30b-a3b",
+ * "deepseek-v3-narrow" or
  * "dense:<MiB>") with 'n_layers' layers (0 = the preset's default; 4 for
  * dense). Presets with moe_inter != 0 ("tiny-moe": H=1024, I=256, E=16, no
  * dense MLP; "qwen3-30b-a3b": I=768, E=128) add, after each layer's router,
@@ -51,8 +65,23 @@ struct wst_model {
  * ranks (ceil chunks), one region per tensor. On success *m owns its tensor
  * array (release with wst_model_release); on failure *m is untouched and 'err'
  * says why (WST_ERR_INVALID for an unknown preset). */
+/* "deepseek-v3-narrow" is DeepSeek-V3 with every tensor name and count
+ * kept and the widths cut: 61 layers, the first 3 with a dense MLP, 58
+ * with 256 routed experts, a shared expert, the router and its fp32 bias;
+ * MLA with 128 heads. Widths: H 64, q_lora 48, kv_lora 32, qk_nope 8,
+ * qk_rope 4, v_head 8, dense I 384, expert and shared I 16, vocab 2020
+ * (7168, 1536, 512, 128, 64, 128, 18432, 2048 and 129280 in the real
+ * model): 1025 tensors, about 117 MB. Its experts are narrower than the
+ * trtllm-bf16 loader's 64-element blocks: use the checkpoint loader. */
 wst_status_t wst_model_preset(const char *name, uint32_t n_layers,
                               struct wst_model *m, char *err, size_t errlen);
+
+/* wst_model_preset with the routed experts per MoE layer set to
+ * 'n_experts' (0: the preset's); WST_ERR_INVALID for a preset without
+ * routed experts. */
+wst_status_t wst_model_preset_experts(const char *name, uint32_t n_layers,
+                                      uint32_t n_experts, struct wst_model *m,
+                                      char *err, size_t errlen);
 
 /* Frees the tensor array and zeroes *m. NULL is fine. */
 void wst_model_release(struct wst_model *m);
@@ -112,6 +141,22 @@ wst_status_t wst_model_engine_layout(const struct wst_model *m,
 wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
                                       uint32_t world, struct wst_have **haves_p,
                                       size_t *n_p);
+
+/* Megatron-style trainer shards of rank 'rank' of 'world' with tensor
+ * parallelism 'tp' (dividing world; data-parallel replicas world/tp):
+ * grouped expert tensors by EP over all 'world' ranks (dim-0 ceil chunks,
+ * as above); column-parallel tensors (q/k/v_proj, q_b_proj, kv_b_proj,
+ * gate_proj, up_proj, embed_tokens, lm_head, dense:<MiB>'s) split on dim 0
+ * and row-parallel ones (o_proj, down_proj) on dim 1 over the tp ranks
+ * (tp rank = rank % tp, ceil chunks); every other tensor (norms, router,
+ * q_a_proj, kv_a_proj_with_mqa) whole. Every tensor but the experts is
+ * thus held by world/tp ranks at once, as trainers hold them. tp 0 is
+ * wst_model_trainer_shards (FSDP). Output and errors as there, and
+ * WST_ERR_INVALID when tp does not divide world. */
+wst_status_t wst_model_trainer_shards_tp(const struct wst_model *m,
+                                         uint32_t rank, uint32_t world,
+                                         uint32_t tp, struct wst_have **haves_p,
+                                         size_t *n_p);
 
 /* The sender's description of 'h' held in host memory at 'data' (both
  * borrowed by the result, which wst_sender_register copies). */
