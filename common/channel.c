@@ -472,9 +472,41 @@ static void accept_one(wst_worker_t *w, int fd, const struct sockaddr_in *sin)
     }
 }
 
+/* Takes the listener out of epoll's interest (events 0) or puts it back.
+ * Paused, connections queue in the listen backlog (and, past it, the
+ * peers' TCP retries its SYN): a burst of senders -- a trainer's ranks
+ * all starting at once -- is served WST_CHANNEL_UNAUTH_MAX at a time
+ * instead of refused, and a flood of peers that never authenticate still
+ * holds no more than that. */
+static void listener_arm(wst_worker_t *w, int on)
+{
+    struct epoll_event ev = {.events = on ? EPOLLIN : 0,
+                             .data.ptr = &w->listen_fd};
+
+    if (w->listen_fd < 0 || w->accept_paused == !on)
+        return;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, w->listen_fd, &ev) != 0) {
+        WST_WARN(w->log, "listener: epoll_ctl: %s", strerror(errno));
+        return;
+    }
+    w->accept_paused = !on;
+    WST_DEBUG(w->log, "listener %s: %d peers authenticating",
+              on ? "resumed" : "paused", w->n_unauth);
+}
+
+void wst_channel_unauth_left(wst_worker_t *w)
+{
+    if (w->accept_paused && w->n_unauth < WST_CHANNEL_UNAUTH_MAX)
+        listener_arm(w, 1);
+}
+
 static void on_listener(wst_worker_t *w)
 {
     for (;;) {
+        if (w->n_unauth >= WST_CHANNEL_UNAUTH_MAX) {
+            listener_arm(w, 0);
+            return;
+        }
         struct sockaddr_in sin;
         socklen_t len = sizeof(sin);
         int fd = accept4(w->listen_fd, (struct sockaddr *)&sin, &len,

@@ -88,6 +88,7 @@ void wst_conn_unlink(struct wst_conn *c)
         if (*pp == c) {
             *pp = c->next;
             w->n_unauth--;
+            wst_channel_unauth_left(w);
             return;
         }
     }

@@ -93,6 +93,9 @@ struct wst_worker {
     int listen_fd;           /* our listening socket, -1: none */
     struct wst_conn *unauth; /* accepted, authenticating */
     int n_unauth;
+    /* The listener is out of epoll while WST_CHANNEL_UNAUTH_MAX peers
+     * authenticate: later ones wait in the kernel's backlog, not refused. */
+    int accept_paused;
     ucp_address_t *address;
     size_t address_len;
     int supports_cuda;
@@ -185,6 +188,9 @@ wst_status_t wst_channel_send(struct wst_conn *c, void *buf, size_t len);
 void wst_channel_event(wst_worker_t *w, void *ptr, uint32_t events);
 /* Drops or fails connections whose handshake is overdue. */
 void wst_channel_tick(wst_worker_t *w, uint64_t now);
+/* A peer left w->unauth (authenticated or dropped): accepting resumes if
+ * it was paused. */
+void wst_channel_unauth_left(wst_worker_t *w);
 /* Closes c's socket and frees its buffers (when c is closed). */
 void wst_channel_release(struct wst_conn *c);
 

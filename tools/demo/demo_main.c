@@ -56,6 +56,8 @@ struct demo_settings {
     uint64_t experts;
     uint64_t trainer_tp;
     char *csv;
+    double heartbeat;
+    double peer_timeout;
     uint64_t senders;
     uint64_t receivers;
     uint64_t refits;
@@ -103,6 +105,16 @@ static const struct wst_config_entry demo_config[] = {
      "with senders/N data-parallel replicas; experts by EP over every "
      "sender either way",
      offsetof(struct demo_settings, trainer_tp), NULL, NULL},
+    WST_CONFIG_LIKE_ENTRY("heartbeat",
+                          "seconds between heartbeats of agents and senders "
+                          "(with --peer-timeout; 0: their default)",
+                          offsetof(struct demo_settings, heartbeat),
+                          &wst_recv_config[WST_RECV_CONFIG_HEARTBEAT]),
+    WST_CONFIG_LIKE_ENTRY("peer-timeout",
+                          "seconds of silence after which agents and senders "
+                          "fail a peer (with --heartbeat; 0: their default)",
+                          offsetof(struct demo_settings, peer_timeout),
+                          &wst_recv_config[WST_RECV_CONFIG_PEER_TIMEOUT]),
     {"csv", WST_CONFIG_STRING, "",
      "append one row of this run's scale figures to this CSV file (a header "
      "first when it is empty; columns below)",
@@ -803,6 +815,8 @@ static int prepare(struct demo *d, const char *agent_bin)
         .n_senders = (uint32_t)d->set.senders,
         .n_receivers = (uint32_t)d->set.receivers,
         .trainer_tp = (uint32_t)d->set.trainer_tp,
+        .heartbeat_s = d->set.heartbeat,
+        .peer_timeout_s = d->set.peer_timeout,
         .transport = (enum wst_transport)d->set.transport,
         .mover = wst_send_mover_names[d->set.mover],
         .seed = d->set.seed,
