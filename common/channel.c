@@ -28,6 +28,7 @@
 #include "worker_internal.h"
 
 #define HS_TIMEOUT_NS ((uint64_t)(WST_CHANNEL_HS_TIMEOUT_S * 1e9))
+#define HS_CLIENT_TIMEOUT_NS ((uint64_t)(WST_CHANNEL_HS_CLIENT_TIMEOUT_S * 1e9))
 #define READ_BUDGET (4u << 20) /* bytes read per event, then others' turn */
 #define RX_STEP (64u << 10)
 /* A receive buffer grown past this for one large frame (a manifest, up
@@ -424,7 +425,8 @@ static wst_status_t start_handshake(struct wst_conn *c)
                 &c->worker->secret, nonce);
     (void)wst_hs_step(&c->hs, NULL, 0, &used, c->hs_out, &out_len);
     c->hs_out_len = out_len;
-    c->hs_deadline = wst_now_ns() + HS_TIMEOUT_NS;
+    c->hs_deadline =
+        wst_now_ns() + (c->server_side ? HS_TIMEOUT_NS : HS_CLIENT_TIMEOUT_NS);
     return WST_OK;
 }
 
@@ -558,7 +560,9 @@ void wst_channel_tick(wst_worker_t *w, uint64_t now)
         char why[160];
         snprintf(why, sizeof(why),
                  "no handshake within %.0f s (%zu of its bytes received)",
-                 WST_CHANNEL_HS_TIMEOUT_S, late[i]->hs_got);
+                 late[i]->server_side ? WST_CHANNEL_HS_TIMEOUT_S
+                                      : WST_CHANNEL_HS_CLIENT_TIMEOUT_S,
+                 late[i]->hs_got);
         channel_fail(late[i], WST_ERR_TIMED_OUT, why);
     }
 }

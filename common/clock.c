@@ -16,6 +16,15 @@ double wst_now_s(void)
     return (double)wst_now_ns() / 1e9;
 }
 
+double wst_thread_cpu_s(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 uint64_t wst_deadline_ns(double seconds)
 {
     uint64_t now = wst_now_ns();

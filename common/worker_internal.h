@@ -17,13 +17,18 @@
 #include "transports.h"
 #include "worker.h"
 
-/* Unauthenticated connections accepted at once; more are refused. */
+/* Unauthenticated connections accepted at once; more wait in the listen
+ * backlog (channel.c, listener_arm). */
 #define WST_CHANNEL_UNAUTH_MAX 16
 /* Data workers replaced by wst_worker_data_reset and kept, never
  * progressed, until the process exits. */
 #define WST_DATA_RETIRED_MAX 16
-/* Seconds a connection has to complete its handshake. */
+/* Seconds an accepted connection has to complete its handshake. */
 #define WST_CHANNEL_HS_TIMEOUT_S 5.0
+/* The same for a connecting one, which may first wait in its peer's
+ * listen backlog while WST_CHANNEL_UNAUTH_MAX others authenticate (64
+ * senders starting at once on a loaded host waited over 5 s). */
+#define WST_CHANNEL_HS_CLIENT_TIMEOUT_S 30.0
 
 struct wst_post;
 struct wst_pending_data;

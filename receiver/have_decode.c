@@ -30,12 +30,15 @@ struct have_job {
     struct wst_msg m; /* decoded; owned until handed on */
     wst_status_t status;
     char err[256];
-    double seconds; /* unpacking it */
+    double seconds[2]; /* unpacking it: wall, and the thread's CPU */
 };
 
 static void pub_manifest_time(struct wst_receiver *r, void *arg)
 {
-    r->state.manifest_seconds += *(const double *)arg;
+    const double *s = arg;
+
+    r->state.manifest_seconds += s[0];
+    r->state.manifest_cpu_seconds += s[1];
 }
 
 /* Progress thread: the manifest, to the peer as a message of its. */
@@ -47,7 +50,7 @@ static void have_decoded(void *arg)
 
     p->have_decoding = 0;
     wst_recv_unreserve_have(r, p);
-    wst_recv_publish(r, pub_manifest_time, &j->seconds);
+    wst_recv_publish(r, pub_manifest_time, j->seconds);
     if (p->dropped || r->closing) {
         if (j->status == WST_OK)
             wst_msg_release(&j->m);
@@ -64,11 +67,12 @@ static void have_decoded(void *arg)
 static void have_decode(void *arg)
 {
     struct have_job *j = arg;
-    double t0 = wst_now_s();
+    double t0 = wst_now_s(), c0 = wst_thread_cpu_s();
 
     j->status = wst_msg_decode(j->buf, j->len, WST_MSG_MAX_DEFAULT, &j->m,
                                j->err, sizeof(j->err));
-    j->seconds = wst_now_s() - t0;
+    j->seconds[0] = wst_now_s() - t0;
+    j->seconds[1] = wst_thread_cpu_s() - c0;
     if (wst_worker_post(j->r->worker, have_decoded, j) != WST_OK)
         WST_ERROR(&j->r->log, "cannot post a have manifest back");
 }

@@ -178,7 +178,10 @@ static void refused(struct wst_receiver *r, const char *reason)
 
 static void pub_plan_time(struct wst_receiver *r, void *arg)
 {
-    r->state.plan_seconds = *(const double *)arg;
+    const double *s = arg;
+
+    r->state.plan_seconds = s[0];
+    r->state.plan_cpu_seconds = s[1];
 }
 
 /* A plan computed on the planner thread from a snapshot of the manifests
@@ -197,7 +200,7 @@ struct plan_job {
     struct wst_plan *plan; /* owned; NULL: the cached one stands */
     wst_status_t status;
     char reason[WST_ERROR_MSG_MAX];
-    double seconds;
+    double seconds[2]; /* wall, and the planner thread's CPU */
 };
 
 static void plan_job_free(struct plan_job *j)
@@ -224,13 +227,13 @@ static wst_status_t install_plan(struct wst_receiver *r, struct plan_job *j)
         return WST_ERR_NO_MEMORY;
     }
     const struct wst_plan *plan = r->plan;
-    wst_recv_publish(r, pub_plan_time, &j->seconds);
+    wst_recv_publish(r, pub_plan_time, j->seconds);
     WST_INFO(&r->log,
              "plan %016llx: %zu items, %llu bytes from %u senders, %u "
              "layers, built in %.3f ms",
              (unsigned long long)plan->hash, plan->n_items,
              (unsigned long long)plan->total_bytes, plan->n_senders,
-             plan->n_layers, j->seconds * 1e3);
+             plan->n_layers, j->seconds[0] * 1e3);
     return WST_OK;
 }
 
@@ -281,13 +284,14 @@ static void plan_run(void *arg)
 {
     struct plan_job *j = arg;
     struct wst_receiver *r = j->r;
-    double t0 = wst_now_s();
+    double t0 = wst_now_s(), c0 = wst_thread_cpu_s();
 
     j->key = wst_plan_input_key(&j->in);
     if (!j->has_cached || j->key != j->cached_key)
         j->status = wst_plan_build(&j->in, &r->log, &j->plan, j->reason,
                                    sizeof(j->reason));
-    j->seconds = wst_now_s() - t0;
+    j->seconds[0] = wst_now_s() - t0;
+    j->seconds[1] = wst_thread_cpu_s() - c0;
     if (wst_worker_post(r->worker, plan_done, j) != WST_OK)
         WST_ERROR(&r->log, "cannot post a plan back to the progress thread");
 }

@@ -292,6 +292,11 @@ struct wst_receiver_state {
     /* Unpacking senders' have manifests, summed over every manifest since
      * the receiver started (the planner thread's other job). */
     double manifest_seconds;
+    /* The planner thread's CPU seconds for the current plan and for those
+     * manifests: on a host with more threads than cores, the cost of each
+     * without the waits for a core. */
+    double plan_cpu_seconds;
+    double manifest_cpu_seconds;
     /* Control messages on the senders' connections since the receiver
      * started, heartbeats included: sent and received, and their payload
      * bytes (each frame adds 4 bytes and a 32-byte MAC on the wire). */

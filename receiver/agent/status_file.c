@@ -57,6 +57,10 @@ void wst_status_file_write(struct agent *a)
                            json_object_new_double(st.plan_seconds));
     json_object_object_add(o, "manifest_seconds",
                            json_object_new_double(st.manifest_seconds));
+    json_object_object_add(o, "plan_cpu_seconds",
+                           json_object_new_double(st.plan_cpu_seconds));
+    json_object_object_add(o, "manifest_cpu_seconds",
+                           json_object_new_double(st.manifest_cpu_seconds));
     json_object_object_add(o, "control_msgs_out",
                            json_object_new_uint64(st.control_msgs_out));
     json_object_object_add(o, "control_bytes_out",

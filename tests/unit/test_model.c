@@ -276,6 +276,130 @@ static void test_model_qwen3_preset(void **state)
     assert_non_null(strstr(err, "tiny-moe"));
 }
 
+/* Elements of have 'h' (its box, or its flat range). */
+static uint64_t have_elems(const struct wst_have *h)
+{
+    uint64_t n = 1;
+    uint32_t d;
+
+    for (d = 0; d < h->box.ndim; d++)
+        n *= h->box.stop[d] - h->box.start[d];
+    return n;
+}
+
+static void test_model_deepseek_v3_narrow(void **state)
+{
+    struct wst_model m;
+    struct wst_layout l;
+    struct wst_have *haves;
+    char err[256] = "";
+    size_t i, n, k;
+    uint64_t per_rank[2] = {0, 0}, elems, tensor_elems;
+    uint32_t r, d;
+
+    (void)state;
+    assert_int_equal(
+        wst_model_preset("deepseek-v3-narrow", 0, &m, err, sizeof(err)),
+        WST_OK);
+    /* DeepSeek-V3's counts (tests/unit/test_plan_moe.c): embed, norm,
+     * lm_head; 3 dense layers of 12; 58 MoE layers of 17 */
+    assert_int_equal(m.n_layers, 61);
+    assert_int_equal(m.n_tensors, 3 + 3 * 12 + 58 * 17);
+    i = tensor_index(&m, "model.layers.60.mlp.experts.down_proj.weight");
+    assert_int_equal(m.tensors[i].shape[0], 256);
+    assert_int_equal(m.tensors[i].shape[1], 64);
+    assert_int_equal(m.tensors[i].shape[2], 16);
+    i = tensor_index(&m, "model.layers.3.mlp.gate.e_score_correction_bias");
+    assert_int_equal(m.tensors[i].dtype, WST_DTYPE_F32);
+    i = tensor_index(&m, "model.layers.2.mlp.down_proj.weight");
+    assert_int_equal(m.tensors[i].shape[1], 384);
+    i = tensor_index(&m, "model.layers.7.self_attn.q_b_proj.weight");
+    assert_int_equal(m.tensors[i].shape[0], 128 * 12);
+    assert_int_equal(m.tensors[i].shape[1], 48);
+    i = tensor_index(&m, "model.layers.7.self_attn.kv_a_proj_with_mqa.weight");
+    assert_int_equal(m.tensors[i].shape[0], 36);
+    for (k = 0; k < m.n_tensors; k++)
+        assert_null(strstr(m.tensors[k].name, "k_proj"));
+
+    /* engine TP 16 / EP 16: 16 local experts, heads split 8 a rank */
+    assert_int_equal(wst_model_engine_layout(&m, 5, 16, &l, err, sizeof(err)),
+                     WST_OK);
+    assert_int_equal(l.n_experts, 58);
+    assert_int_equal(l.experts[0].layer, 3);
+    assert_int_equal(l.experts[0].ep_rank, 5);
+    assert_int_equal(l.experts[0].ep_size, 16);
+    for (k = 0; k < l.n_wants; k++) {
+        if (strcmp(l.wants[k].tensor.name,
+                   "model.layers.7.self_attn.kv_b_proj.weight") == 0) {
+            assert_int_equal(l.wants[k].box.start[0], 5 * 8 * 16);
+            assert_int_equal(l.wants[k].box.stop[0], 6 * 8 * 16);
+        }
+        if (strcmp(l.wants[k].tensor.name,
+                   "model.layers.7.self_attn.o_proj.weight") == 0) {
+            assert_int_equal(l.wants[k].box.start[1], 5 * 64);
+            assert_int_equal(l.wants[k].box.stop[1], 6 * 64);
+        }
+    }
+    wst_layout_release(&l);
+    /* 128 heads: tp 3 divides nothing */
+    assert_int_equal(wst_model_engine_layout(&m, 0, 3, &l, err, sizeof(err)),
+                     WST_ERR_UNSUPPORTED_LAYOUT);
+
+    /* Megatron TP 2 over 4 ranks: each half of a split tensor is held by
+     * 2 ranks, a whole one by all 4, the experts once, by EP */
+    assert_int_equal(wst_model_trainer_shards_tp(&m, 0, 4, 3, &haves, &n),
+                     WST_ERR_INVALID);
+    for (i = 0; i < m.n_tensors; i++) {
+        const struct wst_tensor_desc *t = &m.tensors[i];
+        int expert = strstr(t->name, ".mlp.experts.") != NULL;
+        int whole = 1;
+
+        tensor_elems = 1;
+        for (d = 0; d < t->ndim; d++)
+            tensor_elems *= t->shape[d];
+        elems = 0;
+        for (r = 0; r < 4; r++) {
+            assert_int_equal(
+                wst_model_trainer_shards_tp(&m, r, 4, 2, &haves, &n), WST_OK);
+            assert_int_equal(n, m.n_tensors);
+            assert_string_equal(haves[i].tensor.name, t->name);
+            elems += have_elems(&haves[i]);
+            whole = whole && have_elems(&haves[i]) == tensor_elems;
+            if (r < 2)
+                per_rank[r] = have_elems(&haves[i]);
+            else if (!expert)
+                /* rank r + 2 is rank r's data-parallel replica */
+                assert_int_equal(have_elems(&haves[i]), per_rank[r - 2]);
+            free(haves);
+        }
+        assert_int_equal(elems, expert  ? tensor_elems
+                                : whole ? 4 * tensor_elems
+                                        : 2 * tensor_elems);
+    }
+    assert_int_equal(wst_model_trainer_shards_tp(&m, 1, 4, 2, &haves, &n),
+                     WST_OK);
+    i = tensor_index(&m, "model.layers.9.self_attn.o_proj.weight");
+    assert_int_equal(haves[i].box.start[1], 512); /* row-parallel: dim 1 */
+    assert_int_equal(haves[i].box.stop[1], 1024);
+    assert_int_equal(haves[i].box.stop[0], 64);
+    i = tensor_index(&m, "model.layers.9.self_attn.q_a_proj.weight");
+    assert_int_equal(haves[i].box.start[0], 0); /* replicated */
+    assert_int_equal(haves[i].box.stop[0], 48);
+    free(haves);
+    wst_model_release(&m);
+
+    /* --experts: 64 routed experts a layer; not for a dense preset */
+    assert_int_equal(wst_model_preset_experts("deepseek-v3-narrow", 5, 64, &m,
+                                              err, sizeof(err)),
+                     WST_OK);
+    i = tensor_index(&m, "model.layers.4.mlp.experts.gate_proj.weight");
+    assert_int_equal(m.tensors[i].shape[0], 64);
+    wst_model_release(&m);
+    assert_int_equal(
+        wst_model_preset_experts("tiny", 0, 8, &m, err, sizeof(err)),
+        WST_ERR_INVALID);
+}
+
 static void test_model_tiny_moe_preset(void **state)
 {
     static const char *const layer0[] = {
@@ -1607,6 +1731,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_tiny_preset),
         cmocka_unit_test(test_model_qwen3_preset),
+        cmocka_unit_test(test_model_deepseek_v3_narrow),
         cmocka_unit_test(test_model_tiny_moe_preset),
         cmocka_unit_test(test_model_dense_preset),
         cmocka_unit_test(test_model_dense_engine_coverage),

@@ -873,12 +873,39 @@ static uint64_t proc_status_kb(pid_t pid, const char *field)
     return kb;
 }
 
+/* utime + stime of /proc/PID/stat in seconds; 0 when unreadable. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long long ut = 0, st = 0;
+    const char *p;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* after "pid (comm) ": state is field 3, utime 14, stime 15 */
+    p = strrchr(buf, ')');
+    if (p == NULL || sscanf(p + 2,
+                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                            "%llu %llu",
+                            &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void mem_add(struct wst_cluster_mem_side *m, pid_t pid)
 {
     uint64_t anon = proc_status_kb(pid, "RssAnon:") * 1024;
 
     if (pid <= 0)
         return;
+    m->cpu_s += proc_cpu_s(pid);
     m->n++;
     m->anon_sum += anon;
     if (anon > m->anon_max)
@@ -1045,6 +1072,8 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
     }
     st->plan_seconds = json_double(o, "plan_seconds");
     st->manifest_seconds = json_double(o, "manifest_seconds");
+    st->plan_cpu_seconds = json_double(o, "plan_cpu_seconds");
+    st->manifest_cpu_seconds = json_double(o, "manifest_cpu_seconds");
     if (json_object_object_get_ex(o, "control_msgs_out", &v))
         st->control_msgs_out = (uint64_t)json_object_get_int64(v);
     if (json_object_object_get_ex(o, "control_bytes_out", &v))

@@ -129,6 +129,7 @@ struct wst_agent_status {
     uint64_t refits_failed;
     double plan_seconds;
     double manifest_seconds; /* unpacking manifests, summed */
+    double plan_cpu_seconds, manifest_cpu_seconds; /* the planner thread's */
     /* control messages with the senders since start (status file) */
     uint64_t control_msgs_out, control_bytes_out;
     uint64_t control_msgs_in, control_bytes_in;
@@ -193,10 +194,11 @@ int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
 
 /* Resident anonymous memory (RssAnon of /proc/PID/status: the heap, UCX
  * buffers, staging; not the shared live memory nor files) of one side's
- * processes. */
+ * processes, and the CPU time they used. */
 struct wst_cluster_mem_side {
     uint32_t n;
     uint64_t anon_sum, anon_max; /* bytes */
+    double cpu_s; /* CPU seconds (user + system) used so far, summed */
 };
 struct wst_cluster_memory {
     struct wst_cluster_mem_side agents, senders;

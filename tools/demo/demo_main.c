@@ -212,6 +212,8 @@ static const struct wst_config_entry demo_config[] = {
     "    slowest sender's connect (connections, manifests, plans)\n"           \
     "  plan_ms_median plan_ms_max: the agents' plan builds;\n"                 \
     "    manifest_ms_median manifest_ms_max: their manifest unpacking\n"       \
+    "    (wall time); plan_cpu_ms_* manifest_cpu_ms_*: the same as the\n"      \
+    "    planner thread's CPU time (no waits for a core)\n"                    \
     "  ctl_msgs_per_refit ctl_bytes_per_refit: control messages in and\n"      \
     "    out of all agents per steady refit, heartbeats included (payload\n"   \
     "    bytes; 0 with one refit)\n"                                           \
@@ -219,6 +221,8 @@ static const struct wst_config_entry demo_config[] = {
     "    RssAnon per process before the connect and after the last\n"          \
     "    refit, and the largest after; agent_kb_per_sender and\n"              \
     "    sender_kb_per_agent: the growth divided by the peers\n"               \
+    "  agent_cpu_s_per_refit sender_cpu_s_per_refit: CPU seconds (user +\n"    \
+    "    system) of all agents, of all senders, per steady refit\n"            \
     "  first_refit_s; steady_refit_s: median of the others; verified: 1\n"     \
     "    when every byte of every version verified"
 
@@ -243,6 +247,7 @@ struct demo {
     double start_s;   /* agents up and senders registered */
     double connect_s; /* every sender connected, manifests and plans out */
     struct wst_cluster_memory mem_start, mem_end;
+    struct wst_cluster_memory mem_first; /* after the first refit (CPU) */
     /* control messages (in + out) and bytes, summed over agents, after the
      * first and after the last refit */
     uint64_t ctl_msgs[2], ctl_bytes[2];
@@ -432,9 +437,12 @@ static const char *const csv_columns =
     "preset,layers,experts,tensors,model_bytes,live_bytes,senders,receivers,"
     "trainer_tp,engine_tp,engine_ep,transport,refits,start_s,connect_s,"
     "plan_ms_median,plan_ms_max,manifest_ms_median,manifest_ms_max,"
+    "plan_cpu_ms_median,plan_cpu_ms_max,manifest_cpu_ms_median,"
+    "manifest_cpu_ms_max,"
     "ctl_msgs_per_refit,ctl_bytes_per_refit,agent_rss_start_mb,"
     "agent_rss_mb,agent_rss_max_mb,sender_rss_start_mb,sender_rss_mb,"
     "sender_rss_max_mb,agent_kb_per_sender,sender_kb_per_agent,"
+    "agent_cpu_s_per_refit,sender_cpu_s_per_refit,"
     "first_refit_s,steady_refit_s,verified";
 
 static double median_of(double *v, size_t n)
@@ -459,14 +467,18 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
 {
     uint32_t n = (uint32_t)d->set.receivers;
     double *plan = calloc(n, sizeof(*plan)), *man = calloc(n, sizeof(*man));
+    double *pcpu = calloc(n, sizeof(*pcpu)), *mcpu = calloc(n, sizeof(*mcpu));
     double *rest = calloc(d->set.refits, sizeof(*rest));
     double plan_max = 0, man_max = 0, msgs = 0, bytes = 0;
     uint32_t committed = 0;
     int rc = 0, verified = *verified_p;
 
-    if (plan == NULL || man == NULL || rest == NULL) {
+    if (plan == NULL || man == NULL || pcpu == NULL || mcpu == NULL ||
+        rest == NULL) {
         free(plan);
         free(man);
+        free(pcpu);
+        free(mcpu);
         free(rest);
         return -1;
     }
@@ -487,10 +499,14 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
         committed += st.committed_version == d->set.refits;
         plan[k] = st.plan_seconds * 1e3;
         man[k] = st.manifest_seconds * 1e3;
+        pcpu[k] = st.plan_cpu_seconds * 1e3;
+        mcpu[k] = st.manifest_cpu_seconds * 1e3;
         plan_max = plan[k] > plan_max ? plan[k] : plan_max;
         man_max = man[k] > man_max ? man[k] : man_max;
     }
     double plan_med = median_of(plan, n), man_med = median_of(man, n);
+    double pcpu_med = median_of(pcpu, n), pcpu_max = pcpu[n - 1];
+    double mcpu_med = median_of(mcpu, n), mcpu_max = mcpu[n - 1];
     if (d->set.refits > 1) {
         msgs = (double)(d->ctl_msgs[1] - d->ctl_msgs[0]) / (d->set.refits - 1);
         bytes =
@@ -506,10 +522,22 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
     double s_kb = (mean_mb(&m1->senders) - mean_mb(&m0->senders)) * 1e3 /
                   (double)d->set.receivers;
     uint32_t ep = d->model.n_experts != 0 ? n : 0;
+    /* CPU of every agent and every sender per steady refit (the demo's own
+     * verification and the engines are not in it) */
+    double a_cpu = 0, s_cpu = 0;
+    if (d->set.refits > 1) {
+        a_cpu = (m1->agents.cpu_s - d->mem_first.agents.cpu_s) /
+                (double)(d->set.refits - 1);
+        s_cpu = (m1->senders.cpu_s - d->mem_first.senders.cpu_s) /
+                (double)(d->set.refits - 1);
+    }
     printf("scale: start %.2f s; connect (connections, manifests, plans) "
            "%.2f s; plan per agent median %.1f ms, max %.1f ms; manifests "
            "unpacked per agent median %.1f ms, max %.1f ms\n",
            d->start_s, d->connect_s, plan_med, plan_max, man_med, man_max);
+    printf("scale: planner thread's CPU per agent: plan median %.1f ms, max "
+           "%.1f ms; manifests median %.1f ms, max %.1f ms\n",
+           pcpu_med, pcpu_max, mcpu_med, mcpu_max);
     printf("scale: control per steady refit %.0f messages, %.1f KB (%.2f "
            "messages per sender-agent pair)\n",
            msgs, bytes / 1e3, msgs / (double)(d->set.senders * n));
@@ -520,7 +548,9 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
            mean_mb(&m0->agents), mean_mb(&m1->agents),
            m1->agents.anon_max / 1e6, a_kb, mean_mb(&m0->senders),
            mean_mb(&m1->senders), m1->senders.anon_max / 1e6, s_kb);
-    printf("scale: first refit %.3f s, steady refit %.3f s\n", first, steady);
+    printf("scale: first refit %.3f s, steady refit %.3f s; CPU per steady "
+           "refit: agents %.2f s, senders %.2f s (all processes)\n",
+           first, steady, a_cpu, s_cpu);
     printf("scale: %u of %u agents committed version %llu\n", committed, n,
            (unsigned long long)d->set.refits);
     if (committed != n)
@@ -531,8 +561,9 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
             (ftell(f) == 0 && fprintf(f, "%s\n", csv_columns) < 0) ||
             fprintf(f,
                     "%s,%u,%u,%zu,%llu,%llu,%llu,%u,%llu,%u,%u,%s,%llu,%.3f,"
-                    "%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,%.2f,%.2f,%.2f,%.2f,"
-                    "%.2f,%.2f,%.2f,%.2f,%.4f,%.4f,%d\n",
+                    "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,"
+                    "%.2f,%.2f,%.2f,%.2f,"
+                    "%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
                     d->model.preset, d->model.n_layers, d->model.n_experts,
                     d->model.n_tensors,
                     (unsigned long long)wst_model_bytes(&d->model),
@@ -541,11 +572,12 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
                     (unsigned long long)d->set.trainer_tp, n, ep,
                     transport_choices[d->set.transport],
                     (unsigned long long)d->set.refits, d->start_s, d->connect_s,
-                    plan_med, plan_max, man_med, man_max, msgs, bytes,
-                    mean_mb(&m0->agents), mean_mb(&m1->agents),
-                    m1->agents.anon_max / 1e6, mean_mb(&m0->senders),
-                    mean_mb(&m1->senders), m1->senders.anon_max / 1e6, a_kb,
-                    s_kb, first, steady, verified) < 0) {
+                    plan_med, plan_max, man_med, man_max, pcpu_med, pcpu_max,
+                    mcpu_med, mcpu_max, msgs, bytes, mean_mb(&m0->agents),
+                    mean_mb(&m1->agents), m1->agents.anon_max / 1e6,
+                    mean_mb(&m0->senders), mean_mb(&m1->senders),
+                    m1->senders.anon_max / 1e6, a_kb, s_kb, a_cpu, s_cpu, first,
+                    steady, verified) < 0) {
             fprintf(stderr, "wstream-demo: --csv %s: %s\n", d->set.csv,
                     strerror(errno));
             rc = -1;
@@ -555,6 +587,8 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
     }
     free(plan);
     free(man);
+    free(pcpu);
+    free(mcpu);
     free(rest);
     *verified_p = verified;
     return rc;
@@ -595,6 +629,8 @@ static int run(struct demo *d)
         secs[v - 1] = t;
         if (ok && (v == 1 || v == d->set.refits))
             control_snapshot(d, v == 1 ? 0 : 1);
+        if (ok && v == 1)
+            wst_cluster_memory(&d->cluster, &d->mem_first);
         printf("refit %llu/%llu: version %llu, %.1f MB in %.3f s "
                "(%.2f GB/s), %s\n",
                (unsigned long long)v, (unsigned long long)d->set.refits,

@@ -149,8 +149,9 @@ wst_status_t wst_model_trainer_shards(const struct wst_model *m, uint32_t rank,
  * gate_proj, up_proj, embed_tokens, lm_head, dense:<MiB>'s) split on dim 0
  * and row-parallel ones (o_proj, down_proj) on dim 1 over the tp ranks
  * (tp rank = rank % tp, ceil chunks); every other tensor (norms, router,
- * q_a_proj, kv_a_proj_with_mqa) whole. Every tensor but the experts is
- * thus held by world/tp ranks at once, as trainers hold them. tp 0 is
+ * q_a_proj, kv_a_proj_with_mqa) whole. Each piece of a split tensor is
+ * thus held by world/tp ranks at once and a whole one by every rank, as
+ * trainers hold them. tp 0 is
  * wst_model_trainer_shards (FSDP). Output and errors as there, and
  * WST_ERR_INVALID when tp does not divide world. */
 wst_status_t wst_model_trainer_shards_tp(const struct wst_model *m,
