@@ -492,8 +492,14 @@ static void listener_arm(wst_worker_t *w, int on)
         return;
     }
     w->accept_paused = !on;
-    WST_DEBUG(w->log, "listener %s: %d peers authenticating",
-              on ? "resumed" : "paused", w->n_unauth);
+    if (on)
+        WST_DEBUG(w->log, "listener resumed: %d peers authenticating",
+                  w->n_unauth);
+    else
+        WST_INFO(w->log,
+                 "listener paused: %d peers authenticating, later ones wait "
+                 "in the backlog",
+                 w->n_unauth);
 }
 
 void wst_channel_unauth_left(wst_worker_t *w)
