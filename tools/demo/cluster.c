@@ -261,13 +261,14 @@ err_free_addrs:
 }
 
 /* The "connect" command: connections, manifests and plans with every
- * receiver, timed; one line "connected status seconds". */
+ * receiver, timed; one line "connected status seconds error". */
 static void sender_connect(struct sender_ctx *x, FILE *out)
 {
     double t0 = wst_now_s();
     wst_status_t st = wst_sender_connect(x->sender);
 
-    fprintf(out, "connected %d %.6f\n", (int)st, wst_now_s() - t0);
+    fprintf(out, "connected %d %.6f %s\n", (int)st, wst_now_s() - t0,
+            st == WST_OK ? "" : wst_sender_last_error(x->sender));
     fflush(out);
 }
 
@@ -826,13 +827,14 @@ int wst_cluster_start(struct wst_cluster *c,
 }
 
 int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
-                        double *slowest_s)
+                        double *slowest_s, int *status_p)
 {
-    char line[128];
-    int rc = 0, st;
+    char line[1400];
+    int rc = 0, st, used = 0;
     double s;
 
     *slowest_s = 0;
+    *status_p = 0;
     for (uint32_t r = 0; r < c->p.n_senders; r++)
         if (c->senders[r].pid <= 0 ||
             write(c->senders[r].cmd_fd, "connect\n", 8) != 8)
@@ -840,12 +842,13 @@ int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
     for (uint32_t r = 0; r < c->p.n_senders && rc == 0; r++) {
         if (read_line(c->senders[r].res_fd, line, sizeof(line), timeout_s) !=
                 0 ||
-            sscanf(line, "connected %d %lf", &st, &s) != 2) {
+            sscanf(line, "connected %d %lf %n", &st, &s, &used) != 2) {
             fprintf(stderr, "cluster: sender %u gave no connect result\n", r);
             rc = -1;
         } else if (st != WST_OK) {
-            fprintf(stderr, "cluster: sender %u: connect: %s\n", r,
-                    wst_status_string((wst_status_t)st));
+            fprintf(stderr, "cluster: sender %u: connect: %s: %s\n", r,
+                    wst_status_string((wst_status_t)st), line + used);
+            *status_p = st;
             rc = -1;
         } else if (s > *slowest_s) {
             *slowest_s = s;

@@ -188,9 +188,10 @@ int wst_cluster_start(struct wst_cluster *c,
 
 /* Has every sender connect to every agent at once and exchange
  * manifests and plans (wst_sender_connect), before any push; the slowest
- * sender's seconds go to *slowest_s. -1 after printing why. */
+ * sender's seconds go to *slowest_s. -1 after printing why, with the
+ * first failing sender's wst_status_t in *status_p (0 when none said). */
 int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
-                        double *slowest_s);
+                        double *slowest_s, int *status_p);
 
 /* Resident anonymous memory (RssAnon of /proc/PID/status: the heap, UCX
  * buffers, staging; not the shared live memory nor files) of one side's

@@ -890,9 +890,14 @@ static int prepare(struct demo *d, const char *agent_bin)
     wst_cluster_memory(&d->cluster, &d->mem_start);
     /* Connections, manifests and plans before the first push, so that the
      * first refit is timed without them (a push would do them itself). */
-    if (wst_cluster_connect(&d->cluster, d->set.timeout + 10, &d->connect_s) !=
-        0)
+    int st = 0;
+    if (wst_cluster_connect(&d->cluster, d->set.timeout + 10, &d->connect_s,
+                            &st) != 0) {
+        /* a refusal of the plan exits as a push's would (run_refit) */
+        if (st < -2 && st > -126)
+            d->exit_status = -st;
         return -1;
+    }
     printf("wstream-demo: %llu senders registered and %llu agents up in "
            "%.2f s; connected, manifests and plans exchanged in %.2f s\n",
            (unsigned long long)d->set.senders,
