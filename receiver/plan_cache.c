@@ -182,6 +182,7 @@ static void pub_plan_time(struct wst_receiver *r, void *arg)
 
     r->state.plan_seconds = s[0];
     r->state.plan_cpu_seconds = s[1];
+    r->state.manifest_bytes = r->manifest_bytes; /* progress thread's */
 }
 
 /* A plan computed on the planner thread from a snapshot of the manifests

@@ -297,6 +297,9 @@ struct wst_receiver_state {
      * without the waits for a core. */
     double plan_cpu_seconds;
     double manifest_cpu_seconds;
+    /* Bytes of the senders' decoded have manifests the receiver held when
+     * the current plan was installed (what max_manifest_bytes bounds). */
+    uint64_t manifest_bytes;
     /* Control messages on the senders' connections since the receiver
      * started, heartbeats included: sent and received, and their payload
      * bytes (each frame adds 4 bytes and a 32-byte MAC on the wire). */

@@ -57,6 +57,8 @@ void wst_status_file_write(struct agent *a)
                            json_object_new_double(st.plan_seconds));
     json_object_object_add(o, "manifest_seconds",
                            json_object_new_double(st.manifest_seconds));
+    json_object_object_add(o, "manifest_bytes",
+                           json_object_new_uint64(st.manifest_bytes));
     json_object_object_add(o, "plan_cpu_seconds",
                            json_object_new_double(st.plan_cpu_seconds));
     json_object_object_add(o, "manifest_cpu_seconds",

@@ -1077,6 +1077,8 @@ int wst_cluster_agent_status(struct wst_cluster *c, uint32_t k,
     st->manifest_seconds = json_double(o, "manifest_seconds");
     st->plan_cpu_seconds = json_double(o, "plan_cpu_seconds");
     st->manifest_cpu_seconds = json_double(o, "manifest_cpu_seconds");
+    if (json_object_object_get_ex(o, "manifest_bytes", &v))
+        st->manifest_bytes = (uint64_t)json_object_get_int64(v);
     if (json_object_object_get_ex(o, "control_msgs_out", &v))
         st->control_msgs_out = (uint64_t)json_object_get_int64(v);
     if (json_object_object_get_ex(o, "control_bytes_out", &v))

@@ -130,6 +130,7 @@ struct wst_agent_status {
     double plan_seconds;
     double manifest_seconds; /* unpacking manifests, summed */
     double plan_cpu_seconds, manifest_cpu_seconds; /* the planner thread's */
+    uint64_t manifest_bytes; /* decoded manifests held at the plan */
     /* control messages with the senders since start (status file) */
     uint64_t control_msgs_out, control_bytes_out;
     uint64_t control_msgs_in, control_bytes_in;

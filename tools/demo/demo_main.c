@@ -223,6 +223,8 @@ static const struct wst_config_entry demo_config[] = {
     "    sender_kb_per_agent: the growth divided by the peers\n"               \
     "  agent_cpu_s_per_refit sender_cpu_s_per_refit: CPU seconds (user +\n"    \
     "    system) of all agents, of all senders, per steady refit\n"            \
+    "  agent_manifest_kb_per_sender: decoded manifests an agent holds per\n"   \
+    "    sender, by its own account (status file manifest_bytes)\n"            \
     "  first_refit_s; steady_refit_s: median of the others; verified: 1\n"     \
     "    when every byte of every version verified"
 
@@ -443,6 +445,7 @@ static const char *const csv_columns =
     "agent_rss_mb,agent_rss_max_mb,sender_rss_start_mb,sender_rss_mb,"
     "sender_rss_max_mb,agent_kb_per_sender,sender_kb_per_agent,"
     "agent_cpu_s_per_refit,sender_cpu_s_per_refit,"
+    "agent_manifest_kb_per_sender,"
     "first_refit_s,steady_refit_s,verified";
 
 static double median_of(double *v, size_t n)
@@ -469,7 +472,7 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
     double *plan = calloc(n, sizeof(*plan)), *man = calloc(n, sizeof(*man));
     double *pcpu = calloc(n, sizeof(*pcpu)), *mcpu = calloc(n, sizeof(*mcpu));
     double *rest = calloc(d->set.refits, sizeof(*rest));
-    double plan_max = 0, man_max = 0, msgs = 0, bytes = 0;
+    double plan_max = 0, man_max = 0, msgs = 0, bytes = 0, man_bytes = 0;
     uint32_t committed = 0;
     int rc = 0, verified = *verified_p;
 
@@ -497,6 +500,7 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
         if (read_ok != 0)
             continue;
         committed += st.committed_version == d->set.refits;
+        man_bytes += (double)st.manifest_bytes;
         plan[k] = st.plan_seconds * 1e3;
         man[k] = st.manifest_seconds * 1e3;
         pcpu[k] = st.plan_cpu_seconds * 1e3;
@@ -522,6 +526,8 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
     double s_kb = (mean_mb(&m1->senders) - mean_mb(&m0->senders)) * 1e3 /
                   (double)d->set.receivers;
     uint32_t ep = d->model.n_experts != 0 ? n : 0;
+    /* the agents' own account: decoded manifests held, per sender */
+    double man_kb = man_bytes / n / (double)d->set.senders / 1e3;
     /* CPU of every agent and every sender per steady refit (the demo's own
      * verification and the engines are not in it) */
     double a_cpu = 0, s_cpu = 0;
@@ -548,6 +554,9 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
            mean_mb(&m0->agents), mean_mb(&m1->agents),
            m1->agents.anon_max / 1e6, a_kb, mean_mb(&m0->senders),
            mean_mb(&m1->senders), m1->senders.anon_max / 1e6, s_kb);
+    printf("scale: the agents hold %.1f kB of decoded manifest per sender "
+           "(their own account)\n",
+           man_kb);
     printf("scale: first refit %.3f s, steady refit %.3f s; CPU per steady "
            "refit: agents %.2f s, senders %.2f s (all processes)\n",
            first, steady, a_cpu, s_cpu);
@@ -563,7 +572,7 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
                     "%s,%u,%u,%zu,%llu,%llu,%llu,%u,%llu,%u,%u,%s,%llu,%.3f,"
                     "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,"
                     "%.2f,%.2f,%.2f,%.2f,"
-                    "%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.4f,%.4f,%d\n",
+                    "%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%.4f,%.4f,%d\n",
                     d->model.preset, d->model.n_layers, d->model.n_experts,
                     d->model.n_tensors,
                     (unsigned long long)wst_model_bytes(&d->model),
@@ -576,8 +585,8 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
                     mcpu_med, mcpu_max, msgs, bytes, mean_mb(&m0->agents),
                     mean_mb(&m1->agents), m1->agents.anon_max / 1e6,
                     mean_mb(&m0->senders), mean_mb(&m1->senders),
-                    m1->senders.anon_max / 1e6, a_kb, s_kb, a_cpu, s_cpu, first,
-                    steady, verified) < 0) {
+                    m1->senders.anon_max / 1e6, a_kb, s_kb, a_cpu, s_cpu,
+                    man_kb, first, steady, verified) < 0) {
             fprintf(stderr, "wstream-demo: --csv %s: %s\n", d->set.csv,
                     strerror(errno));
             rc = -1;
