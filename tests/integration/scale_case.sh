@@ -7,7 +7,9 @@
 # Passes only when the demo exits 0, its summary says every byte of every
 # version verified, every agent's status says it committed the last
 # version, and the --csv row it appended has every column of the header,
-# verified 1, a connect time and a plan time per agent. The row and the
+# verified 1, a connect time and a plan time per agent, at least two
+# control messages per sender-agent pair and refit, and manifest bytes
+# held by the agents. The row and the
 # "scale:" lines are printed for the log.
 set -euo pipefail
 
@@ -48,6 +50,13 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; n = NF; next }
     $col["verified"] != 1 { print "verified is not 1"; exit 1 }
     !($col["connect_s"] > 0) { print "no connect time"; exit 1 }
     !($col["plan_ms_max"] > 0) { print "no plan time"; exit 1 }
-    !($col["first_refit_s"] > 0) { print "no refit time"; exit 1 }' "$csv" ||
+    !($col["first_refit_s"] > 0) { print "no refit time"; exit 1 }
+    # every sender-agent pair exchanges several control messages a refit,
+    # and every agent holds the manifests of all senders
+    $col["refits"] > 1 &&
+    !($col["ctl_msgs_per_refit"] >= 2 * $col["senders"] * $col["receivers"]) {
+        print "too few control messages counted"; exit 1 }
+    !($col["agent_manifest_kb_per_sender"] > 0) {
+        print "no manifest bytes"; exit 1 }' "$csv" ||
     fail "the CSV row is not complete"
 echo "scale_case: PASS"

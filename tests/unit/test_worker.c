@@ -545,6 +545,19 @@ static void test_worker_control_round_trip(void **state)
     assert_true(strncmp(wst_conn_name(p->srv.accepted), "127.0.0.1:", 10) == 0);
     assert_true(strncmp(wst_conn_name(p->conn), "127.0.0.1:", 10) == 0);
     assert_int_equal(p->srv.n_failed + p->cli.n_failed, 0);
+
+    /* Counted: one message each way, payload bytes only, no heartbeats
+     * here (the handshake is not a control message). */
+    struct wst_control_counts cli, srv;
+    wst_worker_control_counts(p->cli.w, &cli);
+    wst_worker_control_counts(p->srv.w, &srv);
+    assert_int_equal(cli.msgs_out, 1);
+    assert_int_equal(cli.bytes_out, 4);
+    assert_int_equal(cli.msgs_in, 1);
+    assert_int_equal(cli.bytes_in, 4);
+    assert_int_equal(srv.msgs_out, 1);
+    assert_int_equal(srv.msgs_in, 1);
+    assert_int_equal(srv.bytes_in, 4);
 }
 
 /* ---- UCX operations of the test's own ---- */
