@@ -56,5 +56,23 @@ WST_LOG_LEVEL=loud usage_error "$agent" "WST_LOG_LEVEL" --layout /nonexistent
 usage_error "$send" "--receivers" /nonexistent.safetensors --version 1
 usage_error "$standin" "are required" --socket "$work/sock"
 
+# A --workdir that does not exist yet is made (with its parents, 0700); one
+# that cannot be is named with the reason.
+demo=$3 rc=0
+timeout 60 "$demo" --preset dense:1 --senders 1 --receivers 1 --refits 1 \
+    --workdir "$work/new/dir" >"$work/out" 2>&1 </dev/null || rc=$?
+if [ "$rc" -ne 0 ] || [ "$(stat -c %a "$work/new/dir" 2>/dev/null)" != 700 ]; then
+    fail "wstream-demo --workdir (missing folder): exit $rc"
+else
+    echo "exit_codes: wstream-demo --workdir made $work/new/dir (0700)"
+fi
+touch "$work/file"
+rc=0
+timeout 10 "$demo" --preset dense:1 --workdir "$work/file/x" >"$work/out" \
+    2>&1 </dev/null || rc=$?
+if [ "$rc" -eq 0 ] || ! grep -q "cannot create $work/file/x" "$work/out"; then
+    fail "wstream-demo --workdir under a file: exit $rc, no reason given"
+fi
+
 [ "$failures" -eq 0 ] || exit 1
 echo "exit_codes: ok"
