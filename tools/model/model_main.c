@@ -442,6 +442,16 @@ static double gb(uint64_t b)
     return (double)b / 1e9;
 }
 
+/* "65.50 GB", "46.16 MB": small models stay readable. */
+static const char *size_text(uint64_t b, char *buf, size_t len)
+{
+    if (b >= 1000000000ull)
+        snprintf(buf, len, "%.3f GB", (double)b / 1e9);
+    else
+        snprintf(buf, len, "%.3f MB", (double)b / 1e6);
+    return buf;
+}
+
 static void print_model(const struct model_run *r)
 {
     uint64_t tensors, bytes = wst_rm_model_bytes(&r->model, &tensors);
@@ -468,28 +478,40 @@ static void print_prediction(const struct model_run *r,
     const struct wst_rm_gpu_bytes *g = &p->gpu;
     double ms = 1e3;
 
+    char t[4][32];
+
     printf("\nbytes into each inference GPU (stage %llu of %llu, the "
-           "fullest): %.3f GB = replicated %.3f + TP-sharded %.3f + experts "
-           "%.3f (split %llu ways); %llu tensor pieces\n",
+           "fullest): %s = replicated %s + TP-sharded %s + experts %s "
+           "(split %llu ways); %llu tensor pieces\n",
            (unsigned long long)p->worst_stage,
-           (unsigned long long)in->inference.pp, gb(g->total),
-           gb(g->replicated), gb(g->sharded), gb(g->experts),
+           (unsigned long long)in->inference.pp,
+           size_text(g->total, t[0], sizeof(t[0])),
+           size_text(g->replicated, t[1], sizeof(t[1])),
+           size_text(g->sharded, t[2], sizeof(t[2])),
+           size_text(g->experts, t[3], sizeof(t[3])),
            (unsigned long long)(in->inference.ep ? in->inference.ep
                                                  : in->inference.tp),
            (unsigned long long)g->tensors);
-    printf("all inference GPUs (%llu): %.2f GB in; each trainer GPU (%llu) "
-           "sends %.3f GB\n",
-           (unsigned long long)p->inference_gpus, gb(p->total_in),
-           (unsigned long long)p->trainer_gpus, gb(p->per_sender));
+    printf("all inference GPUs (%llu): %s in; each trainer GPU (%llu) "
+           "sends %s\n",
+           (unsigned long long)p->inference_gpus,
+           size_text(p->total_in, t[0], sizeof(t[0])),
+           (unsigned long long)p->trainer_gpus,
+           size_text(p->per_sender, t[1], sizeof(t[1])));
     printf("\n| part | ms | how |\n|---|---|---|\n");
-    printf("| receiving NICs | %.1f | %.3f GB at %.2f GB/s (line %.2f x "
+    printf("| receiving NICs | %.1f | %s at %.2f GB/s (line %.2f x "
            "wire %.3f x wstream %.3f%s) |\n",
-           p->recv_s * ms, gb(g->total) * (1 - in->local_fraction),
+           p->recv_s * ms,
+           size_text((uint64_t)((double)g->total * (1 - in->local_fraction)),
+                     t[0], sizeof(t[0])),
            p->rate_in_gbps, p->line_in_gbps, in->wire_efficiency,
            in->wstream_efficiency,
            in->bounce ? ", capped by pinned copies" : "");
-    printf("| sending NICs | %.1f | %.3f GB at %.2f GB/s |\n", p->send_s * ms,
-           gb(p->per_sender) * (1 - in->local_fraction), p->rate_out_gbps);
+    printf(
+        "| sending NICs | %.1f | %s at %.2f GB/s |\n", p->send_s * ms,
+        size_text((uint64_t)((double)p->per_sender * (1 - in->local_fraction)),
+                  t[0], sizeof(t[0])),
+        p->rate_out_gbps);
     if (in->local_fraction > 0)
         printf("| NVLink share | %.1f | %.0f%% of a GPU's bytes at %.0f GB/s "
                "|\n",
@@ -500,10 +522,12 @@ static void print_prediction(const struct model_run *r,
     printf("| control round trips | %.1f | %llu x %.3f ms |\n",
            p->control_s * ms, (unsigned long long)in->round_trips,
            in->rtt_s * ms);
-    printf("| finalize/repack not hidden | %.2f | last layer: %.3f GB of "
-           "experts at %g GB/s + %.3f GB digest at %g GB/s (0: hidden) |\n",
-           p->tail_s * ms, gb(g->last_expert), in->repack_gbps,
-           gb(g->last_layer), in->digest_gbps);
+    printf("| finalize/repack not hidden | %.2f | last layer: %s of "
+           "experts repacked at %g GB/s + %s checked at %g GB/s (0: hidden) "
+           "|\n",
+           p->tail_s * ms, size_text(g->last_expert, t[0], sizeof(t[0])),
+           in->repack_gbps, size_text(g->last_layer, t[1], sizeof(t[1])),
+           in->digest_gbps);
     printf("| commit | %.2f | measured |\n", p->commit_s * ms);
     printf("| **steady refit** | **%.1f** | plans cached |\n",
            p->steady_s * ms);

@@ -1,0 +1,52 @@
+#!/bin/sh
+# smoke.sh - ctest: wstream-model's command line. --help and --version
+# answer 0, bad usage 2 (an unknown flag, a layout that does not fit the
+# model, --link-from-bench alone), an unreadable file 1; a prediction
+# prints every input with its source, the parts, and the key=value line,
+# and a CSV of inputs (what the scale test will write) sets what it names.
+# usage: smoke.sh WSTREAM_MODEL
+model="$1"
+tmp=$(mktemp -d /tmp/wst-model-smoke-XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "smoke: FAIL: $*" >&2; exit 1; }
+expect() { # expect RC ARGS...
+    want=$1
+    shift
+    "$model" "$@" >"$tmp/out" 2>&1
+    rc=$?
+    cat "$tmp/out"
+    [ "$rc" -eq "$want" ] || fail "wstream-model $*: exit $rc, want $want"
+}
+
+expect 0 --help
+grep -q "^usage: wstream-model" "$tmp/out" || fail "no usage line"
+expect 0 --version
+grep -Eq "^wstream-model [0-9]+\.[0-9]+\.[0-9]+" "$tmp/out" || fail "no version"
+expect 2 --no-such-flag
+expect 2 --model deepseek-v3 --inference-tp 8 --inference-ep 7
+grep -q "ep 7 must divide the 256 experts" "$tmp/out" || fail "no ep message"
+expect 2 --model llama
+expect 2 --inference-gpus 100 --inference-tp 8
+expect 2 --link-from-bench
+expect 1 --bench-csv "$tmp/none.csv"
+
+# Kimi-K2 in FP8, 256 trainer GPUs -> 128 engine GPUs (TP16, EP16, DP8).
+expect 0 --model kimi-k2 --dtype fp8 --trainer-gpus 256 --inference-gpus 128 \
+    --inference-tp 16 --inference-ep 16 --csv
+n=$("$model" --print-config | grep -c ' = ')
+rows=$(grep -c '^| [a-z-]* | .* | .* |$' "$tmp/out")
+[ "$rows" -ge "$n" ] || fail "$rows input rows, want $n"
+grep -q '^| wire-efficiency | 0.94 | default (' "$tmp/out" || fail "no default's source"
+grep -q '^| dtype | fp8 | flag |' "$tmp/out" || fail "no flag source"
+grep -Eq '^wstream-model: model=kimi-k2 .* steady_s=[0-9.]+ ' "$tmp/out" ||
+    fail "no key=value line"
+grep -q '^csv,model,dtype' "$tmp/out" || fail "no CSV header"
+
+# A CSV whose columns are named as inputs sets them; a flag still wins.
+printf 'plan_items,plan_us_per_item,unrelated\n54812,1.5,x\n' >"$tmp/in.csv"
+expect 0 --model deepseek-v3 --inference-tp 32 --inference-gpus 256 \
+    --trainer-gpus 256 --inputs-csv "$tmp/in.csv" --plan-us-per-item 2
+grep -q "^| plan-items | 54812 | $tmp/in.csv |" "$tmp/out" || fail "plan-items not from the CSV"
+grep -q '^| plan-us-per-item | 2 | flag |' "$tmp/out" || fail "the flag lost to the CSV"
+grep -q '| 54812 items x 2.00 us |' "$tmp/out" || fail "the CSV's items were not used"
+echo "smoke: ok"
