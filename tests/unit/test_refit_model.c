@@ -301,6 +301,32 @@ static void test_predict_sides_bounce_nvlink(void **state)
     wst_rm_model_release(&m);
 }
 
+/* A measured total replaces the model's bytes: 100,000,000 over 2 GPUs is
+ * 50,000,000 each (12.5 ms at 4 GB/s), 25,000,000 a sender (6.25 ms); a
+ * measured plan time is used as it is. */
+static void test_predict_measured_bytes_and_plan(void **state)
+{
+    struct wst_rm_model m;
+    struct wst_rm_inputs in = base_inputs();
+    struct wst_rm_prediction p;
+    char err[256] = "";
+
+    (void)state;
+    build("tiny", 0, WST_RM_BF16, &m);
+    in.live_bytes = 100000000;
+    in.plan_s = 0.04;
+    assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
+    assert_true(p.bytes_given);
+    assert_int_equal(p.gpu.total, 50000000);
+    assert_int_equal(p.total_in, 100000000);
+    assert_int_equal(p.per_sender, 25000000);
+    assert_near(p.recv_s, 0.0125);
+    assert_near(p.send_s, 0.00625);
+    assert_near(p.plan_s, 0.04);
+    assert_near(p.first_s, p.steady_s + 0.04);
+    wst_rm_model_release(&m);
+}
+
 static void expect_invalid(struct wst_rm_inputs in, const char *needle)
 {
     struct wst_rm_model m;
@@ -385,6 +411,7 @@ static void test_pairs_from_plain_csv(void **state)
     char *path = write_tmp("# a comment\nplan_items,plan_us_per_item\n"
                            "54812,1.3\n");
     char *bad = write_tmp("a,b\n1,2,3\n");
+    char *rows = write_tmp("a,b\n1,2\n3,4\n");
 
     (void)state;
     memset(&p, 0, sizeof(p));
@@ -392,6 +419,12 @@ static void test_pairs_from_plain_csv(void **state)
     assert_int_equal(p.n, 2);
     assert_string_equal(wst_rm_pairs_get(&p, "plan_items"), "54812");
     assert_string_equal(wst_rm_pairs_get(&p, "plan_us_per_item"), "1.3");
+    /* rows appended under one header (wstream-demo --csv): the last */
+    memset(&p, 0, sizeof(p));
+    assert_int_equal(wst_rm_pairs_read(rows, &p, err, sizeof(err)), WST_OK);
+    assert_int_equal(p.n, 2);
+    assert_string_equal(wst_rm_pairs_get(&p, "a"), "3");
+    assert_string_equal(wst_rm_pairs_get(&p, "b"), "4");
     memset(&p, 0, sizeof(p));
     assert_int_equal(wst_rm_pairs_read(bad, &p, err, sizeof(err)),
                      WST_ERR_INVALID);
@@ -399,8 +432,10 @@ static void test_pairs_from_plain_csv(void **state)
                      WST_ERR_IO);
     unlink(path);
     unlink(bad);
+    unlink(rows);
     free(path);
     free(bad);
+    free(rows);
 }
 
 /* tests/gpu/run.sh's table: a repack row's MB counts the layer twice
@@ -488,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_dense_sized_model),
         cmocka_unit_test(test_predict_by_hand),
         cmocka_unit_test(test_predict_sides_bounce_nvlink),
+        cmocka_unit_test(test_predict_measured_bytes_and_plan),
         cmocka_unit_test(test_predict_refusals),
         cmocka_unit_test(test_pairs_from_bench_output),
         cmocka_unit_test(test_pairs_from_plain_csv),

@@ -43,6 +43,9 @@ struct model_settings {
     double repack_gbps, digest_gbps;
     double plan_us_per_item;
     uint64_t plan_items;
+    double plan_ms;
+    uint64_t live_bytes;
+    double measured_s;
     double rtt_ms;
     uint64_t round_trips;
     double commit_ms;
@@ -147,6 +150,16 @@ static const struct wst_config_entry model_config[] = {
     {"plan-items", WST_CONFIG_UINT, "0",
      "plan items per receiver (0: estimated from the tensors it holds)",
      OFF(plan_items), NULL, NULL},
+    {"plan-ms", WST_CONFIG_DOUBLE, "0",
+     "a measured plan time per receiver, ms (0: items x cost per item)",
+     OFF(plan_ms), NULL, NULL},
+    {"live-bytes", WST_CONFIG_UINT, "0",
+     "measured bytes all inference GPUs take together (0: the model's); "
+     "each GPU takes an even share",
+     OFF(live_bytes), NULL, NULL},
+    {"measured-s", WST_CONFIG_DOUBLE, "0",
+     "a measured steady refit to print the prediction against (0: none)",
+     OFF(measured_s), NULL, NULL},
     {"rtt-ms", WST_CONFIG_DOUBLE, "2.75", "one control round trip, ms",
      OFF(rtt_ms), NULL, NULL},
     {"round-trips", WST_CONFIG_UINT, "2",
@@ -163,8 +176,9 @@ static const struct wst_config_entry model_config[] = {
      "pinned copy rates",
      OFF(gpu_summary), NULL, NULL},
     {"inputs-csv", WST_CONFIG_STRING, "",
-     "a CSV (header and row) whose columns named as these flags, dashes as "
-     "underscores, set them (e.g. plan_items,plan_us_per_item)",
+     "a CSV (header and rows; the last row is taken) whose columns named "
+     "as these flags, dashes as underscores, set them (e.g. "
+     "plan_items,plan_us_per_item); wstream-demo --csv's columns too",
      OFF(inputs_csv), NULL, NULL},
     {"csv", WST_CONFIG_BOOL, "n", "also print the parts as CSV", OFF(csv), NULL,
      NULL},
@@ -376,6 +390,47 @@ static int read_gpu(struct model_run *r, int argc, char **argv)
     return 0;
 }
 
+/* wstream-demo --csv's columns (the scale test, issue 21 item 1) that are
+ * inputs under other names. */
+static const struct {
+    const char *column, *input;
+} column_alias[] = {
+    {"senders", "trainer-gpus"},      {"receivers", "inference-gpus"},
+    {"engine_tp", "inference-tp"},    {"engine_ep", "inference-ep"},
+    {"trainer_tp", "trainer-tp"},     {"plan_ms_max", "plan-ms"},
+    {"steady_refit_s", "measured-s"}, {"preset", "model"},
+};
+
+/* The input a column sets, in 'name'; 0 when none. A trainer_tp of 0 (the
+ * demo's FSDP) is tp 1; a preset this tool does not know is left out. */
+static int column_input(const char *column, const char **value, char *name,
+                        size_t len)
+{
+    struct wst_rm_arch a;
+    char err[256];
+
+    snprintf(name, len, "%s", column);
+    for (size_t k = 0; k < sizeof(column_alias) / sizeof(column_alias[0]); k++)
+        if (strcmp(column, column_alias[k].column) == 0)
+            snprintf(name, len, "%s", column_alias[k].input);
+    for (char *c = name; *c != '\0'; c++)
+        if (*c == '_')
+            *c = '-';
+    if (entry_index(name) < 0 || strstr(name, "-csv") != NULL ||
+        strcmp(name, "gpu-summary") == 0)
+        return 0;
+    if (strcmp(name, "trainer-tp") == 0 && strcmp(*value, "0") == 0)
+        *value = "1";
+    if (strcmp(name, "model") == 0 &&
+        wst_rm_arch_preset(*value, 0, &a, err, sizeof(err)) != WST_OK) {
+        printf("(--inputs-csv: preset \"%s\" is not one of this tool's; the "
+               "model's shape is --model's)\n",
+               *value);
+        return 0;
+    }
+    return 1;
+}
+
 /* Any column named as a setting (underscores for dashes). */
 static int read_inputs(struct model_run *r, int argc, char **argv)
 {
@@ -390,15 +445,10 @@ static int read_inputs(struct model_run *r, int argc, char **argv)
         goto out_free;
     }
     for (size_t i = 0; i < p->n; i++) {
-        snprintf(name, sizeof(name), "%s", p->kv[i].key);
-        for (char *c = name; *c != '\0'; c++)
-            if (*c == '_')
-                *c = '-';
-        if (entry_index(name) < 0 || strstr(name, "-csv") != NULL ||
-            strcmp(name, "gpu-summary") == 0)
+        const char *value = p->kv[i].value;
+        if (!column_input(p->kv[i].key, &value, name, sizeof(name)))
             continue;
-        if (from_file(r, argc, argv, name, p->kv[i].value, r->set.inputs_csv) !=
-            0)
+        if (from_file(r, argc, argv, name, value, r->set.inputs_csv) != 0)
             goto out_free;
         used++;
     }
@@ -492,6 +542,9 @@ static void print_prediction(const struct model_run *r,
            (unsigned long long)(in->inference.ep ? in->inference.ep
                                                  : in->inference.tp),
            (unsigned long long)g->tensors);
+    if (p->bytes_given)
+        printf("(the total is --live-bytes, measured: each GPU takes an even "
+               "share; the breakdown above is the model's)\n");
     printf("all inference GPUs (%llu): %s in; each trainer GPU (%llu) "
            "sends %s\n",
            (unsigned long long)p->inference_gpus,
@@ -531,13 +584,23 @@ static void print_prediction(const struct model_run *r,
     printf("| commit | %.2f | measured |\n", p->commit_s * ms);
     printf("| **steady refit** | **%.1f** | plans cached |\n",
            p->steady_s * ms);
-    printf("| planning (first refit only) | %.1f | %llu items%s x %.2f us "
-           "|\n",
-           p->plan_s * ms, (unsigned long long)p->plan_items,
-           p->plan_items_estimated ? " (estimated)" : "", in->plan_us_per_item);
+    if (in->plan_s > 0)
+        printf("| planning (first refit only) | %.1f | measured |\n",
+               p->plan_s * ms);
+    else
+        printf("| planning (first refit only) | %.1f | %llu items%s x %.2f "
+               "us |\n",
+               p->plan_s * ms, (unsigned long long)p->plan_items,
+               p->plan_items_estimated ? " (estimated)" : "",
+               in->plan_us_per_item);
     printf("| first refit | %.1f | steady + planning (connections not "
-           "counted) |\n\n",
+           "counted) |\n",
            p->first_s * ms);
+    if (r->set.measured_s > 0)
+        printf("| measured steady refit | %.1f | predicted / measured %.2f "
+               "|\n",
+               r->set.measured_s * ms, p->steady_s / r->set.measured_s);
+    printf("\n");
     if (r->set.csv) {
         printf("csv,model,dtype,inference_gpus,trainer_gpus,gpu_bytes,"
                "replicated_bytes,sharded_bytes,expert_bytes,per_sender_bytes,"
@@ -557,11 +620,15 @@ static void print_prediction(const struct model_run *r,
     }
     printf("wstream-model: model=%s dtype=%s inference_gpus=%llu "
            "trainer_gpus=%llu gpu_bytes=%llu transfer_s=%.6f floor_s=%.6f "
-           "steady_s=%.6f first_s=%.6f\n",
+           "steady_s=%.6f first_s=%.6f",
            r->arch.name, dtype_choices[r->set.dtype],
            (unsigned long long)p->inference_gpus,
            (unsigned long long)p->trainer_gpus, (unsigned long long)g->total,
            p->transfer_s, p->floor_s, p->steady_s, p->first_s);
+    if (r->set.measured_s > 0)
+        printf(" measured_s=%.6f ratio=%.3f", r->set.measured_s,
+               p->steady_s / r->set.measured_s);
+    printf("\n");
 }
 
 /* ---- set-up -------------------------------------------------------------- */
@@ -629,6 +696,8 @@ static void fill_inputs(const struct model_settings *s,
     in->digest_gbps = s->digest_gbps;
     in->plan_us_per_item = s->plan_us_per_item;
     in->plan_items = s->plan_items;
+    in->plan_s = s->plan_ms / 1e3;
+    in->live_bytes = s->live_bytes;
     in->rtt_s = s->rtt_ms / 1e3;
     in->round_trips = s->round_trips;
     in->commit_s = s->commit_ms / 1e3;

@@ -156,7 +156,10 @@ wst_status_t wst_rm_pairs_read(const char *path, struct wst_rm_pairs *p,
         }
         for (i = prefixed ? 1 : 0; i < nr; i++)
             put(p, hcols[i], strlen(hcols[i]), rcols[i], strlen(rcols[i]));
-        have_header = 0; /* a header and a row, then maybe another pair */
+        /* wstream-bench prints a header before each row; a plain CSV has
+         * one header and rows appended under it (the last one wins). */
+        if (prefixed)
+            have_header = 0;
     }
     fclose(f);
     if (bad) {

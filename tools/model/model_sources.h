@@ -1,10 +1,11 @@
 /* model_sources.h - where wstream-model reads measured inputs from.
  *
  *  - Key/value files (wst_rm_pairs_read): the output of wstream-bench
- *    (its "wstream-bench: k=v ..." line and its "csv," header and row), or
- *    any CSV with a header row and a data row (an optional "csv," first
- *    column is dropped, as wstream-bench writes it): each column becomes a
- *    pair. Later pairs of the same key win.
+ *    (its "wstream-bench: k=v ..." line and its "csv," header and row,
+ *    that first column dropped), or any CSV with a header row and data
+ *    rows: each column becomes a pair. Later pairs of the same key win,
+ *    so the last row of a CSV that runs append to (wstream-demo --csv) is
+ *    the one taken.
  *  - The GPU benchmark table of tests/gpu/run.sh (summary.txt or
  *    kernels.txt; wst_rm_gpu_table_read): the repack, digest and pinned
  *    copy rows.

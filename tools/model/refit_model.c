@@ -462,7 +462,8 @@ static wst_status_t inputs_check(const struct wst_rm_inputs *in, char *err,
     else if (in->local_fraction > 0 && !(in->nvlink_gbps > 0))
         what = "a local fraction above 0 needs an NVLink rate";
     else if (in->repack_gbps < 0 || in->digest_gbps < 0 ||
-             in->plan_us_per_item < 0 || in->rtt_s < 0 || in->commit_s < 0)
+             in->plan_us_per_item < 0 || in->rtt_s < 0 || in->commit_s < 0 ||
+             in->plan_s < 0)
         what = "rates and times cannot be negative";
     if (what == NULL)
         return WST_OK;
@@ -540,6 +541,11 @@ wst_status_t wst_rm_predict(const struct wst_rm_model *m,
     }
     if (st != WST_OK)
         return st;
+    if (in->live_bytes != 0) {
+        out->bytes_given = 1;
+        out->total_in = in->live_bytes;
+        out->gpu.total = ceil_div(in->live_bytes, out->inference_gpus);
+    }
     out->per_sender = ceil_div(out->total_in, out->trainer_gpus);
     out->line_in_gbps = in->inference_nics_per_gpu * in->nic_gbit / 8;
     out->line_out_gbps = in->trainer_nics_per_gpu * in->nic_gbit / 8;
@@ -561,7 +567,9 @@ wst_status_t wst_rm_predict(const struct wst_rm_model *m,
         out->plan_items = out->gpu.tensors * (pieces ? pieces : 1);
         out->plan_items_estimated = 1;
     }
-    out->plan_s = (double)out->plan_items * in->plan_us_per_item * 1e-6;
+    out->plan_s = in->plan_s > 0
+                      ? in->plan_s
+                      : (double)out->plan_items * in->plan_us_per_item * 1e-6;
     out->control_s = (double)in->round_trips * in->rtt_s;
     if (in->repack_gbps > 0)
         out->tail_s += (double)out->gpu.last_expert / 1e9 / in->repack_gbps;

@@ -31,7 +31,10 @@
  *   tail         = the last layer's expert bytes on a GPU / repack rate +
  *                  its bytes / digest rate (what cannot hide behind bytes
  *                  still arriving); a rate of 0 means hidden (not counted)
- *   planning     = plan items per receiver x measured cost per item
+ *   planning     = plan items per receiver x measured cost per item, or a
+ *                  measured plan time
+ * A measured total (inputs.live_bytes) replaces the model's bytes: each
+ * inference GPU takes an even share of it.
  */
 #ifndef WST_REFIT_MODEL_H
 #define WST_REFIT_MODEL_H
@@ -152,13 +155,20 @@ struct wst_rm_inputs {
     double repack_gbps, digest_gbps; /* 0: hidden */
     double plan_us_per_item;
     uint64_t plan_items; /* 0: estimated (tensor pieces per receiver) */
+    double plan_s;       /* > 0: a measured plan time, used as it is */
+    uint64_t live_bytes; /* > 0: bytes all inference GPUs take together,
+                            measured (a demo's live_bytes); each GPU's is
+                            its even share, the model's breakdown kept */
     double rtt_s;
     uint64_t round_trips;
     double commit_s;
 };
 
 struct wst_rm_prediction {
-    struct wst_rm_gpu_bytes gpu; /* the fullest stage's GPU */
+    struct wst_rm_gpu_bytes gpu; /* the fullest stage's GPU (its total
+                                    the even share of live_bytes when
+                                    given) */
+    int bytes_given;             /* live_bytes was given */
     uint64_t worst_stage;
     uint64_t inference_gpus, trainer_gpus;
     uint64_t total_in;                  /* into every inference GPU together */

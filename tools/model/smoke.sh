@@ -49,4 +49,24 @@ expect 0 --model deepseek-v3 --inference-tp 32 --inference-gpus 256 \
 grep -q "^| plan-items | 54812 | $tmp/in.csv |" "$tmp/out" || fail "plan-items not from the CSV"
 grep -q '^| plan-us-per-item | 2 | flag |' "$tmp/out" || fail "the flag lost to the CSV"
 grep -q '| 54812 items x 2.00 us |' "$tmp/out" || fail "the CSV's items were not used"
+# wstream-demo --csv's columns (the scale test): senders, receivers,
+# engine tp and ep, live bytes, the slowest agent's plan and the measured
+# steady refit become inputs; an unknown preset is left to --model.
+{
+    echo "preset,layers,experts,tensors,live_bytes,senders,receivers,trainer_tp,engine_tp,engine_ep,plan_ms_median,plan_ms_max,steady_refit_s,verified"
+    echo "deepseek-v3-narrow,61,256,1025,1000000000,32,8,0,8,8,10.0,12.5,0.9,1"
+    echo "deepseek-v3-narrow,61,256,1025,2000000000,64,16,0,16,16,20.0,25.0,1.8,1"
+} >"$tmp/scale.csv"
+expect 0 --model deepseek-v3 --inputs-csv "$tmp/scale.csv"
+grep -q "preset \"deepseek-v3-narrow\" is not one of this tool's" "$tmp/out" ||
+    fail "no word on the unknown preset"
+for kv in "trainer-gpus | 64" "inference-gpus | 16" "inference-tp | 16" \
+    "inference-ep | 16" "trainer-tp | 1" "live-bytes | 2000000000" \
+    "plan-ms | 25" "measured-s | 1.8" "layers | 61"; do
+    grep -q "^| $kv | $tmp/scale.csv |" "$tmp/out" || fail "$kv not from the scale CSV"
+done
+grep -q "the total is --live-bytes" "$tmp/out" || fail "no word on the given bytes"
+grep -q '^| planning (first refit only) | 25.0 | measured |' "$tmp/out" || fail "plan-ms not used"
+grep -Eq '^wstream-model: .* measured_s=1.800000 ratio=[0-9.]+$' "$tmp/out" ||
+    fail "no ratio to the measured refit"
 echo "smoke: ok"
