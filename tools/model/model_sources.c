@@ -228,7 +228,7 @@ wst_status_t wst_rm_gpu_table_read(const char *path, struct wst_rm_gpu_table *g,
             continue;
         /* A repack reads and writes the layer: MB counts it twice. */
         if (strncmp(name, "repack trtllm-bf16,", 19) == 0)
-            keep_min(&g->repack_gbps, mb / 2 / ms / 1e3, g->repack_row,
+            keep_min(&g->repack_gbps, mb / 2 / ms, g->repack_row,
                      sizeof(g->repack_row), name);
         else if (strncmp(name, "digest", 6) == 0 && strstr(name, "cpu") == NULL)
             keep_min(&g->digest_gbps, gbs, g->digest_row, sizeof(g->digest_row),

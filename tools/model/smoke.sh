@@ -69,4 +69,18 @@ grep -q "the total is --live-bytes" "$tmp/out" || fail "no word on the given byt
 grep -q '^| planning (first refit only) | 25.0 | measured |' "$tmp/out" || fail "plan-ms not used"
 grep -Eq '^wstream-model: .* measured_s=1.800000 ratio=[0-9.]+$' "$tmp/out" ||
     fail "no ratio to the measured refit"
+# The GPU table of tests/gpu/run.sh and a config.json with its index.
+{
+    echo "| repack trtllm-bf16, DeepSeek-V3 ep=32 layer | 1409.3 | 0.354 | 3976.0 | 94% |"
+    echo "| digest 2 GiB as 8k runs | 2145.5 | 1.073 | 1999.0 | 47% |"
+    echo "| pinned device-to-host 1 GiB, 8 MiB chunks | 1073.7 | 19.7 | 54.5 | - |"
+} >"$tmp/summary.txt"
+printf '{"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48, "vocab_size": 151936, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "moe_intermediate_size": 768}' >"$tmp/config.json"
+printf '{"metadata": {"total_size": 61064245248}, "weight_map": {"a": "1", "b": "2"}}' >"$tmp/index.json"
+expect 0 --config-json "$tmp/config.json" --index-json "$tmp/index.json" \
+    --gpu-summary "$tmp/summary.txt" --inference-tp 8 --inference-gpus 16
+grep -q "^| repack-gbps | 1990.5.* | $tmp/summary.txt" "$tmp/out" || fail "repack not from the table"
+grep -q "^| copy-gbps | 54.5 | $tmp/summary.txt" "$tmp/out" || fail "copy not from the table"
+grep -q "^model qwen3_moe: 48 layers, 18867 tensors, 61.06 GB" "$tmp/out" || fail "config.json's model"
+grep -q "total_size 61.06 GB (the model above: 18867 tensors, 61.06 GB)" "$tmp/out" || fail "no index line"
 echo "smoke: ok"
