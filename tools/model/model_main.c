@@ -718,7 +718,7 @@ int main(int argc, char **argv)
                    "prints every input and where it came\nfrom (flag > file "
                    "> environment > default), then each part.\n\n"
                    "exit codes: 0 a prediction printed; 1 a file could not "
-                   "be read; 2 bad\n  usage (also: inputs that make no "
+                   "be read;\n  2 bad usage (also: inputs that make no "
                    "prediction)",
                    &rc);
     if (rc >= 0)
