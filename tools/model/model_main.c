@@ -210,7 +210,7 @@ static const struct {
 
 struct model_run {
     struct model_settings set;
-    char source[sizeof(model_config) / sizeof(model_config[0])][160];
+    char source[sizeof(model_config) / sizeof(model_config[0])][512];
     struct wst_rm_arch arch;
     struct wst_rm_model model;
     uint64_t index_tensors, index_bytes;
