@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <xxhash.h>
 
@@ -64,6 +65,20 @@ struct item_vec {
     size_t n, cap;
 };
 
+/* Where runs go. Runs are made twice: a first pass only counts each
+ * sender's (after merging neighbours), then the plan's array is allocated
+ * at its exact size and the second pass writes each sender's runs into
+ * its own slice. No array grows, nothing is copied or sorted across
+ * senders, and the plan is written once (at a few hundred thousand items,
+ * page faults and copies of a growing array cost more than finding the
+ * runs). */
+struct run_sink {
+    struct wst_plan_item *out;  /* NULL while counting; else [total] */
+    struct wst_plan_item *last; /* [n_senders] each sender's open run */
+    size_t *count;              /* [n_senders] runs so far, open included */
+    size_t *start;              /* [n_senders] first slot in out */
+};
+
 struct planner {
     const struct wst_plan_input *in;
     const struct wst_logger *lg;
@@ -72,7 +87,7 @@ struct planner {
     struct have_ref *refs;
     size_t n_refs;
     struct box_vec cur, next; /* uncovered boxes of the current want */
-    struct item_vec items;
+    struct run_sink runs;
     uint32_t n_layers;
 };
 
@@ -113,6 +128,26 @@ static void fmt_dims(char *buf, size_t len, const uint64_t *v, uint32_t n)
 
 /* ---- growable arrays ---------------------------------------------------- */
 
+/* The plan's array is written once, fresh: at hundreds of thousands of
+ * items, 4 KiB page faults cost more than the planning itself on some
+ * hosts (a VM measured ~40 us a fault). Where transparent huge pages are
+ * "madvise", ask for them on the 2 MiB-aligned inside of a large array;
+ * a hint only, whatever the kernel answers. */
+static void advise_huge(void *v, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)v + huge - 1) & ~(huge - 1);
+    uintptr_t b = ((uintptr_t)v + len) & ~(huge - 1);
+
+    if (len >= 2 * huge && b > a)
+        (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+#else
+    (void)v;
+    (void)len;
+#endif
+}
+
 static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
 {
     if (wst_array_grow(&bv->v, &bv->cap, bv->n + 1, sizeof(*bv->v)) != WST_OK)
@@ -121,24 +156,41 @@ static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
     return WST_OK;
 }
 
-/* Appends a run, extending the previous one when it continues it in both
- * source and destination (the common case for rows of a box). */
-static wst_status_t item_push(struct item_vec *iv,
-                              const struct wst_plan_item *it)
+static int run_continues(const struct wst_plan_item *last,
+                         const struct wst_plan_item *it)
 {
-    struct wst_plan_item *last = iv->n ? &iv->v[iv->n - 1] : NULL;
+    return last->sender == it->sender && last->have == it->have &&
+           last->region == it->region && last->layer == it->layer &&
+           last->src_offset + last->length == it->src_offset &&
+           last->dst_offset + last->length == it->dst_offset;
+}
 
-    if (last != NULL && last->sender == it->sender && last->have == it->have &&
-        last->region == it->region && last->layer == it->layer &&
-        last->src_offset + last->length == it->src_offset &&
-        last->dst_offset + last->length == it->dst_offset) {
-        last->length += it->length;
-        return WST_OK;
+/* Adds a run to its sender's, extending the sender's open run when it
+ * continues it in both source and destination (the common case for rows
+ * of a box); a run that cannot extend it closes it (written out on the
+ * second pass) and becomes the open one. */
+static void run_add(struct run_sink *rs, const struct wst_plan_item *it)
+{
+    uint32_t s = it->sender;
+
+    if (rs->count[s] > 0 && run_continues(&rs->last[s], it)) {
+        rs->last[s].length += it->length;
+        return;
     }
-    if (wst_array_grow(&iv->v, &iv->cap, iv->n + 1, sizeof(*iv->v)) != WST_OK)
-        return WST_ERR_NO_MEMORY;
-    iv->v[iv->n++] = *it;
-    return WST_OK;
+    if (rs->count[s] > 0 && rs->out != NULL)
+        rs->out[rs->start[s] + rs->count[s] - 1] = rs->last[s];
+    rs->last[s] = *it;
+    rs->count[s]++;
+}
+
+/* Writes every sender's open run (second pass). */
+static void runs_close(struct run_sink *rs, uint32_t n_senders)
+{
+    uint32_t s;
+
+    for (s = 0; s < n_senders; s++)
+        if (rs->count[s] > 0)
+            rs->out[rs->start[s] + rs->count[s] - 1] = rs->last[s];
 }
 
 /* ---- box geometry ------------------------------------------------------- */
@@ -272,7 +324,6 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
                                .region = rc->region,
                                .layer = rc->layer,
                                .staged = rc->staged};
-    wst_status_t status = WST_OK;
 
     box_extents(in, ext);
     run = ext[c];
@@ -286,9 +337,7 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
         it.src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
         it.dst_offset =
             rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
-        status = item_push(&p->items, &it);
-        if (status != WST_OK)
-            return status;
+        run_add(&p->runs, &it);
         for (d = c; d-- > 0;) {
             if (++x[d] < in->stop[d])
                 break;
@@ -698,15 +747,44 @@ static void coalesce_items(struct item_vec *iv)
     iv->n = n;
 }
 
-static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
+static int items_sorted(const struct wst_plan_item *v, size_t n)
+{
+    size_t i;
+
+    for (i = 1; i < n; i++)
+        if (item_cmp(&v[i - 1], &v[i]) > 0)
+            return 0;
+    return 1;
+}
+
+/* Puts each sender's slice in plan order. Runs were made want by want in
+ * (layer, region, offset) order, so a slice is usually in order already:
+ * the check is linear, and the sort, where a sender's layout needs one,
+ * covers that sender only. */
+static void sort_slices(struct planner *p)
+{
+    const struct run_sink *rs = &p->runs;
+    uint32_t s;
+
+    for (s = 0; s < p->in->n_senders; s++) {
+        struct wst_plan_item *v = rs->out + rs->start[s];
+
+        if (!items_sorted(v, rs->count[s]))
+            qsort(v, rs->count[s], sizeof(*v), item_cmp);
+    }
+}
+
+/* Takes the runs of the second pass as the plan's items. */
+static wst_status_t plan_assemble(struct planner *p, size_t total,
+                                  struct wst_plan **plan_p)
 {
     uint32_t n_senders = p->in->n_senders, n_layers = p->n_layers;
     size_t n_cells = (size_t)n_senders * n_layers, i;
+    struct item_vec items = {.v = p->runs.out, .n = total, .cap = total};
     struct wst_plan *plan;
 
-    if (p->items.n > 1) /* items.v is NULL for an empty plan */
-        qsort(p->items.v, p->items.n, sizeof(*p->items.v), item_cmp);
-    coalesce_items(&p->items);
+    sort_slices(p);
+    coalesce_items(&items);
     plan = calloc(1, sizeof(*plan));
     if (plan == NULL)
         goto err_no_memory;
@@ -716,8 +794,8 @@ static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
     plan->layer_bytes = calloc(n_cells ? n_cells : 1, sizeof(uint64_t));
     if (plan->layer_bytes == NULL)
         goto err_free_sender_first;
-    for (i = 0; i < p->items.n; i++) {
-        const struct wst_plan_item *it = &p->items.v[i];
+    for (i = 0; i < items.n; i++) {
+        const struct wst_plan_item *it = &items.v[i];
 
         plan->sender_first[it->sender + 1]++;
         plan->layer_bytes[(size_t)it->sender * n_layers + it->layer] +=
@@ -728,10 +806,9 @@ static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
         plan->sender_first[i + 1] += plan->sender_first[i];
     plan->n_senders = n_senders;
     plan->n_layers = n_layers;
-    plan->n_items = p->items.n;
-    plan->items = p->items.v; /* ownership moves to the plan */
-    p->items.v = NULL;
-    p->items.n = p->items.cap = 0;
+    plan->n_items = items.n;
+    plan->items = items.v; /* ownership moves to the plan */
+    p->runs.out = NULL;
     plan->hash =
         wst_plan_hash_items(n_senders, n_layers, plan->items, plan->n_items);
     *plan_p = plan;
@@ -743,7 +820,97 @@ err_free_plan:
     free(plan);
 err_no_memory:
     return plan_fail(p, WST_ERR_NO_MEMORY, "planner: no memory for %zu items",
-                     p->items.n);
+                     items.n);
+}
+
+/* Want order for making runs: (layer, region, offset), the plan's own
+ * order after the sender, so that each sender's runs come out sorted. */
+struct want_key {
+    uint32_t layer, region;
+    uint64_t offset;
+    size_t index;
+};
+
+static int want_key_cmp(const void *pa, const void *pb)
+{
+    const struct want_key *a = pa, *b = pb;
+    int r;
+
+    if ((r = cmp_u64(a->layer, b->layer)) != 0 ||
+        (r = cmp_u64(a->region, b->region)) != 0 ||
+        (r = cmp_u64(a->offset, b->offset)) != 0)
+        return r;
+    return cmp_u64(a->index, b->index);
+}
+
+/* Covers every want, in want_key order; which sender is chosen depends on
+ * the want's own index only, so the order changes no item. */
+static wst_status_t cover_wants(struct planner *p)
+{
+    size_t n = p->in->n_wants, i;
+    struct want_key *keys = malloc((n ? n : 1) * sizeof(*keys));
+    wst_status_t status = WST_OK;
+
+    if (keys == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory to order %zu wants", n);
+    for (i = 0; i < n; i++) {
+        const struct wst_want *w = &p->in->wants[i];
+
+        keys[i] = (struct want_key){.layer = want_layer(p, w),
+                                    .region = w->region,
+                                    .offset = w->offset,
+                                    .index = i};
+    }
+    qsort(keys, n, sizeof(*keys), want_key_cmp);
+    for (i = 0; i < n && status == WST_OK; i++)
+        status = cover_want(p, keys[i].index);
+    free(keys);
+    return status;
+}
+
+static wst_status_t runs_init(struct planner *p)
+{
+    size_t n = p->in->n_senders ? p->in->n_senders : 1;
+    struct run_sink *rs = &p->runs;
+
+    rs->last = malloc(n * sizeof(*rs->last));
+    rs->count = calloc(n, sizeof(*rs->count));
+    rs->start = calloc(n, sizeof(*rs->start));
+    if (rs->last == NULL || rs->count == NULL || rs->start == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory for %u senders", p->in->n_senders);
+    return WST_OK;
+}
+
+/* After the counting pass: each sender's slice of one exact array, and the
+ * counts back to 0 for the writing pass. */
+static wst_status_t runs_alloc(struct planner *p, size_t *total_p)
+{
+    struct run_sink *rs = &p->runs;
+    size_t total = 0;
+    uint32_t s;
+
+    for (s = 0; s < p->in->n_senders; s++) {
+        rs->start[s] = total;
+        total += rs->count[s];
+        rs->count[s] = 0;
+    }
+    rs->out = malloc((total ? total : 1) * sizeof(*rs->out));
+    if (rs->out == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory for %zu items", total);
+    advise_huge(rs->out, total * sizeof(*rs->out));
+    *total_p = total;
+    return WST_OK;
+}
+
+static void runs_free(struct run_sink *rs)
+{
+    free(rs->out); /* NULL once the plan owns it */
+    free(rs->last);
+    free(rs->count);
+    free(rs->start);
 }
 
 wst_status_t wst_plan_build(const struct wst_plan_input *in,
@@ -752,7 +919,7 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
 {
     struct planner p = {.in = in, .lg = lg, .err = err, .errlen = errlen};
     wst_status_t status;
-    size_t i;
+    size_t total = 0;
 
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -767,18 +934,26 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
         status = index_haves(&p);
     if (status != WST_OK)
         goto out_free_index;
-    for (i = 0; i < in->n_wants && status == WST_OK; i++)
-        status = cover_want(&p, i);
+    status = runs_init(&p);
+    if (status != WST_OK)
+        goto out_free_runs;
+    status = cover_wants(&p); /* counts */
     if (status == WST_OK)
-        status = plan_assemble(&p, plan_p);
-    free(p.items.v);
+        status = runs_alloc(&p, &total);
+    if (status == WST_OK)
+        status = cover_wants(&p); /* writes */
+    if (status == WST_OK) {
+        runs_close(&p.runs, in->n_senders);
+        status = plan_assemble(&p, total, plan_p);
+    }
+out_free_runs:
+    runs_free(&p.runs);
     free(p.cur.v);
     free(p.next.v);
 out_free_index:
     free(p.refs);
     return status;
 }
-
 void wst_plan_destroy(struct wst_plan *plan)
 {
     if (plan == NULL)

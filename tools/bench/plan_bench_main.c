@@ -50,7 +50,8 @@ struct manifests {
 struct result {
     uint32_t rank;
     size_t wants, regions, items;
-    double plan_ms, plan_min_ms, key_ms, encode_ms;
+    double plan_ms, plan_min_ms, cpu_ms, first_ms, key_ms, encode_ms;
+    long faults; /* minor page faults of the median-time plan's thread */
     int64_t peak_bytes, plan_bytes;
     uint64_t msg_bytes, total_bytes;
 };
@@ -63,22 +64,40 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* This thread's CPU time: on a shared host the planner's wall time
+ * includes waiting for a core. */
+static double cpu_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static long minor_faults(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_minflt;
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: wstream-plan-bench [options]\n"
-            "  --model NAME        deepseek-v3 (default) or kimi-k2\n"
-            "  --layers N          first N layers only (default: all)\n"
-            "  --trainer KIND      megatron (default) or fsdp\n"
-            "  --senders N         trainer ranks (default 256)\n"
-            "  --train-tp/--train-pp/--train-ep N  (default 1, 8, 32)\n"
-            "  --receivers N       engine ranks (default 128)\n"
-            "  --engine-tp N       (default 8)\n"
-            "  --engine-ep N       (default: receivers)\n"
-            "  --sample K          engine ranks planned (default 8)\n"
-            "  --repeats R         plans per rank, median reported (default 5)\n"
-            "  --check             verify every plan exactly\n"
-            "  --csv FILE          append one row per planned rank\n");
+    fprintf(
+        f, "usage: wstream-plan-bench [options]\n"
+           "  --model NAME        deepseek-v3 (default) or kimi-k2\n"
+           "  --layers N          first N layers only (default: all)\n"
+           "  --trainer KIND      megatron (default) or fsdp\n"
+           "  --senders N         trainer ranks (default 256)\n"
+           "  --train-tp/--train-pp/--train-ep N  (default 1, 8, 32)\n"
+           "  --receivers N       engine ranks (default 128)\n"
+           "  --engine-tp N       (default 8)\n"
+           "  --engine-ep N       (default: receivers)\n"
+           "  --sample K          engine ranks planned (default 8)\n"
+           "  --repeats R         plans per rank, median reported (default 5)\n"
+           "  --check             verify every plan exactly\n"
+           "  --csv FILE          append one row per planned rank\n");
 }
 
 static int parse_u32(const char *s, uint32_t *v)
@@ -112,9 +131,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                        .engine = {128, 8, 0}};
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 'v': o->csv = optarg; break;
-        case 'c': o->check = 1; break;
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'v':
+            o->csv = optarg;
+            break;
+        case 'c':
+            o->check = 1;
+            break;
         case 't':
             if (strcmp(optarg, "megatron") == 0)
                 o->trainer.kind = PD_MEGATRON;
@@ -123,18 +148,41 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             else
                 bad = 1;
             break;
-        case 'l': bad |= parse_u32(optarg, &o->layers); break;
-        case 's': bad |= parse_u32(optarg, &o->trainer.n); break;
-        case 'T': bad |= parse_u32(optarg, &o->trainer.tp); break;
-        case 'P': bad |= parse_u32(optarg, &o->trainer.pp); break;
-        case 'E': bad |= parse_u32(optarg, &o->trainer.ep); break;
-        case 'r': bad |= parse_u32(optarg, &o->engine.n); break;
-        case 'U': bad |= parse_u32(optarg, &o->engine.tp); break;
-        case 'F': bad |= parse_u32(optarg, &o->engine.ep); break;
-        case 'k': bad |= parse_u32(optarg, &o->sample); break;
-        case 'n': bad |= parse_u32(optarg, &o->repeats); break;
-        case 'h': usage(stdout); exit(0);
-        default: bad = 1;
+        case 'l':
+            bad |= parse_u32(optarg, &o->layers);
+            break;
+        case 's':
+            bad |= parse_u32(optarg, &o->trainer.n);
+            break;
+        case 'T':
+            bad |= parse_u32(optarg, &o->trainer.tp);
+            break;
+        case 'P':
+            bad |= parse_u32(optarg, &o->trainer.pp);
+            break;
+        case 'E':
+            bad |= parse_u32(optarg, &o->trainer.ep);
+            break;
+        case 'r':
+            bad |= parse_u32(optarg, &o->engine.n);
+            break;
+        case 'U':
+            bad |= parse_u32(optarg, &o->engine.tp);
+            break;
+        case 'F':
+            bad |= parse_u32(optarg, &o->engine.ep);
+            break;
+        case 'k':
+            bad |= parse_u32(optarg, &o->sample);
+            break;
+        case 'n':
+            bad |= parse_u32(optarg, &o->repeats);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            bad = 1;
         }
     }
     if (o->engine.ep == 0)
@@ -162,8 +210,8 @@ static wst_status_t load_sender(const struct pm_model *m,
     wst_status_t st;
     double t0;
 
-    st = pd_sender_haves(m, t, rank, &msg.u.have.entries,
-                         &msg.u.have.n_entries);
+    st =
+        pd_sender_haves(m, t, rank, &msg.u.have.entries, &msg.u.have.n_entries);
     if (st != WST_OK)
         return st;
     msg.u.have.rank = rank;
@@ -179,8 +227,8 @@ static wst_status_t load_sender(const struct pm_model *m,
     mf->peek_ms += now_ms() - t0;
     t0 = now_ms();
     if (st == WST_OK)
-        st = wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &mf->msgs[rank],
-                            err, sizeof(err));
+        st = wst_msg_decode(buf, len, WST_MSG_MAX_DEFAULT, &mf->msgs[rank], err,
+                            sizeof(err));
     mf->decode_ms += now_ms() - t0;
     free(buf);
     if (st != WST_OK) {
@@ -281,7 +329,9 @@ static wst_status_t plan_rank(const struct opts *o, const struct pm_model *m,
     struct pd_wants pw;
     struct wst_plan *plan = NULL;
     struct wst_plan_input in;
-    double ms[MAX_REPEATS], keys[MAX_REPEATS], t0;
+    double ms[MAX_REPEATS], cpu[MAX_REPEATS], keys[MAX_REPEATS], t0, c0;
+    double faults[MAX_REPEATS];
+    long f0;
     char err[1024] = "";
     wst_status_t st;
     int64_t base;
@@ -306,9 +356,13 @@ static wst_status_t plan_rank(const struct opts *o, const struct pm_model *m,
         plan = NULL;
         base = ac_in_use();
         ac_peak_reset();
+        f0 = minor_faults();
+        c0 = cpu_ms();
         t0 = now_ms();
         st = wst_plan_build(&in, NULL, &plan, err, sizeof(err));
         ms[i] = now_ms() - t0;
+        cpu[i] = cpu_ms() - c0;
+        faults[i] = (double)(minor_faults() - f0);
         res->peak_bytes = ac_peak() - base;
         res->plan_bytes = ac_in_use() - base;
         t0 = now_ms();
@@ -320,6 +374,9 @@ static wst_status_t plan_rank(const struct opts *o, const struct pm_model *m,
         goto out_free;
     }
     res->plan_ms = wst_bench_median(ms, o->repeats);
+    res->cpu_ms = wst_bench_median(cpu, o->repeats);
+    res->faults = (long)wst_bench_median(faults, o->repeats);
+    res->first_ms = ms[0];
     res->plan_min_ms = ms[0];
     for (uint32_t i = 1; i < o->repeats; i++)
         if (ms[i] < res->plan_min_ms)
@@ -377,10 +434,11 @@ static void print_layout(const struct opts *o, const struct pm_model *m,
 
 static void print_result(const struct result *r)
 {
-    printf("rank %4u: %zu wants, plan %.1f ms (min %.1f), key %.1f ms, %zu "
-           "items, %.2f GiB, peak %.1f MiB (plan %.1f MiB), plan messages "
-           "%.1f KiB encoded in %.1f ms\n",
-           r->rank, r->wants, r->plan_ms, r->plan_min_ms, r->key_ms, r->items,
+    printf("rank %4u: %zu wants, plan %.1f ms (min %.1f, first %.1f, cpu "
+           "%.1f, %ld faults), key %.1f ms, %zu items, %.2f GiB, peak %.1f "
+           "MiB (plan %.1f MiB), plan messages %.1f KiB encoded in %.1f ms\n",
+           r->rank, r->wants, r->plan_ms, r->plan_min_ms, r->first_ms,
+           r->cpu_ms, r->faults, r->key_ms, r->items,
            r->total_bytes / 1073741824.0, r->peak_bytes / 1048576.0,
            r->plan_bytes / 1048576.0, r->msg_bytes / 1024.0, r->encode_ms);
     fflush(stdout);
@@ -393,15 +451,15 @@ static void csv_row(FILE *f, const struct opts *o, const struct pm_model *m,
 
     fprintf(f,
             "%s,%u,%s,%u,%u,%u,%u,%u,%u,%u,%u,%llu,%llu,%.3f,%.3f,%u,%zu,"
-            "%.3f,%.3f,%.3f,%zu,%llu,%lld,%lld,%llu,%.3f,%d\n",
+            "%.3f,%.3f,%.3f,%.3f,%ld,%.3f,%zu,%llu,%lld,%lld,%llu,%.3f,%d\n",
             m->shape->name, m->layers, trainer_name(t), t->n, t->tp, t->pp,
             t->ep, o->engine.n, o->engine.tp, o->engine.ep, mf->n,
             (unsigned long long)mf->total, (unsigned long long)mf->wire_bytes,
             mf->peek_ms, mf->decode_ms, r->rank, r->wants, r->plan_ms,
-            r->plan_min_ms, r->key_ms, r->items,
-            (unsigned long long)r->total_bytes, (long long)r->peak_bytes,
-            (long long)r->plan_bytes, (unsigned long long)r->msg_bytes,
-            r->encode_ms, o->check);
+            r->plan_min_ms, r->first_ms, r->cpu_ms, r->faults, r->key_ms,
+            r->items, (unsigned long long)r->total_bytes,
+            (long long)r->peak_bytes, (long long)r->plan_bytes,
+            (unsigned long long)r->msg_bytes, r->encode_ms, o->check);
 }
 
 static FILE *csv_open(const char *path)
@@ -409,12 +467,14 @@ static FILE *csv_open(const char *path)
     FILE *f = fopen(path, "a");
 
     if (f != NULL && ftell(f) == 0)
-        fprintf(f, "model,layers,trainer,senders,train_tp,train_pp,train_ep,"
-                   "receivers,engine_tp,engine_ep,manifests,haves,"
-                   "manifest_wire_bytes,peek_ms_all,decode_ms_all,rank,wants,"
-                   "plan_ms_median,plan_ms_min,key_ms,items,wanted_bytes,"
-                   "peak_heap_bytes,plan_heap_bytes,plan_msg_bytes,"
-                   "plan_msg_encode_ms,checked\n");
+        fprintf(f,
+                "model,layers,trainer,senders,train_tp,train_pp,train_ep,"
+                "receivers,engine_tp,engine_ep,manifests,haves,"
+                "manifest_wire_bytes,peek_ms_all,decode_ms_all,rank,wants,"
+                "plan_ms_median,plan_ms_min,plan_ms_first,plan_cpu_ms_median,"
+                "plan_faults,key_ms,items,wanted_bytes,"
+                "peak_heap_bytes,plan_heap_bytes,plan_msg_bytes,"
+                "plan_msg_encode_ms,checked\n");
     return f;
 }
 
@@ -455,9 +515,10 @@ int main(int argc, char **argv)
         goto out_free_results;
     for (uint32_t i = 0; i < o.sample; i++) {
         /* spread over the ranks: first and last always */
-        uint32_t rank = o.sample == 1 ? 0
-                                      : (uint32_t)((uint64_t)i * (o.engine.n - 1) /
-                                                   (o.sample - 1));
+        uint32_t rank =
+            o.sample == 1
+                ? 0
+                : (uint32_t)((uint64_t)i * (o.engine.n - 1) / (o.sample - 1));
 
         if (plan_rank(&o, &m, &mf, rank, &res[i]) != WST_OK)
             goto out_free_results;

@@ -45,8 +45,8 @@ static uint64_t have_offset(const struct wst_have *h, const uint64_t *x)
     for (uint32_t d = 0; d < h->box.ndim; d++) {
         if (x[d] < h->box.start[d] || x[d] >= h->box.stop[d])
             return UINT64_MAX;
-        off = off * (h->box.stop[d] - h->box.start[d]) +
-              (x[d] - h->box.start[d]);
+        off =
+            off * (h->box.stop[d] - h->box.start[d]) + (x[d] - h->box.start[d]);
     }
     return off * wst_dtype_size(h->tensor.dtype);
 }
@@ -80,8 +80,10 @@ static wst_status_t check_item(const struct wst_plan_input *in,
 
     if (w == NULL || it->sender >= in->n_senders ||
         it->have >= in->n_haves[it->sender]) {
-        snprintf(err, errlen, "item at region %u + %llu: no want, or no "
-                 "such have", it->region, (unsigned long long)it->dst_offset);
+        snprintf(err, errlen,
+                 "item at region %u + %llu: no want, or no "
+                 "such have",
+                 it->region, (unsigned long long)it->dst_offset);
         return WST_ERR_INTEGRITY;
     }
     h = &in->haves[it->sender][it->have];
@@ -89,8 +91,10 @@ static wst_status_t check_item(const struct wst_plan_input *in,
     end = it->dst_offset + it->length - es;
     if (h->flat || strcmp(h->tensor.name, w->tensor.name) != 0 ||
         it->length % es != 0 || end - w->offset >= wst_want_span(w)) {
-        snprintf(err, errlen, "item of %s: wrong tensor, or not inside one "
-                 "want", w->tensor.name);
+        snprintf(err, errlen,
+                 "item of %s: wrong tensor, or not inside one "
+                 "want",
+                 w->tensor.name);
         return WST_ERR_INTEGRITY;
     }
     want_element(w, it->dst_offset, x0);
@@ -98,7 +102,8 @@ static wst_status_t check_item(const struct wst_plan_input *in,
     o0 = have_offset(h, x0);
     o1 = have_offset(h, x1);
     if (o0 != it->src_offset || o1 != it->src_offset + it->length - es) {
-        snprintf(err, errlen, "item of %s from sender %u have %u: source "
+        snprintf(err, errlen,
+                 "item of %s from sender %u have %u: source "
                  "range does not hold the destination's elements",
                  w->tensor.name, it->sender, it->have);
         return WST_ERR_INTEGRITY;
@@ -133,9 +138,10 @@ static wst_status_t check_tiling(const struct wst_plan_input *in,
     }
     if (cur == in->n_regions && i == n)
         return WST_OK;
-    snprintf(err, errlen, "region %u (%s): bytes from %llu not covered "
-             "exactly once", cur,
-             cur < in->n_regions ? in->regions[cur].name : "?",
+    snprintf(err, errlen,
+             "region %u (%s): bytes from %llu not covered "
+             "exactly once",
+             cur, cur < in->n_regions ? in->regions[cur].name : "?",
              (unsigned long long)pos);
     return WST_ERR_COVERAGE;
 }

@@ -53,8 +53,7 @@ static wst_status_t push(struct have_vec *hv, const struct wst_tensor_desc *t,
 }
 
 /* TP's box of a dense tensor for TP rank k of n. */
-static struct wst_box tp_box(const struct pm_tensor *pt, uint32_t k,
-                             uint32_t n)
+static struct wst_box tp_box(const struct pm_tensor *pt, uint32_t k, uint32_t n)
 {
     struct wst_box b = whole(&pt->t);
 
@@ -74,8 +73,9 @@ static int in_stage(const struct pm_model *m, const struct pm_tensor *pt,
     if (pt->layer != UINT32_MAX)
         return pt->layer >= lo && pt->layer < hi;
     /* embeddings first, final norm and lm_head last */
-    return strcmp(pt->t.name, "model.embed_tokens.weight") == 0 ? stage == 0
-                                                                : stage == pp - 1;
+    return strcmp(pt->t.name, "model.embed_tokens.weight") == 0
+               ? stage == 0
+               : stage == pp - 1;
 }
 
 static wst_status_t megatron_haves(const struct pm_model *m,
@@ -171,8 +171,10 @@ wst_status_t pd_check(const struct pm_model *m, const struct pd_trainer *t,
         return WST_ERR_INVALID;
     }
     if (!divides(t->ep, t->n) || !divides(t->ep, experts)) {
-        snprintf(err, errlen, "trainer ep %u must divide %u ranks and %llu "
-                 "experts", t->ep, t->n, (unsigned long long)experts);
+        snprintf(err, errlen,
+                 "trainer ep %u must divide %u ranks and %llu "
+                 "experts",
+                 t->ep, t->n, (unsigned long long)experts);
         return WST_ERR_INVALID;
     }
     if (!divides(e->tp, e->n) || !divides(e->ep, e->n) ||
@@ -189,8 +191,7 @@ wst_status_t pd_check(const struct pm_model *m, const struct pd_trainer *t,
 
 /* A want of pt's box b at 'offset' into region 'region'. */
 static void set_want(struct wst_want *w, const struct pm_tensor *pt,
-                     const struct wst_box *b, uint32_t region,
-                     uint64_t offset)
+                     const struct wst_box *b, uint32_t region, uint64_t offset)
 {
     memset(w, 0, sizeof(*w));
     w->tensor = pt->t;

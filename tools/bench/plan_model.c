@@ -13,7 +13,7 @@
  * qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128. */
 #define Q_LORA 1536u
 #define KV_LORA 512u
-#define QK_HEAD 192u /* nope 128 + rope 64 */
+#define QK_HEAD 192u   /* nope 128 + rope 64 */
 #define KV_B_HEAD 256u /* nope 128 + v 128 */
 #define V_HEAD 128u
 #define ROPE 64u
@@ -100,8 +100,8 @@ static wst_status_t add_mlp(struct pm_model *m, uint32_t l, const char *what,
     uint64_t h = m->shape->hidden;
     wst_status_t st;
 
-    st = add(m, PM_COLUMN, l, 0, 2, inter, h, "model.layers.%u.%s.gate_proj.weight",
-             l, what);
+    st = add(m, PM_COLUMN, l, 0, 2, inter, h,
+             "model.layers.%u.%s.gate_proj.weight", l, what);
     if (st == WST_OK)
         st = add(m, PM_COLUMN, l, 1, 2, inter, h,
                  "model.layers.%u.%s.up_proj.weight", l, what);
@@ -139,8 +139,8 @@ static wst_status_t add_attention(struct pm_model *m, uint32_t l)
         st = add(m, PM_COLUMN, l, 0, 2, (uint64_t)s->heads * QK_HEAD, Q_LORA,
                  "model.layers.%u.self_attn.q_b_proj.weight", l);
     if (st == WST_OK)
-        st = add(m, PM_COLUMN, l, 0, 2, (uint64_t)s->heads * KV_B_HEAD,
-                 KV_LORA, "model.layers.%u.self_attn.kv_b_proj.weight", l);
+        st = add(m, PM_COLUMN, l, 0, 2, (uint64_t)s->heads * KV_B_HEAD, KV_LORA,
+                 "model.layers.%u.self_attn.kv_b_proj.weight", l);
     if (st == WST_OK)
         st = add(m, PM_ROW, l, 0, 2, h, (uint64_t)s->heads * V_HEAD,
                  "model.layers.%u.self_attn.o_proj.weight", l);

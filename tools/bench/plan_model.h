@@ -43,7 +43,7 @@ struct pm_shape {
 
 struct pm_model {
     const struct pm_shape *shape;
-    uint32_t layers; /* may be fewer than shape->layers */
+    uint32_t layers;     /* may be fewer than shape->layers */
     struct pm_tensor *v; /* owned */
     size_t n, cap;
 };
