@@ -13,9 +13,11 @@
  * Coverage: every want keeps a list of still-uncovered boxes. Haves of the
  * tensor are visited in rotated rank order; each intersection becomes runs
  * and is cut out of the uncovered box (leaving <= 2*ndim pieces). What is
- * left at the end is a coverage gap. Haves are found through an index sorted
- * by (name hash, sender, have), so large manifests cost
- * O(haves log haves + wants * haves-per-tensor), not O(wants * haves).
+ * left at the end is a coverage gap. Haves are found through a table of
+ * tensor names (each name's haves in rank order), built in time linear in
+ * the haves, so large manifests cost O(haves + wants * haves-per-tensor),
+ * not O(wants * haves); a have whose box misses the want's is skipped
+ * before its layout is computed.
  *
  * Runs: the largest suffix of dims contiguous in both layouts is one run;
  * the dims outside it are iterated. A dim-0 shard of a [151936, 2048] tensor
@@ -49,10 +51,16 @@ struct sub_have {
 };
 
 struct have_ref {
-    uint64_t name_hash;
-    const char *name;
     uint32_t sender;
     uint32_t have;
+};
+
+/* One distinct tensor name among the haves: its refs are
+ * refs[first[group] .. first[group + 1]). */
+struct name_slot {
+    uint64_t hash;
+    const char *name; /* NULL: a free slot */
+    uint32_t group;
 };
 
 struct box_vec {
@@ -84,8 +92,11 @@ struct planner {
     const struct wst_logger *lg;
     char *err;
     size_t errlen;
-    struct have_ref *refs;
+    struct have_ref *refs; /* grouped by name, each group in rank order */
     size_t n_refs;
+    struct name_slot *slots; /* open addressing, n_slots a power of 2 */
+    size_t n_slots, n_groups;
+    size_t *first;            /* [n_groups + 1] */
     struct box_vec cur, next; /* uncovered boxes of the current want */
     struct run_sink runs;
     uint32_t n_layers;
@@ -350,75 +361,130 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
 
 /* ---- have index --------------------------------------------------------- */
 
-/* Orders by name hash only, not by name: strcmp in the sort dominated
- * large manifests. Names that collide on the hash share a range, so users
- * of a range skip refs whose name differs (ref_is). */
-static int ref_cmp(const void *pa, const void *pb)
-{
-    const struct have_ref *a = pa, *b = pb;
-
-    if (a->name_hash != b->name_hash)
-        return a->name_hash < b->name_hash ? -1 : 1;
-    if (a->sender != b->sender)
-        return a->sender < b->sender ? -1 : 1;
-    return a->have < b->have ? -1 : (a->have > b->have);
-}
-
 static uint64_t name_hash(const char *name)
 {
     return XXH3_64bits(name, strlen(name));
 }
 
-static wst_status_t index_haves(struct planner *p)
+/* The slot of 'name': where it is, or the free slot where it would go. */
+static struct name_slot *slot_find(const struct planner *p, const char *name,
+                                   uint64_t h)
 {
-    const struct wst_plan_input *in = p->in;
-    size_t total = 0, i;
-    uint32_t s;
+    size_t mask = p->n_slots - 1, i = (size_t)h & mask;
 
-    for (s = 0; s < in->n_senders; s++)
-        total += in->n_haves[s];
-    p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
-    if (p->refs == NULL)
-        return plan_fail(p, WST_ERR_NO_MEMORY,
-                         "planner: no memory to index %zu haves", total);
-    for (s = 0; s < in->n_senders; s++) {
-        for (i = 0; i < in->n_haves[s]; i++) {
-            struct have_ref *r = &p->refs[p->n_refs++];
+    while (p->slots[i].name != NULL &&
+           (p->slots[i].hash != h || strcmp(p->slots[i].name, name) != 0))
+        i = (i + 1) & mask;
+    return &p->slots[i];
+}
 
-            r->name = in->haves[s][i].tensor.name;
-            r->name_hash = name_hash(r->name);
-            r->sender = s;
-            r->have = (uint32_t)i;
-        }
+/* Doubles the table, keeping it at most half full. */
+static wst_status_t slots_grow(struct planner *p)
+{
+    struct name_slot *old = p->slots, *to;
+    size_t n_old = p->n_slots, i;
+
+    p->n_slots = n_old ? 2 * n_old : 1024;
+    p->slots = calloc(p->n_slots, sizeof(*p->slots));
+    if (p->slots == NULL) {
+        p->slots = old;
+        p->n_slots = n_old;
+        return WST_ERR_NO_MEMORY;
     }
-    qsort(p->refs, p->n_refs, sizeof(*p->refs), ref_cmp);
+    for (i = 0; i < n_old; i++) {
+        if (old[i].name == NULL)
+            continue;
+        to = slot_find(p, old[i].name, old[i].hash);
+        *to = old[i];
+    }
+    free(old);
     return WST_OK;
 }
 
-/* The haves whose name hashes like 'name': refs[*lo_p .. *hi_p), sorted by
- * sender; filter them with ref_is. */
+/* Group of every have by name (group[k] for the k-th have in rank order),
+ * counting each group's haves in first[group + 1]. */
+static wst_status_t group_names(struct planner *p, uint32_t *group)
+{
+    const struct wst_plan_input *in = p->in;
+    size_t k = 0, i, n_first = 0;
+    struct name_slot *sl;
+    uint32_t s;
+
+    if (wst_array_grow(&p->first, &n_first, 2, sizeof(*p->first)) != WST_OK)
+        return WST_ERR_NO_MEMORY;
+    p->first[0] = 0;
+    for (s = 0; s < in->n_senders; s++) {
+        for (i = 0; i < in->n_haves[s]; i++, k++) {
+            const char *name = in->haves[s][i].tensor.name;
+            uint64_t h = name_hash(name);
+
+            if (2 * (p->n_groups + 1) > p->n_slots && slots_grow(p) != WST_OK)
+                return WST_ERR_NO_MEMORY;
+            sl = slot_find(p, name, h);
+            if (sl->name == NULL) {
+                if (wst_array_grow(&p->first, &n_first, p->n_groups + 2,
+                                   sizeof(*p->first)) != WST_OK)
+                    return WST_ERR_NO_MEMORY;
+                *sl = (struct name_slot){
+                    .hash = h, .name = name, .group = (uint32_t)p->n_groups};
+                p->first[++p->n_groups] = 0;
+            }
+            group[k] = sl->group;
+            p->first[sl->group + 1]++;
+        }
+    }
+    return WST_OK;
+}
+
+/* Indexes the haves by tensor name in time linear in their number: a hash
+ * table of the distinct names, then a counting sort of the refs by name
+ * (stable, so each name's refs stay in (sender, have) order). */
+static wst_status_t index_haves(struct planner *p)
+{
+    const struct wst_plan_input *in = p->in;
+    size_t total = 0, k = 0, i, *next = NULL;
+    uint32_t s, *group;
+
+    for (s = 0; s < in->n_senders; s++)
+        total += in->n_haves[s];
+    if (total > UINT32_MAX)
+        return plan_fail(p, WST_ERR_INVALID,
+                         "planner: %zu haves in all, more than %u", total,
+                         UINT32_MAX);
+    group = malloc((total ? total : 1) * sizeof(*group));
+    p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
+    if (group == NULL || p->refs == NULL || slots_grow(p) != WST_OK ||
+        group_names(p, group) != WST_OK)
+        goto err_no_memory;
+    for (i = 0; i < p->n_groups; i++)
+        p->first[i + 1] += p->first[i];
+    next = malloc((p->n_groups ? p->n_groups : 1) * sizeof(*next));
+    if (next == NULL)
+        goto err_no_memory;
+    memcpy(next, p->first, p->n_groups * sizeof(*next));
+    for (s = 0; s < in->n_senders; s++)
+        for (i = 0; i < in->n_haves[s]; i++, k++)
+            p->refs[next[group[k]]++] =
+                (struct have_ref){.sender = s, .have = (uint32_t)i};
+    p->n_refs = total;
+    free(next);
+    free(group);
+    return WST_OK;
+
+err_no_memory:
+    free(group);
+    return plan_fail(p, WST_ERR_NO_MEMORY,
+                     "planner: no memory to index %zu haves", total);
+}
+
+/* The haves of tensor 'name': refs[*lo_p .. *hi_p), in rank order. */
 static void find_refs(const struct planner *p, const char *name, size_t *lo_p,
                       size_t *hi_p)
 {
-    uint64_t h = name_hash(name);
-    size_t lo = 0, hi = p->n_refs, mid;
+    const struct name_slot *sl = slot_find(p, name, name_hash(name));
 
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-        if (p->refs[mid].name_hash < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (hi = lo; hi < p->n_refs && p->refs[hi].name_hash == h; hi++)
-        ;
-    *lo_p = lo;
-    *hi_p = hi;
-}
-
-static int ref_is(const struct have_ref *r, const char *name)
-{
-    return strcmp(r->name, name) == 0;
+    *lo_p = sl->name != NULL ? p->first[sl->group] : 0;
+    *hi_p = sl->name != NULL ? p->first[sl->group + 1] : 0;
 }
 
 static const struct wst_have *ref_have(const struct planner *p,
@@ -586,8 +652,6 @@ static wst_status_t check_haves_agree(struct planner *p,
     size_t i;
 
     for (i = lo; i < hi; i++) {
-        if (!ref_is(&p->refs[i], wt->name))
-            continue;
         ht = &ref_have(p, &p->refs[i])->tensor;
         if (ht->dtype != wt->dtype)
             return plan_fail(p, WST_ERR_DTYPE_MISMATCH,
@@ -610,15 +674,20 @@ static wst_status_t check_haves_agree(struct planner *p,
 
 /* Takes from one have whatever of the want is still uncovered. */
 static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
+                                   const struct wst_box *want_box,
                                    const struct have_ref *r)
 {
+    const struct wst_have *h = ref_have(p, r);
     struct sub_have subs[WST_FLAT_MAX_BOXES];
     struct box_vec tmp;
     struct wst_box in;
     wst_status_t status = WST_OK;
     size_t n_subs, k, i;
 
-    n_subs = have_subboxes(ref_have(p, r), subs);
+    /* most haves of a sharded tensor miss a sharded want altogether */
+    if (!h->flat && !box_intersect(want_box, &h->box, &in))
+        return WST_OK;
+    n_subs = have_subboxes(h, subs);
     rc->sender = r->sender;
     rc->have = r->have;
     for (k = 0; k < n_subs && p->cur.n > 0 && status == WST_OK; k++) {
@@ -678,7 +747,8 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
     if (wst_box_elems(&w->box) == 0)
         return WST_OK;
     find_refs(p, w->tensor.name, &lo, &hi);
-    status = check_haves_agree(p, w, lo, hi);
+    /* checked on the counting pass; the writing pass sees the same input */
+    status = p->runs.out == NULL ? check_haves_agree(p, w, lo, hi) : WST_OK;
     if (status != WST_OK)
         return status;
     want_layout(w, &dst);
@@ -692,8 +762,7 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
         ;
     for (k = 0; k < hi - lo && p->cur.n > 0 && status == WST_OK; k++) {
         r = m + k < hi ? m + k : lo + (m + k - hi);
-        if (ref_is(&p->refs[r], w->tensor.name))
-            status = take_from_have(p, &rc, &p->refs[r]);
+        status = take_from_have(p, &rc, &w->box, &p->refs[r]);
     }
     if (status != WST_OK)
         return plan_fail(p, status, "tensor %s: no memory for runs",
@@ -952,6 +1021,8 @@ out_free_runs:
     free(p.next.v);
 out_free_index:
     free(p.refs);
+    free(p.slots);
+    free(p.first);
     return status;
 }
 void wst_plan_destroy(struct wst_plan *plan)
