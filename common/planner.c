@@ -50,9 +50,13 @@ struct sub_have {
     struct layout lay;
 };
 
+/* A have, with its dim-0 range copied so that the haves a sharded want
+ * misses are skipped without touching them ([0, UINT64_MAX) for flat
+ * haves, which are never skipped). */
 struct have_ref {
     uint32_t sender;
     uint32_t have;
+    uint64_t lo0, hi0;
 };
 
 /* One distinct tensor name among the haves: its refs are
@@ -183,14 +187,24 @@ static int run_continues(const struct wst_plan_item *last,
 static void run_add(struct run_sink *rs, const struct wst_plan_item *it)
 {
     uint32_t s = it->sender;
+    struct wst_plan_item *last = &rs->last[s];
 
-    if (rs->count[s] > 0 && run_continues(&rs->last[s], it)) {
-        rs->last[s].length += it->length;
+    if (rs->count[s] > 0 && run_continues(last, it)) {
+        last->length += it->length;
         return;
     }
     if (rs->count[s] > 0 && rs->out != NULL)
-        rs->out[rs->start[s] + rs->count[s] - 1] = rs->last[s];
-    rs->last[s] = *it;
+        rs->out[rs->start[s] + rs->count[s] - 1] = *last;
+    /* field by field: a struct copy of 'it', whose offsets were just
+     * stored, stalled on store forwarding (a third of the planner's time) */
+    last->sender = it->sender;
+    last->have = it->have;
+    last->src_offset = it->src_offset;
+    last->region = it->region;
+    last->dst_offset = it->dst_offset;
+    last->length = it->length;
+    last->layer = it->layer;
+    last->staged = it->staged;
     rs->count[s]++;
 }
 
@@ -436,6 +450,17 @@ static wst_status_t group_names(struct planner *p, uint32_t *group)
     return WST_OK;
 }
 
+static struct have_ref have_ref_of(const struct wst_plan_input *in, uint32_t s,
+                                   size_t i)
+{
+    const struct wst_have *h = &in->haves[s][i];
+    struct have_ref r = {.sender = s, .have = (uint32_t)i};
+
+    r.lo0 = h->flat ? 0 : h->box.start[0];
+    r.hi0 = h->flat ? UINT64_MAX : h->box.stop[0];
+    return r;
+}
+
 /* Indexes the haves by tensor name in time linear in their number: a hash
  * table of the distinct names, then a counting sort of the refs by name
  * (stable, so each name's refs stay in (sender, have) order). */
@@ -464,8 +489,7 @@ static wst_status_t index_haves(struct planner *p)
     memcpy(next, p->first, p->n_groups * sizeof(*next));
     for (s = 0; s < in->n_senders; s++)
         for (i = 0; i < in->n_haves[s]; i++, k++)
-            p->refs[next[group[k]]++] =
-                (struct have_ref){.sender = s, .have = (uint32_t)i};
+            p->refs[next[group[k]]++] = have_ref_of(in, s, i);
     p->n_refs = total;
     free(next);
     free(group);
@@ -677,7 +701,7 @@ static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
                                    const struct wst_box *want_box,
                                    const struct have_ref *r)
 {
-    const struct wst_have *h = ref_have(p, r);
+    const struct wst_have *h;
     struct sub_have subs[WST_FLAT_MAX_BOXES];
     struct box_vec tmp;
     struct wst_box in;
@@ -685,6 +709,9 @@ static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
     size_t n_subs, k, i;
 
     /* most haves of a sharded tensor miss a sharded want altogether */
+    if (r->hi0 <= want_box->start[0] || want_box->stop[0] <= r->lo0)
+        return WST_OK;
+    h = ref_have(p, r);
     if (!h->flat && !box_intersect(want_box, &h->box, &in))
         return WST_OK;
     n_subs = have_subboxes(h, subs);
