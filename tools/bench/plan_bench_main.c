@@ -53,7 +53,7 @@ struct result {
     double plan_ms, plan_min_ms, cpu_ms, first_ms, key_ms, encode_ms;
     long faults; /* minor page faults of the median-time plan's thread */
     int64_t peak_bytes, plan_bytes;
-    uint64_t msg_bytes, total_bytes;
+    uint64_t msg_bytes, total_bytes, hash, key;
 };
 
 static double now_ms(void)
@@ -383,6 +383,8 @@ static wst_status_t plan_rank(const struct opts *o, const struct pm_model *m,
             res->plan_min_ms = ms[i];
     res->key_ms = wst_bench_median(keys, o->repeats);
     res->items = plan->n_items;
+    res->hash = plan->hash;
+    res->key = wst_plan_input_key(&in);
     res->total_bytes = plan->total_bytes;
     st = encode_plans(&in, plan, res);
     if (st != WST_OK) {
@@ -436,11 +438,13 @@ static void print_result(const struct result *r)
 {
     printf("rank %4u: %zu wants, plan %.1f ms (min %.1f, first %.1f, cpu "
            "%.1f, %ld faults), key %.1f ms, %zu items, %.2f GiB, peak %.1f "
-           "MiB (plan %.1f MiB), plan messages %.1f KiB encoded in %.1f ms\n",
+           "MiB (plan %.1f MiB), plan messages %.1f KiB encoded in %.1f ms, "
+           "hash %016llx, key %016llx\n",
            r->rank, r->wants, r->plan_ms, r->plan_min_ms, r->first_ms,
            r->cpu_ms, r->faults, r->key_ms, r->items,
            r->total_bytes / 1073741824.0, r->peak_bytes / 1048576.0,
-           r->plan_bytes / 1048576.0, r->msg_bytes / 1024.0, r->encode_ms);
+           r->plan_bytes / 1048576.0, r->msg_bytes / 1024.0, r->encode_ms,
+           (unsigned long long)r->hash, (unsigned long long)r->key);
     fflush(stdout);
 }
 
