@@ -92,7 +92,8 @@ struct run_sink {
     struct wst_plan_item *out;  /* NULL while counting; else [total] */
     struct wst_plan_item *last; /* [n_senders] each sender's open run */
     size_t *count;              /* [n_senders] runs so far, open included */
-    size_t *start;              /* [n_senders] first slot in out */
+    size_t *start; /* [n_senders + 1] first slot in out; [n_senders]: total */
+    int overflow;  /* the writing pass made more runs than were counted */
 };
 
 struct planner {
@@ -197,8 +198,13 @@ static void run_add(struct run_sink *rs, const struct wst_plan_item *it)
         last->length += it->length;
         return;
     }
-    if (rs->count[s] > 0 && rs->out != NULL)
+    if (rs->count[s] > 0 && rs->out != NULL) {
+        if (rs->start[s] + rs->count[s] > rs->start[s + 1]) {
+            rs->overflow = 1; /* never: the passes see the same input */
+            return;
+        }
         rs->out[rs->start[s] + rs->count[s] - 1] = *last;
+    }
     /* field by field: a struct copy of 'it', whose offsets were just
      * stored, stalled on store forwarding (a third of the planner's time) */
     last->sender = it->sender;
@@ -212,14 +218,26 @@ static void run_add(struct run_sink *rs, const struct wst_plan_item *it)
     rs->count[s]++;
 }
 
-/* Writes every sender's open run (second pass). */
-static void runs_close(struct run_sink *rs, uint32_t n_senders)
+/* Writes every sender's open run (second pass), and checks that each
+ * sender made the runs it counted. */
+static wst_status_t runs_close(struct planner *p, uint32_t n_senders)
 {
+    struct run_sink *rs = &p->runs;
     uint32_t s;
 
-    for (s = 0; s < n_senders; s++)
+    for (s = 0; s < n_senders; s++) {
+        size_t counted = rs->start[s + 1] - rs->start[s];
+
+        if (rs->overflow || rs->count[s] != counted)
+            return plan_fail(p, WST_ERR_INTEGRITY,
+                             "planner: internal error: sender %u: %zu runs "
+                             "counted, %zu%s made",
+                             s, counted, rs->count[s],
+                             rs->overflow ? " or more" : "");
         if (rs->count[s] > 0)
             rs->out[rs->start[s] + rs->count[s] - 1] = rs->last[s];
+    }
+    return WST_OK;
 }
 
 /* ---- box geometry ------------------------------------------------------- */
@@ -341,8 +359,66 @@ struct run_ctx {
     const struct layout *src, *dst;
 };
 
+/* Bytes from the last run of a block to the next run when the odometer
+ * steps dim d (< c) and dims d+1..c-1 start over, in one layout (modulo
+ * 2^64, as offsets are). */
+static uint64_t step_bytes(const struct layout *lay, const uint64_t *ext,
+                           uint32_t d, uint32_t c, uint64_t esize)
+{
+    uint64_t step = lay->stride[d];
+    uint32_t j;
+
+    for (j = d + 1; j < c; j++)
+        step -= (ext[j] - 1) * lay->stride[j];
+    return step * esize;
+}
+
+/* Counting pass, box of k >= 2 runs: when no step of the odometer is
+ * contiguous in both layouts (always, for the layouts manifest.h allows,
+ * barring coincidences of strides), the box's runs join nothing but
+ * possibly the sender's open run with the first: count them without
+ * making them. Returns 0 when the runs must be made one by one. */
+static int count_runs(struct planner *p, const struct run_ctx *rc,
+                      const struct wst_box *in, const uint64_t *ext, uint32_t c,
+                      uint64_t run)
+{
+    struct run_sink *rs = &p->runs;
+    uint64_t k = 1, len = run * rc->esize, x[WST_MAX_DIMS];
+    struct wst_plan_item it = {.sender = rc->sender,
+                               .have = rc->have,
+                               .region = rc->region,
+                               .layer = rc->layer,
+                               .staged = rc->staged,
+                               .length = len};
+    struct wst_plan_item *last = &rs->last[rc->sender];
+    uint32_t d, ndim = in->ndim;
+
+    for (d = 0; d < c; d++) {
+        if (step_bytes(rc->src, ext, d, c, rc->esize) == len &&
+            step_bytes(rc->dst, ext, d, c, rc->esize) == len)
+            return 0;
+        k *= ext[d];
+    }
+    if (k < 2)
+        return 0;
+    memcpy(x, in->start, sizeof(x));
+    it.src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
+    it.dst_offset = rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
+    run_add(rs, &it); /* may extend the sender's open run */
+    for (d = 0; d < c; d++)
+        x[d] = in->stop[d] - 1;
+    /* the other k - 1 each open a run; the last stays open */
+    last->src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
+    last->dst_offset =
+        rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
+    last->length = len;
+    rs->count[rc->sender] += k - 1;
+    return 1;
+}
+
 /* Emits the runs of box 'in': the longest suffix of dims contiguous in both
- * layouts is one run, and the dims before it are iterated odometer-style. */
+ * layouts is one run, and the dims before it are iterated odometer-style
+ * (or only counted, on the counting pass, where count_runs can). */
 static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
                               const struct wst_box *in)
 {
@@ -360,6 +436,8 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
     while (c > 0 && (ext[c - 1] == 1 || (rc->src->stride[c - 1] == run &&
                                          rc->dst->stride[c - 1] == run)))
         run *= ext[--c];
+    if (p->runs.out == NULL && c > 0 && count_runs(p, rc, in, ext, c, run))
+        return WST_OK;
     it.length = run * rc->esize;
     memcpy(x, in->start, sizeof(x));
     for (;;) {
@@ -987,7 +1065,7 @@ static wst_status_t runs_init(struct planner *p)
 
     rs->last = malloc(n * sizeof(*rs->last));
     rs->count = calloc(n, sizeof(*rs->count));
-    rs->start = calloc(n, sizeof(*rs->start));
+    rs->start = calloc(n + 1, sizeof(*rs->start));
     if (rs->last == NULL || rs->count == NULL || rs->start == NULL)
         return plan_fail(p, WST_ERR_NO_MEMORY,
                          "planner: no memory for %u senders", p->in->n_senders);
@@ -1007,6 +1085,7 @@ static wst_status_t runs_alloc(struct planner *p, size_t *total_p)
         total += rs->count[s];
         rs->count[s] = 0;
     }
+    rs->start[p->in->n_senders] = total;
     rs->out = malloc((total ? total : 1) * sizeof(*rs->out));
     if (rs->out == NULL)
         return plan_fail(p, WST_ERR_NO_MEMORY,
@@ -1053,10 +1132,10 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
         status = runs_alloc(&p, &total);
     if (status == WST_OK)
         status = cover_wants(&p); /* writes */
-    if (status == WST_OK) {
-        runs_close(&p.runs, in->n_senders);
+    if (status == WST_OK)
+        status = runs_close(&p, in->n_senders);
+    if (status == WST_OK)
         status = plan_assemble(&p, total, plan_p);
-    }
 out_free_runs:
     runs_free(&p.runs);
     free(p.cur.v);
