@@ -778,6 +778,13 @@ static wst_status_t check_haves_agree(struct planner *p,
 
 /* ---- coverage ----------------------------------------------------------- */
 
+/* Whether the want misses the have, by the dim-0 range copied in its ref
+ * (the have itself is not touched). */
+static int ref_misses(const struct have_ref *r, const struct wst_box *want)
+{
+    return r->hi0 <= want->start[0] || want->stop[0] <= r->lo0;
+}
+
 /* Takes from one have whatever of the want is still uncovered. */
 static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
                                    const struct wst_box *want_box,
@@ -791,7 +798,7 @@ static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
     size_t n_subs, k, i;
 
     /* most haves of a sharded tensor miss a sharded want altogether */
-    if (r->hi0 <= want_box->start[0] || want_box->stop[0] <= r->lo0)
+    if (ref_misses(r, want_box))
         return WST_OK;
     h = ref_have(p, r);
     if (!h->flat && !box_intersect(want_box, &h->box, &in))
@@ -841,10 +848,15 @@ static wst_status_t report_gap(struct planner *p, const struct wst_want *w,
 
 /* Starts loading the box of a have a few turns ahead (PREFETCH_AHEAD):
  * half of take_from_have was waiting for haves. */
-static void prefetch_next(const struct planner *p, size_t r)
+/* Only haves the want does not miss: the others are never touched. */
+static void prefetch_next(const struct planner *p, size_t r,
+                          const struct wst_box *want)
 {
-    const struct wst_have *h = ref_have(p, &p->refs[r]);
+    const struct wst_have *h;
 
+    if (ref_misses(&p->refs[r], want))
+        return;
+    h = ref_have(p, &p->refs[r]);
     __builtin_prefetch(&h->box.start[0]);
     __builtin_prefetch(&h->flat);
 }
@@ -881,7 +893,7 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
         ;
     for (k = 0; k < hi - lo && p->cur.n > 0 && status == WST_OK; k++) {
         r = m + k < hi ? m + k : lo + (m + k - hi);
-        prefetch_next(p, lo + (r - lo + PREFETCH_AHEAD) % (hi - lo));
+        prefetch_next(p, lo + (r - lo + PREFETCH_AHEAD) % (hi - lo), &w->box);
         status = take_from_have(p, &rc, &w->box, &p->refs[r]);
     }
     if (status != WST_OK)
