@@ -499,37 +499,72 @@ static wst_status_t slots_grow(struct planner *p)
 
 /* Group of every have by name (group[k] for the k-th have in rank order),
  * counting each group's haves in first[group + 1]. */
+/* The group of 'name', added when new. */
+static wst_status_t name_group(struct planner *p, const char *name,
+                               size_t *n_first, const char ***names_p,
+                               size_t *n_names, uint32_t *g_p)
+{
+    uint64_t h = name_hash(name);
+    struct name_slot *sl;
+
+    if (2 * (p->n_groups + 1) > p->n_slots && slots_grow(p) != WST_OK)
+        return WST_ERR_NO_MEMORY;
+    sl = slot_find(p, name, h);
+    if (sl->name == NULL) {
+        if (wst_array_grow(&p->first, n_first, p->n_groups + 2,
+                           sizeof(*p->first)) != WST_OK ||
+            wst_array_grow(names_p, n_names, p->n_groups + 1,
+                           sizeof(**names_p)) != WST_OK)
+            return WST_ERR_NO_MEMORY;
+        *sl = (struct name_slot){
+            .hash = h, .name = name, .group = (uint32_t)p->n_groups};
+        (*names_p)[p->n_groups] = name;
+        p->first[++p->n_groups] = 0;
+    }
+    *g_p = sl->group;
+    return WST_OK;
+}
+
+/* Group of every have by name (group[k] for the k-th have in rank order),
+ * counting each group's haves in first[group + 1]. Senders mostly list
+ * their tensors in the same order, so have i of the previous sender names
+ * the likely group (hint[i]): one strcmp instead of hashing and probing. */
 static wst_status_t group_names(struct planner *p, uint32_t *group)
 {
     const struct wst_plan_input *in = p->in;
-    size_t k = 0, i, n_first = 0;
-    struct name_slot *sl;
-    uint32_t s;
+    size_t k = 0, i, n_first = 0, n_names = 0, n_hint = 0;
+    const char **names = NULL;
+    uint32_t s, g, *hint;
+    wst_status_t status = WST_OK;
 
-    if (wst_array_grow(&p->first, &n_first, 2, sizeof(*p->first)) != WST_OK)
+    for (s = 0; s < in->n_senders; s++)
+        if (in->n_haves[s] > n_hint)
+            n_hint = in->n_haves[s];
+    hint = malloc((n_hint ? n_hint : 1) * sizeof(*hint));
+    if (hint == NULL ||
+        wst_array_grow(&p->first, &n_first, 2, sizeof(*p->first)) != WST_OK) {
+        free(hint);
         return WST_ERR_NO_MEMORY;
+    }
+    memset(hint, 0xff, (n_hint ? n_hint : 1) * sizeof(*hint));
     p->first[0] = 0;
-    for (s = 0; s < in->n_senders; s++) {
-        for (i = 0; i < in->n_haves[s]; i++, k++) {
+    for (s = 0; s < in->n_senders && status == WST_OK; s++) {
+        for (i = 0; i < in->n_haves[s] && status == WST_OK; i++, k++) {
             const char *name = in->haves[s][i].tensor.name;
-            uint64_t h = name_hash(name);
 
-            if (2 * (p->n_groups + 1) > p->n_slots && slots_grow(p) != WST_OK)
-                return WST_ERR_NO_MEMORY;
-            sl = slot_find(p, name, h);
-            if (sl->name == NULL) {
-                if (wst_array_grow(&p->first, &n_first, p->n_groups + 2,
-                                   sizeof(*p->first)) != WST_OK)
-                    return WST_ERR_NO_MEMORY;
-                *sl = (struct name_slot){
-                    .hash = h, .name = name, .group = (uint32_t)p->n_groups};
-                p->first[++p->n_groups] = 0;
-            }
-            group[k] = sl->group;
-            p->first[sl->group + 1]++;
+            g = hint[i];
+            if (g == UINT32_MAX || strcmp(names[g], name) != 0)
+                status = name_group(p, name, &n_first, &names, &n_names, &g);
+            if (status != WST_OK)
+                break;
+            hint[i] = g;
+            group[k] = g;
+            p->first[g + 1]++;
         }
     }
-    return WST_OK;
+    free(hint);
+    free(names);
+    return status;
 }
 
 static struct have_ref have_ref_of(const struct wst_plan_input *in, uint32_t s,
