@@ -407,7 +407,13 @@ static int count_runs(struct planner *p, const struct run_ctx *rc,
     run_add(rs, &it); /* may extend the sender's open run */
     for (d = 0; d < c; d++)
         x[d] = in->stop[d] - 1;
-    /* the other k - 1 each open a run; the last stays open */
+    /* the other k - 1 each open a run; the last stays open, all of it
+     * this box's (the first may have extended an older one) */
+    last->sender = it.sender;
+    last->have = it.have;
+    last->region = it.region;
+    last->layer = it.layer;
+    last->staged = it.staged;
     last->src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
     last->dst_offset =
         rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
@@ -497,8 +503,6 @@ static wst_status_t slots_grow(struct planner *p)
     return WST_OK;
 }
 
-/* Group of every have by name (group[k] for the k-th have in rank order),
- * counting each group's haves in first[group + 1]. */
 /* The group of 'name', added when new. */
 static wst_status_t name_group(struct planner *p, const char *name,
                                size_t *n_first, const char ***names_p,
