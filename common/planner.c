@@ -529,11 +529,26 @@ static wst_status_t name_group(struct planner *p, const char *name,
     return WST_OK;
 }
 
-/* Group of every have by name (group[k] for the k-th have in rank order),
- * counting each group's haves in first[group + 1]. Senders mostly list
- * their tensors in the same order, so have i of the previous sender names
- * the likely group (hint[i]): one strcmp instead of hashing and probing. */
-static wst_status_t group_names(struct planner *p, uint32_t *group)
+static struct have_ref have_ref_of(const struct wst_plan_input *in, uint32_t s,
+                                   size_t i)
+{
+    const struct wst_have *h = &in->haves[s][i];
+    struct have_ref r = {.sender = s, .have = (uint32_t)i};
+
+    r.lo0 = h->flat ? 0 : h->box.start[0];
+    r.hi0 = h->flat ? UINT64_MAX : h->box.stop[0];
+    return r;
+}
+
+/* Checks every have and groups it by name (group[k] and ref[k] for the
+ * k-th have in rank order), counting each group's haves in
+ * first[group + 1]: the one pass over the haves themselves (a few hundred
+ * thousand of them, 472 bytes each, mostly not in cache). Senders mostly
+ * list their tensors in the same order, so have i of the previous sender
+ * names the likely group (hint[i]): one strcmp instead of hashing and
+ * probing. */
+static wst_status_t group_names(struct planner *p, uint32_t *group,
+                                struct have_ref *ref)
 {
     const struct wst_plan_input *in = p->in;
     size_t k = 0, i, n_first = 0, n_names = 0, n_hint = 0;
@@ -548,19 +563,32 @@ static wst_status_t group_names(struct planner *p, uint32_t *group)
     if (hint == NULL ||
         wst_array_grow(&p->first, &n_first, 2, sizeof(*p->first)) != WST_OK) {
         free(hint);
-        return WST_ERR_NO_MEMORY;
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory to index the haves");
     }
     memset(hint, 0xff, (n_hint ? n_hint : 1) * sizeof(*hint));
     p->first[0] = 0;
     for (s = 0; s < in->n_senders && status == WST_OK; s++) {
         for (i = 0; i < in->n_haves[s] && status == WST_OK; i++, k++) {
-            const char *name = in->haves[s][i].tensor.name;
+            const struct wst_have *h = &in->haves[s][i];
+            const char *name = h->tensor.name;
 
+            if (wst_have_check(h) != WST_OK) {
+                status = plan_fail(p, WST_ERR_INVALID,
+                                   "sender %u have %zu (tensor %.*s): invalid "
+                                   "entry (dtype, shape, box or memory type)",
+                                   s, i, name_len(name), name);
+                break;
+            }
+            ref[k] = have_ref_of(in, s, i);
             g = hint[i];
             if (g == UINT32_MAX || strcmp(names[g], name) != 0)
                 status = name_group(p, name, &n_first, &names, &n_names, &g);
-            if (status != WST_OK)
+            if (status != WST_OK) {
+                status = plan_fail(p, status, "planner: no memory to index %s",
+                                   name);
                 break;
+            }
             hint[i] = g;
             group[k] = g;
             p->first[g + 1]++;
@@ -571,25 +599,16 @@ static wst_status_t group_names(struct planner *p, uint32_t *group)
     return status;
 }
 
-static struct have_ref have_ref_of(const struct wst_plan_input *in, uint32_t s,
-                                   size_t i)
-{
-    const struct wst_have *h = &in->haves[s][i];
-    struct have_ref r = {.sender = s, .have = (uint32_t)i};
-
-    r.lo0 = h->flat ? 0 : h->box.start[0];
-    r.hi0 = h->flat ? UINT64_MAX : h->box.stop[0];
-    return r;
-}
-
 /* Indexes the haves by tensor name in time linear in their number: a hash
  * table of the distinct names, then a counting sort of the refs by name
  * (stable, so each name's refs stay in (sender, have) order). */
 static wst_status_t index_haves(struct planner *p)
 {
     const struct wst_plan_input *in = p->in;
-    size_t total = 0, k = 0, i, *next = NULL;
+    size_t total = 0, k, i, *next = NULL;
+    struct have_ref *ref = NULL;
     uint32_t s, *group;
+    wst_status_t status;
 
     for (s = 0; s < in->n_senders; s++)
         total += in->n_haves[s];
@@ -598,28 +617,33 @@ static wst_status_t index_haves(struct planner *p)
                          "planner: %zu haves in all, more than %u", total,
                          UINT32_MAX);
     group = malloc((total ? total : 1) * sizeof(*group));
+    ref = malloc((total ? total : 1) * sizeof(*ref));
     p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
-    if (group == NULL || p->refs == NULL || slots_grow(p) != WST_OK ||
-        group_names(p, group) != WST_OK)
+    if (group == NULL || ref == NULL || p->refs == NULL ||
+        slots_grow(p) != WST_OK)
         goto err_no_memory;
+    status = group_names(p, group, ref);
+    if (status != WST_OK)
+        goto out_free;
     for (i = 0; i < p->n_groups; i++)
         p->first[i + 1] += p->first[i];
     next = malloc((p->n_groups ? p->n_groups : 1) * sizeof(*next));
     if (next == NULL)
         goto err_no_memory;
     memcpy(next, p->first, p->n_groups * sizeof(*next));
-    for (s = 0; s < in->n_senders; s++)
-        for (i = 0; i < in->n_haves[s]; i++, k++)
-            p->refs[next[group[k]]++] = have_ref_of(in, s, i);
+    for (k = 0; k < total; k++)
+        p->refs[next[group[k]]++] = ref[k];
     p->n_refs = total;
     free(next);
-    free(group);
-    return WST_OK;
+    goto out_free;
 
 err_no_memory:
+    status = plan_fail(p, WST_ERR_NO_MEMORY,
+                       "planner: no memory to index %zu haves", total);
+out_free:
+    free(ref);
     free(group);
-    return plan_fail(p, WST_ERR_NO_MEMORY,
-                     "planner: no memory to index %zu haves", total);
+    return status;
 }
 
 /* The haves of tensor 'name': refs[*lo_p .. *hi_p), in rank order. */
@@ -673,18 +697,8 @@ static wst_status_t validate_input(struct planner *p)
         if (in->n_haves[s] > UINT32_MAX)
             return plan_fail(p, WST_ERR_INVALID,
                              "planner: sender %u has too many haves", s);
-        for (i = 0; i < in->n_haves[s]; i++) {
-            const struct wst_have *h = &in->haves[s][i];
-
-            if (wst_have_check(h) != WST_OK)
-                return plan_fail(p, WST_ERR_INVALID,
-                                 "sender %u have %zu (tensor %.*s): invalid "
-                                 "entry (dtype, shape, box or memory type)",
-                                 s, i, name_len(h->tensor.name),
-                                 h->tensor.name);
-        }
     }
-    return WST_OK;
+    return WST_OK; /* each have is checked as it is indexed (group_names) */
 }
 
 /* ---- expert refusals ---------------------------------------------------- */
@@ -1168,11 +1182,11 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
         return plan_fail(&p, WST_ERR_INVALID, "planner: missing input");
     status = validate_input(&p);
     if (status == WST_OK)
+        status = index_haves(&p); /* checks the haves, as validate_input */
+    if (status == WST_OK)
         status = check_expert_wants(&p);
     if (status == WST_OK)
         status = count_layers(&p);
-    if (status == WST_OK)
-        status = index_haves(&p);
     if (status != WST_OK)
         goto out_free_index;
     status = runs_init(&p);
