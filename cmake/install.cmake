@@ -12,7 +12,7 @@ set(WST_INSTALLED_LIBRARIES wstream_sender wstream_receiver)
 # The demo and the bench start the agent and the engine stand-in from
 # beside themselves: all four go to one bin directory.
 set(WST_INSTALLED_PROGRAMS wstream-agent wstream-send wstream-demo
-    wstream-bench wstream-topology wstream-engine-standin)
+    wstream-bench wstream-topology wstream-engine-standin wstream-model)
 add_custom_target(wst-installed)
 add_dependencies(wst-installed ${WST_INSTALLED_LIBRARIES}
                  ${WST_INSTALLED_PROGRAMS})

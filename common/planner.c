@@ -13,9 +13,11 @@
  * Coverage: every want keeps a list of still-uncovered boxes. Haves of the
  * tensor are visited in rotated rank order; each intersection becomes runs
  * and is cut out of the uncovered box (leaving <= 2*ndim pieces). What is
- * left at the end is a coverage gap. Haves are found through an index sorted
- * by (name hash, sender, have), so large manifests cost
- * O(haves log haves + wants * haves-per-tensor), not O(wants * haves).
+ * left at the end is a coverage gap. Haves are found through a table of
+ * tensor names (each name's haves in rank order), built in time linear in
+ * the haves, so large manifests cost O(haves + wants * haves-per-tensor),
+ * not O(wants * haves); a have whose box misses the want's is skipped
+ * before its layout is computed.
  *
  * Runs: the largest suffix of dims contiguous in both layouts is one run;
  * the dims outside it are iterated. A dim-0 shard of a [151936, 2048] tensor
@@ -30,8 +32,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <xxhash.h>
+
+/* Haves of a tensor are touched this many ahead of their turn (each lies
+ * in its sender's array: a cache and TLB miss apiece). */
+#define PREFETCH_AHEAD 8u
 
 /* Bounds the layer_bytes table; real models have a few hundred layers. */
 #define PLAN_MAX_LAYERS 65536u
@@ -47,11 +54,21 @@ struct sub_have {
     struct layout lay;
 };
 
+/* A have, with its dim-0 range copied so that the haves a sharded want
+ * misses are skipped without touching them ([0, UINT64_MAX) for flat
+ * haves, which are never skipped). */
 struct have_ref {
-    uint64_t name_hash;
-    const char *name;
     uint32_t sender;
     uint32_t have;
+    uint64_t lo0, hi0;
+};
+
+/* One distinct tensor name among the haves: its refs are
+ * refs[first[group] .. first[group + 1]). */
+struct name_slot {
+    uint64_t hash;
+    const char *name; /* NULL: a free slot */
+    uint32_t group;
 };
 
 struct box_vec {
@@ -64,15 +81,33 @@ struct item_vec {
     size_t n, cap;
 };
 
+/* Where runs go. Runs are made twice: a first pass only counts each
+ * sender's (after merging neighbours), then the plan's array is allocated
+ * at its exact size and the second pass writes each sender's runs into
+ * its own slice. No array grows, nothing is copied or sorted across
+ * senders, and the plan is written once (at a few hundred thousand items,
+ * page faults and copies of a growing array cost more than finding the
+ * runs). */
+struct run_sink {
+    struct wst_plan_item *out;  /* NULL while counting; else [total] */
+    struct wst_plan_item *last; /* [n_senders] each sender's open run */
+    size_t *count;              /* [n_senders] runs so far, open included */
+    size_t *start; /* [n_senders + 1] first slot in out; [n_senders]: total */
+    int overflow;  /* the writing pass made more runs than were counted */
+};
+
 struct planner {
     const struct wst_plan_input *in;
     const struct wst_logger *lg;
     char *err;
     size_t errlen;
-    struct have_ref *refs;
+    struct have_ref *refs; /* grouped by name, each group in rank order */
     size_t n_refs;
+    struct name_slot *slots; /* open addressing, n_slots a power of 2 */
+    size_t n_slots, n_groups;
+    size_t *first;            /* [n_groups + 1] */
     struct box_vec cur, next; /* uncovered boxes of the current want */
-    struct item_vec items;
+    struct run_sink runs;
     uint32_t n_layers;
 };
 
@@ -113,6 +148,26 @@ static void fmt_dims(char *buf, size_t len, const uint64_t *v, uint32_t n)
 
 /* ---- growable arrays ---------------------------------------------------- */
 
+/* The plan's array is written once, fresh: at hundreds of thousands of
+ * items, 4 KiB page faults cost more than the planning itself on some
+ * hosts (a VM measured ~40 us a fault). Where transparent huge pages are
+ * "madvise", ask for them on the 2 MiB-aligned inside of a large array;
+ * a hint only, whatever the kernel answers. */
+static void advise_huge(void *v, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)v + huge - 1) & ~(huge - 1);
+    uintptr_t b = ((uintptr_t)v + len) & ~(huge - 1);
+
+    if (len >= 2 * huge && b > a)
+        (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+#else
+    (void)v;
+    (void)len;
+#endif
+}
+
 static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
 {
     if (wst_array_grow(&bv->v, &bv->cap, bv->n + 1, sizeof(*bv->v)) != WST_OK)
@@ -121,23 +176,67 @@ static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
     return WST_OK;
 }
 
-/* Appends a run, extending the previous one when it continues it in both
- * source and destination (the common case for rows of a box). */
-static wst_status_t item_push(struct item_vec *iv,
-                              const struct wst_plan_item *it)
+static int run_continues(const struct wst_plan_item *last,
+                         const struct wst_plan_item *it)
 {
-    struct wst_plan_item *last = iv->n ? &iv->v[iv->n - 1] : NULL;
+    return last->sender == it->sender && last->have == it->have &&
+           last->region == it->region && last->layer == it->layer &&
+           last->src_offset + last->length == it->src_offset &&
+           last->dst_offset + last->length == it->dst_offset;
+}
 
-    if (last != NULL && last->sender == it->sender && last->have == it->have &&
-        last->region == it->region && last->layer == it->layer &&
-        last->src_offset + last->length == it->src_offset &&
-        last->dst_offset + last->length == it->dst_offset) {
+/* Adds a run to its sender's, extending the sender's open run when it
+ * continues it in both source and destination (the common case for rows
+ * of a box); a run that cannot extend it closes it (written out on the
+ * second pass) and becomes the open one. */
+static void run_add(struct run_sink *rs, const struct wst_plan_item *it)
+{
+    uint32_t s = it->sender;
+    struct wst_plan_item *last = &rs->last[s];
+
+    if (rs->count[s] > 0 && run_continues(last, it)) {
         last->length += it->length;
-        return WST_OK;
+        return;
     }
-    if (wst_array_grow(&iv->v, &iv->cap, iv->n + 1, sizeof(*iv->v)) != WST_OK)
-        return WST_ERR_NO_MEMORY;
-    iv->v[iv->n++] = *it;
+    if (rs->count[s] > 0 && rs->out != NULL) {
+        if (rs->start[s] + rs->count[s] > rs->start[s + 1]) {
+            rs->overflow = 1; /* never: the passes see the same input */
+            return;
+        }
+        rs->out[rs->start[s] + rs->count[s] - 1] = *last;
+    }
+    /* field by field: a struct copy of 'it', whose offsets were just
+     * stored, stalled on store forwarding (a third of the planner's time) */
+    last->sender = it->sender;
+    last->have = it->have;
+    last->src_offset = it->src_offset;
+    last->region = it->region;
+    last->dst_offset = it->dst_offset;
+    last->length = it->length;
+    last->layer = it->layer;
+    last->staged = it->staged;
+    rs->count[s]++;
+}
+
+/* Writes every sender's open run (second pass), and checks that each
+ * sender made the runs it counted. */
+static wst_status_t runs_close(struct planner *p, uint32_t n_senders)
+{
+    struct run_sink *rs = &p->runs;
+    uint32_t s;
+
+    for (s = 0; s < n_senders; s++) {
+        size_t counted = rs->start[s + 1] - rs->start[s];
+
+        if (rs->overflow || rs->count[s] != counted)
+            return plan_fail(p, WST_ERR_INTEGRITY,
+                             "planner: internal error: sender %u: %zu runs "
+                             "counted, %zu%s made",
+                             s, counted, rs->count[s],
+                             rs->overflow ? " or more" : "");
+        if (rs->count[s] > 0)
+            rs->out[rs->start[s] + rs->count[s] - 1] = rs->last[s];
+    }
     return WST_OK;
 }
 
@@ -260,8 +359,72 @@ struct run_ctx {
     const struct layout *src, *dst;
 };
 
+/* Bytes from the last run of a block to the next run when the odometer
+ * steps dim d (< c) and dims d+1..c-1 start over, in one layout (modulo
+ * 2^64, as offsets are). */
+static uint64_t step_bytes(const struct layout *lay, const uint64_t *ext,
+                           uint32_t d, uint32_t c, uint64_t esize)
+{
+    uint64_t step = lay->stride[d];
+    uint32_t j;
+
+    for (j = d + 1; j < c; j++)
+        step -= (ext[j] - 1) * lay->stride[j];
+    return step * esize;
+}
+
+/* Counting pass, box of k >= 2 runs: when no step of the odometer is
+ * contiguous in both layouts (always, for the layouts manifest.h allows,
+ * barring coincidences of strides), the box's runs join nothing but
+ * possibly the sender's open run with the first: count them without
+ * making them. Returns 0 when the runs must be made one by one. */
+static int count_runs(struct planner *p, const struct run_ctx *rc,
+                      const struct wst_box *in, const uint64_t *ext, uint32_t c,
+                      uint64_t run)
+{
+    struct run_sink *rs = &p->runs;
+    uint64_t k = 1, len = run * rc->esize, x[WST_MAX_DIMS];
+    struct wst_plan_item it = {.sender = rc->sender,
+                               .have = rc->have,
+                               .region = rc->region,
+                               .layer = rc->layer,
+                               .staged = rc->staged,
+                               .length = len};
+    struct wst_plan_item *last = &rs->last[rc->sender];
+    uint32_t d, ndim = in->ndim;
+
+    for (d = 0; d < c; d++) {
+        if (step_bytes(rc->src, ext, d, c, rc->esize) == len &&
+            step_bytes(rc->dst, ext, d, c, rc->esize) == len)
+            return 0;
+        k *= ext[d];
+    }
+    if (k < 2)
+        return 0;
+    memcpy(x, in->start, sizeof(x));
+    it.src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
+    it.dst_offset = rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
+    run_add(rs, &it); /* may extend the sender's open run */
+    for (d = 0; d < c; d++)
+        x[d] = in->stop[d] - 1;
+    /* the other k - 1 each open a run; the last stays open, all of it
+     * this box's (the first may have extended an older one) */
+    last->sender = it.sender;
+    last->have = it.have;
+    last->region = it.region;
+    last->layer = it.layer;
+    last->staged = it.staged;
+    last->src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
+    last->dst_offset =
+        rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
+    last->length = len;
+    rs->count[rc->sender] += k - 1;
+    return 1;
+}
+
 /* Emits the runs of box 'in': the longest suffix of dims contiguous in both
- * layouts is one run, and the dims before it are iterated odometer-style. */
+ * layouts is one run, and the dims before it are iterated odometer-style
+ * (or only counted, on the counting pass, where count_runs can). */
 static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
                               const struct wst_box *in)
 {
@@ -272,7 +435,6 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
                                .region = rc->region,
                                .layer = rc->layer,
                                .staged = rc->staged};
-    wst_status_t status = WST_OK;
 
     box_extents(in, ext);
     run = ext[c];
@@ -280,15 +442,15 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
     while (c > 0 && (ext[c - 1] == 1 || (rc->src->stride[c - 1] == run &&
                                          rc->dst->stride[c - 1] == run)))
         run *= ext[--c];
+    if (p->runs.out == NULL && c > 0 && count_runs(p, rc, in, ext, c, run))
+        return WST_OK;
     it.length = run * rc->esize;
     memcpy(x, in->start, sizeof(x));
     for (;;) {
         it.src_offset = layout_offset(rc->src, x, ndim) * rc->esize;
         it.dst_offset =
             rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
-        status = item_push(&p->items, &it);
-        if (status != WST_OK)
-            return status;
+        run_add(&p->runs, &it);
         for (d = c; d-- > 0;) {
             if (++x[d] < in->stop[d])
                 break;
@@ -301,75 +463,197 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
 
 /* ---- have index --------------------------------------------------------- */
 
-/* Orders by name hash only, not by name: strcmp in the sort dominated
- * large manifests. Names that collide on the hash share a range, so users
- * of a range skip refs whose name differs (ref_is). */
-static int ref_cmp(const void *pa, const void *pb)
-{
-    const struct have_ref *a = pa, *b = pb;
-
-    if (a->name_hash != b->name_hash)
-        return a->name_hash < b->name_hash ? -1 : 1;
-    if (a->sender != b->sender)
-        return a->sender < b->sender ? -1 : 1;
-    return a->have < b->have ? -1 : (a->have > b->have);
-}
-
 static uint64_t name_hash(const char *name)
 {
     return XXH3_64bits(name, strlen(name));
 }
 
-static wst_status_t index_haves(struct planner *p)
+/* The slot of 'name': where it is, or the free slot where it would go. */
+static struct name_slot *slot_find(const struct planner *p, const char *name,
+                                   uint64_t h)
 {
-    const struct wst_plan_input *in = p->in;
-    size_t total = 0, i;
-    uint32_t s;
+    size_t mask = p->n_slots - 1, i = (size_t)h & mask;
 
-    for (s = 0; s < in->n_senders; s++)
-        total += in->n_haves[s];
-    p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
-    if (p->refs == NULL)
-        return plan_fail(p, WST_ERR_NO_MEMORY,
-                         "planner: no memory to index %zu haves", total);
-    for (s = 0; s < in->n_senders; s++) {
-        for (i = 0; i < in->n_haves[s]; i++) {
-            struct have_ref *r = &p->refs[p->n_refs++];
+    while (p->slots[i].name != NULL &&
+           (p->slots[i].hash != h || strcmp(p->slots[i].name, name) != 0))
+        i = (i + 1) & mask;
+    return &p->slots[i];
+}
 
-            r->name = in->haves[s][i].tensor.name;
-            r->name_hash = name_hash(r->name);
-            r->sender = s;
-            r->have = (uint32_t)i;
-        }
+/* Doubles the table, keeping it at most half full. */
+static wst_status_t slots_grow(struct planner *p)
+{
+    struct name_slot *old = p->slots, *to;
+    size_t n_old = p->n_slots, i;
+
+    p->n_slots = n_old ? 2 * n_old : 1024;
+    p->slots = calloc(p->n_slots, sizeof(*p->slots));
+    if (p->slots == NULL) {
+        p->slots = old;
+        p->n_slots = n_old;
+        return WST_ERR_NO_MEMORY;
     }
-    qsort(p->refs, p->n_refs, sizeof(*p->refs), ref_cmp);
+    for (i = 0; i < n_old; i++) {
+        if (old[i].name == NULL)
+            continue;
+        to = slot_find(p, old[i].name, old[i].hash);
+        *to = old[i];
+    }
+    free(old);
     return WST_OK;
 }
 
-/* The haves whose name hashes like 'name': refs[*lo_p .. *hi_p), sorted by
- * sender; filter them with ref_is. */
+/* The group of 'name', added when new. */
+static wst_status_t name_group(struct planner *p, const char *name,
+                               size_t *n_first, const char ***names_p,
+                               size_t *n_names, uint32_t *g_p)
+{
+    uint64_t h = name_hash(name);
+    struct name_slot *sl;
+
+    if (2 * (p->n_groups + 1) > p->n_slots && slots_grow(p) != WST_OK)
+        return WST_ERR_NO_MEMORY;
+    sl = slot_find(p, name, h);
+    if (sl->name == NULL) {
+        if (wst_array_grow(&p->first, n_first, p->n_groups + 2,
+                           sizeof(*p->first)) != WST_OK ||
+            wst_array_grow(names_p, n_names, p->n_groups + 1,
+                           sizeof(**names_p)) != WST_OK)
+            return WST_ERR_NO_MEMORY;
+        *sl = (struct name_slot){
+            .hash = h, .name = name, .group = (uint32_t)p->n_groups};
+        (*names_p)[p->n_groups] = name;
+        p->first[++p->n_groups] = 0;
+    }
+    *g_p = sl->group;
+    return WST_OK;
+}
+
+static struct have_ref have_ref_of(const struct wst_plan_input *in, uint32_t s,
+                                   size_t i)
+{
+    const struct wst_have *h = &in->haves[s][i];
+    struct have_ref r = {.sender = s, .have = (uint32_t)i};
+
+    r.lo0 = h->flat ? 0 : h->box.start[0];
+    r.hi0 = h->flat ? UINT64_MAX : h->box.stop[0];
+    return r;
+}
+
+/* Checks every have and groups it by name (group[k] and ref[k] for the
+ * k-th have in rank order), counting each group's haves in
+ * first[group + 1]: the one pass over the haves themselves (a few hundred
+ * thousand of them, 472 bytes each, mostly not in cache). Senders mostly
+ * list their tensors in the same order, so have i of the previous sender
+ * names the likely group (hint[i]): one strcmp instead of hashing and
+ * probing. */
+static wst_status_t group_names(struct planner *p, uint32_t *group,
+                                struct have_ref *ref)
+{
+    const struct wst_plan_input *in = p->in;
+    size_t k = 0, i, n_first = 0, n_names = 0, n_hint = 0;
+    const char **names = NULL;
+    uint32_t s, g, *hint;
+    wst_status_t status = WST_OK;
+
+    for (s = 0; s < in->n_senders; s++)
+        if (in->n_haves[s] > n_hint)
+            n_hint = in->n_haves[s];
+    hint = malloc((n_hint ? n_hint : 1) * sizeof(*hint));
+    if (hint == NULL ||
+        wst_array_grow(&p->first, &n_first, 2, sizeof(*p->first)) != WST_OK) {
+        free(hint);
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory to index the haves");
+    }
+    memset(hint, 0xff, (n_hint ? n_hint : 1) * sizeof(*hint));
+    p->first[0] = 0;
+    for (s = 0; s < in->n_senders && status == WST_OK; s++) {
+        for (i = 0; i < in->n_haves[s] && status == WST_OK; i++, k++) {
+            const struct wst_have *h = &in->haves[s][i];
+            const char *name = h->tensor.name;
+
+            if (wst_have_check(h) != WST_OK) {
+                status = plan_fail(p, WST_ERR_INVALID,
+                                   "sender %u have %zu (tensor %.*s): invalid "
+                                   "entry (dtype, shape, box or memory type)",
+                                   s, i, name_len(name), name);
+                break;
+            }
+            ref[k] = have_ref_of(in, s, i);
+            g = hint[i];
+            if (g == UINT32_MAX || strcmp(names[g], name) != 0)
+                status = name_group(p, name, &n_first, &names, &n_names, &g);
+            if (status != WST_OK) {
+                status = plan_fail(p, status, "planner: no memory to index %s",
+                                   name);
+                break;
+            }
+            hint[i] = g;
+            group[k] = g;
+            p->first[g + 1]++;
+        }
+    }
+    free(hint);
+    free(names);
+    return status;
+}
+
+/* Indexes the haves by tensor name in time linear in their number: a hash
+ * table of the distinct names, then a counting sort of the refs by name
+ * (stable, so each name's refs stay in (sender, have) order). */
+static wst_status_t index_haves(struct planner *p)
+{
+    const struct wst_plan_input *in = p->in;
+    size_t total = 0, k, i, *next = NULL;
+    struct have_ref *ref = NULL;
+    uint32_t s, *group;
+    wst_status_t status;
+
+    for (s = 0; s < in->n_senders; s++)
+        total += in->n_haves[s];
+    if (total > UINT32_MAX)
+        return plan_fail(p, WST_ERR_INVALID,
+                         "planner: %zu haves in all, more than %u", total,
+                         UINT32_MAX);
+    group = malloc((total ? total : 1) * sizeof(*group));
+    ref = malloc((total ? total : 1) * sizeof(*ref));
+    p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
+    if (group == NULL || ref == NULL || p->refs == NULL ||
+        slots_grow(p) != WST_OK)
+        goto err_no_memory;
+    status = group_names(p, group, ref);
+    if (status != WST_OK)
+        goto out_free;
+    for (i = 0; i < p->n_groups; i++)
+        p->first[i + 1] += p->first[i];
+    next = malloc((p->n_groups ? p->n_groups : 1) * sizeof(*next));
+    if (next == NULL)
+        goto err_no_memory;
+    memcpy(next, p->first, p->n_groups * sizeof(*next));
+    for (k = 0; k < total; k++)
+        p->refs[next[group[k]]++] = ref[k];
+    p->n_refs = total;
+    free(next);
+    goto out_free;
+
+err_no_memory:
+    status = plan_fail(p, WST_ERR_NO_MEMORY,
+                       "planner: no memory to index %zu haves", total);
+out_free:
+    free(ref);
+    free(group);
+    return status;
+}
+
+/* The haves of tensor 'name': refs[*lo_p .. *hi_p), in rank order. */
 static void find_refs(const struct planner *p, const char *name, size_t *lo_p,
                       size_t *hi_p)
 {
-    uint64_t h = name_hash(name);
-    size_t lo = 0, hi = p->n_refs, mid;
+    const struct name_slot *sl = slot_find(p, name, name_hash(name));
 
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-        if (p->refs[mid].name_hash < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (hi = lo; hi < p->n_refs && p->refs[hi].name_hash == h; hi++)
-        ;
-    *lo_p = lo;
-    *hi_p = hi;
-}
-
-static int ref_is(const struct have_ref *r, const char *name)
-{
-    return strcmp(r->name, name) == 0;
+    *lo_p = sl->name != NULL ? p->first[sl->group] : 0;
+    *hi_p = sl->name != NULL ? p->first[sl->group + 1] : 0;
 }
 
 static const struct wst_have *ref_have(const struct planner *p,
@@ -413,18 +697,8 @@ static wst_status_t validate_input(struct planner *p)
         if (in->n_haves[s] > UINT32_MAX)
             return plan_fail(p, WST_ERR_INVALID,
                              "planner: sender %u has too many haves", s);
-        for (i = 0; i < in->n_haves[s]; i++) {
-            const struct wst_have *h = &in->haves[s][i];
-
-            if (wst_have_check(h) != WST_OK)
-                return plan_fail(p, WST_ERR_INVALID,
-                                 "sender %u have %zu (tensor %.*s): invalid "
-                                 "entry (dtype, shape, box or memory type)",
-                                 s, i, name_len(h->tensor.name),
-                                 h->tensor.name);
-        }
     }
-    return WST_OK;
+    return WST_OK; /* each have is checked as it is indexed (group_names) */
 }
 
 /* ---- expert refusals ---------------------------------------------------- */
@@ -537,8 +811,6 @@ static wst_status_t check_haves_agree(struct planner *p,
     size_t i;
 
     for (i = lo; i < hi; i++) {
-        if (!ref_is(&p->refs[i], wt->name))
-            continue;
         ht = &ref_have(p, &p->refs[i])->tensor;
         if (ht->dtype != wt->dtype)
             return plan_fail(p, WST_ERR_DTYPE_MISMATCH,
@@ -559,17 +831,32 @@ static wst_status_t check_haves_agree(struct planner *p,
 
 /* ---- coverage ----------------------------------------------------------- */
 
+/* Whether the want misses the have, by the dim-0 range copied in its ref
+ * (the have itself is not touched). */
+static int ref_misses(const struct have_ref *r, const struct wst_box *want)
+{
+    return r->hi0 <= want->start[0] || want->stop[0] <= r->lo0;
+}
+
 /* Takes from one have whatever of the want is still uncovered. */
 static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
+                                   const struct wst_box *want_box,
                                    const struct have_ref *r)
 {
+    const struct wst_have *h;
     struct sub_have subs[WST_FLAT_MAX_BOXES];
     struct box_vec tmp;
     struct wst_box in;
     wst_status_t status = WST_OK;
     size_t n_subs, k, i;
 
-    n_subs = have_subboxes(ref_have(p, r), subs);
+    /* most haves of a sharded tensor miss a sharded want altogether */
+    if (ref_misses(r, want_box))
+        return WST_OK;
+    h = ref_have(p, r);
+    if (!h->flat && !box_intersect(want_box, &h->box, &in))
+        return WST_OK;
+    n_subs = have_subboxes(h, subs);
     rc->sender = r->sender;
     rc->have = r->have;
     for (k = 0; k < n_subs && p->cur.n > 0 && status == WST_OK; k++) {
@@ -612,6 +899,21 @@ static wst_status_t report_gap(struct planner *p, const struct wst_want *w,
                      w->tensor.name, idx, wi, p->in->receiver_rank);
 }
 
+/* Starts loading the box of a have a few turns ahead (PREFETCH_AHEAD):
+ * half of take_from_have was waiting for haves. */
+/* Only haves the want does not miss: the others are never touched. */
+static void prefetch_next(const struct planner *p, size_t r,
+                          const struct wst_box *want)
+{
+    const struct wst_have *h;
+
+    if (ref_misses(&p->refs[r], want))
+        return;
+    h = ref_have(p, &p->refs[r]);
+    __builtin_prefetch(&h->box.start[0]);
+    __builtin_prefetch(&h->flat);
+}
+
 static wst_status_t cover_want(struct planner *p, size_t wi)
 {
     const struct wst_want *w = &p->in->wants[wi];
@@ -629,7 +931,8 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
     if (wst_box_elems(&w->box) == 0)
         return WST_OK;
     find_refs(p, w->tensor.name, &lo, &hi);
-    status = check_haves_agree(p, w, lo, hi);
+    /* checked on the counting pass; the writing pass sees the same input */
+    status = p->runs.out == NULL ? check_haves_agree(p, w, lo, hi) : WST_OK;
     if (status != WST_OK)
         return status;
     want_layout(w, &dst);
@@ -643,8 +946,8 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
         ;
     for (k = 0; k < hi - lo && p->cur.n > 0 && status == WST_OK; k++) {
         r = m + k < hi ? m + k : lo + (m + k - hi);
-        if (ref_is(&p->refs[r], w->tensor.name))
-            status = take_from_have(p, &rc, &p->refs[r]);
+        prefetch_next(p, lo + (r - lo + PREFETCH_AHEAD) % (hi - lo), &w->box);
+        status = take_from_have(p, &rc, &w->box, &p->refs[r]);
     }
     if (status != WST_OK)
         return plan_fail(p, status, "tensor %s: no memory for runs",
@@ -698,15 +1001,44 @@ static void coalesce_items(struct item_vec *iv)
     iv->n = n;
 }
 
-static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
+static int items_sorted(const struct wst_plan_item *v, size_t n)
+{
+    size_t i;
+
+    for (i = 1; i < n; i++)
+        if (item_cmp(&v[i - 1], &v[i]) > 0)
+            return 0;
+    return 1;
+}
+
+/* Puts each sender's slice in plan order. Runs were made want by want in
+ * (layer, region, offset) order, so a slice is usually in order already:
+ * the check is linear, and the sort, where a sender's layout needs one,
+ * covers that sender only. */
+static void sort_slices(struct planner *p)
+{
+    const struct run_sink *rs = &p->runs;
+    uint32_t s;
+
+    for (s = 0; s < p->in->n_senders; s++) {
+        struct wst_plan_item *v = rs->out + rs->start[s];
+
+        if (!items_sorted(v, rs->count[s]))
+            qsort(v, rs->count[s], sizeof(*v), item_cmp);
+    }
+}
+
+/* Takes the runs of the second pass as the plan's items. */
+static wst_status_t plan_assemble(struct planner *p, size_t total,
+                                  struct wst_plan **plan_p)
 {
     uint32_t n_senders = p->in->n_senders, n_layers = p->n_layers;
     size_t n_cells = (size_t)n_senders * n_layers, i;
+    struct item_vec items = {.v = p->runs.out, .n = total, .cap = total};
     struct wst_plan *plan;
 
-    if (p->items.n > 1) /* items.v is NULL for an empty plan */
-        qsort(p->items.v, p->items.n, sizeof(*p->items.v), item_cmp);
-    coalesce_items(&p->items);
+    sort_slices(p);
+    coalesce_items(&items);
     plan = calloc(1, sizeof(*plan));
     if (plan == NULL)
         goto err_no_memory;
@@ -716,8 +1048,8 @@ static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
     plan->layer_bytes = calloc(n_cells ? n_cells : 1, sizeof(uint64_t));
     if (plan->layer_bytes == NULL)
         goto err_free_sender_first;
-    for (i = 0; i < p->items.n; i++) {
-        const struct wst_plan_item *it = &p->items.v[i];
+    for (i = 0; i < items.n; i++) {
+        const struct wst_plan_item *it = &items.v[i];
 
         plan->sender_first[it->sender + 1]++;
         plan->layer_bytes[(size_t)it->sender * n_layers + it->layer] +=
@@ -728,10 +1060,9 @@ static wst_status_t plan_assemble(struct planner *p, struct wst_plan **plan_p)
         plan->sender_first[i + 1] += plan->sender_first[i];
     plan->n_senders = n_senders;
     plan->n_layers = n_layers;
-    plan->n_items = p->items.n;
-    plan->items = p->items.v; /* ownership moves to the plan */
-    p->items.v = NULL;
-    p->items.n = p->items.cap = 0;
+    plan->n_items = items.n;
+    plan->items = items.v; /* ownership moves to the plan */
+    p->runs.out = NULL;
     plan->hash =
         wst_plan_hash_items(n_senders, n_layers, plan->items, plan->n_items);
     *plan_p = plan;
@@ -743,7 +1074,98 @@ err_free_plan:
     free(plan);
 err_no_memory:
     return plan_fail(p, WST_ERR_NO_MEMORY, "planner: no memory for %zu items",
-                     p->items.n);
+                     items.n);
+}
+
+/* Want order for making runs: (layer, region, offset), the plan's own
+ * order after the sender, so that each sender's runs come out sorted. */
+struct want_key {
+    uint32_t layer, region;
+    uint64_t offset;
+    size_t index;
+};
+
+static int want_key_cmp(const void *pa, const void *pb)
+{
+    const struct want_key *a = pa, *b = pb;
+    int r;
+
+    if ((r = cmp_u64(a->layer, b->layer)) != 0 ||
+        (r = cmp_u64(a->region, b->region)) != 0 ||
+        (r = cmp_u64(a->offset, b->offset)) != 0)
+        return r;
+    return cmp_u64(a->index, b->index);
+}
+
+/* Covers every want, in want_key order; which sender is chosen depends on
+ * the want's own index only, so the order changes no item. */
+static wst_status_t cover_wants(struct planner *p)
+{
+    size_t n = p->in->n_wants, i;
+    struct want_key *keys = malloc((n ? n : 1) * sizeof(*keys));
+    wst_status_t status = WST_OK;
+
+    if (keys == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory to order %zu wants", n);
+    for (i = 0; i < n; i++) {
+        const struct wst_want *w = &p->in->wants[i];
+
+        keys[i] = (struct want_key){.layer = want_layer(p, w),
+                                    .region = w->region,
+                                    .offset = w->offset,
+                                    .index = i};
+    }
+    qsort(keys, n, sizeof(*keys), want_key_cmp);
+    for (i = 0; i < n && status == WST_OK; i++)
+        status = cover_want(p, keys[i].index);
+    free(keys);
+    return status;
+}
+
+static wst_status_t runs_init(struct planner *p)
+{
+    size_t n = p->in->n_senders ? p->in->n_senders : 1;
+    struct run_sink *rs = &p->runs;
+
+    rs->last = malloc(n * sizeof(*rs->last));
+    rs->count = calloc(n, sizeof(*rs->count));
+    rs->start = calloc(n + 1, sizeof(*rs->start));
+    if (rs->last == NULL || rs->count == NULL || rs->start == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory for %u senders", p->in->n_senders);
+    return WST_OK;
+}
+
+/* After the counting pass: each sender's slice of one exact array, and the
+ * counts back to 0 for the writing pass. */
+static wst_status_t runs_alloc(struct planner *p, size_t *total_p)
+{
+    struct run_sink *rs = &p->runs;
+    size_t total = 0;
+    uint32_t s;
+
+    for (s = 0; s < p->in->n_senders; s++) {
+        rs->start[s] = total;
+        total += rs->count[s];
+        rs->count[s] = 0;
+    }
+    rs->start[p->in->n_senders] = total;
+    rs->out = malloc((total ? total : 1) * sizeof(*rs->out));
+    if (rs->out == NULL)
+        return plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory for %zu items", total);
+    advise_huge(rs->out, total * sizeof(*rs->out));
+    *total_p = total;
+    return WST_OK;
+}
+
+static void runs_free(struct run_sink *rs)
+{
+    free(rs->out); /* NULL once the plan owns it */
+    free(rs->last);
+    free(rs->count);
+    free(rs->start);
 }
 
 wst_status_t wst_plan_build(const struct wst_plan_input *in,
@@ -752,7 +1174,7 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
 {
     struct planner p = {.in = in, .lg = lg, .err = err, .errlen = errlen};
     wst_status_t status;
-    size_t i;
+    size_t total = 0;
 
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -760,25 +1182,35 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
         return plan_fail(&p, WST_ERR_INVALID, "planner: missing input");
     status = validate_input(&p);
     if (status == WST_OK)
+        status = index_haves(&p); /* checks the haves, as validate_input */
+    if (status == WST_OK)
         status = check_expert_wants(&p);
     if (status == WST_OK)
         status = count_layers(&p);
-    if (status == WST_OK)
-        status = index_haves(&p);
     if (status != WST_OK)
         goto out_free_index;
-    for (i = 0; i < in->n_wants && status == WST_OK; i++)
-        status = cover_want(&p, i);
+    status = runs_init(&p);
+    if (status != WST_OK)
+        goto out_free_runs;
+    status = cover_wants(&p); /* counts */
     if (status == WST_OK)
-        status = plan_assemble(&p, plan_p);
-    free(p.items.v);
+        status = runs_alloc(&p, &total);
+    if (status == WST_OK)
+        status = cover_wants(&p); /* writes */
+    if (status == WST_OK)
+        status = runs_close(&p, in->n_senders);
+    if (status == WST_OK)
+        status = plan_assemble(&p, total, plan_p);
+out_free_runs:
+    runs_free(&p.runs);
     free(p.cur.v);
     free(p.next.v);
 out_free_index:
     free(p.refs);
+    free(p.slots);
+    free(p.first);
     return status;
 }
-
 void wst_plan_destroy(struct wst_plan *plan)
 {
     if (plan == NULL)

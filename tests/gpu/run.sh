@@ -374,5 +374,14 @@ stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print
     fi
 } | tee -a "$summary"
 rm -f "$out/gbs.tmp" "$out/perf.tmp"
+# 8. wstream-model's predictions for the published refits (ANCHORS.md),
+#    with this run's repack, digest and pinned copy rates.
+if [ -x "$bin/wstream-model" ]; then
+    echo | tee -a "$summary"
+    echo "wstream-model, this run's GPU rates (tools/model/anchors.sh --gpu-summary kernels.txt):" |
+        tee -a "$summary"
+    sh "$root/tools/model/anchors.sh" "$bin/wstream-model" \
+        --gpu-summary "$out/kernels.txt" 2>>"$log" | tee -a "$summary"
+fi
 echo "total $(($(date +%s) - t0)) s; failed=$failed" | tee -a "$summary"
 exit $failed

@@ -99,6 +99,32 @@ class RefusalTest(unittest.TestCase):
                           "127.0.0.1:1 (its --listen), and that no firewall "
                           "blocks the port", cm.exception.message)
 
+    def test_6b_error_said_once(self):
+        """An error a call raises is not also printed as a log line (the
+        default stderr sink, no logging configured): a fresh interpreter
+        pushes to a port nothing listens on; the exception's message is
+        on stderr exactly once, from the traceback."""
+        import subprocess
+        import sys
+        code = ("import torch, wstream\n"
+                "s = wstream.Sender('127.0.0.1:1', timeout=3)\n"
+                "s.register('x', torch.zeros(3))\n"
+                "try:\n"
+                "    s.push(1)\n"
+                "except wstream.WstreamError as e:\n"
+                "    print('MESSAGE=' + e.message, flush=True)\n"
+                "    raise\n")
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                             text=True, timeout=60)
+        self.assertNotEqual(run.returncode, 0, run.stderr)
+        lines = [ln for ln in run.stdout.splitlines()
+                 if ln.startswith("MESSAGE=")]
+        self.assertEqual(len(lines), 1, run.stdout)
+        message = lines[0][len("MESSAGE="):]
+        self.assertIn("127.0.0.1:1", message)
+        self.assertEqual(run.stderr.count(message), 1, run.stderr)
+        self.assertNotIn("] error: ", run.stderr)
+
     def test_7_secret_file(self):
         """secret_file=: another secret is refused by the agent, nothing
         written; a file others may read is refused before anything

@@ -667,6 +667,34 @@ static void test_plan_moe_refuse_non_linear(void **state)
     free(s);
 }
 
+/* Haves are checked as the planner indexes them, before any expert
+ * refusal, as when they had a pass of their own: an invalid have is what
+ * is reported, and an unterminated name is refused unread. */
+static void test_plan_moe_refuse_invalid_have_first(void **state)
+{
+    struct small *s = malloc(sizeof(*s));
+    struct wst_tensor_desc t = tensor3(EXP_NAME, WST_DTYPE_BF16, 16, 8, 6);
+
+    (void)state;
+    small_init(s, 2, 1);
+    add_have(s, 0, &t, box3(0, 8, 0, 8, 0, 6), 0);
+    add_have(s, 1, &t, box3(8, 16, 0, 8, 0, 6), 0);
+    /* placement alone would be refused as non-linear */
+    add_expert_want(s, &t, box3(0, 4, 0, 8, 0, 6), 1, 4);
+    expect_refusal(s, WST_ERR_NON_LINEAR_PLACEMENT, "[0, 4)");
+
+    s->haves[1][0].box.stop[2] = 7; /* beyond the shape */
+    expect_refusal(s, WST_ERR_INVALID, "sender 1 have 0");
+
+    s->haves[1][0].box.stop[2] = 6;
+    memset(s->haves[1][0].tensor.name, 'x', WST_NAME_MAX);
+    assert_int_equal(wst_plan_build(&s->in, NULL, &(struct wst_plan *){NULL},
+                                    s->err, sizeof(s->err)),
+                     WST_ERR_INVALID);
+    assert_non_null(strstr(s->err, "sender 1 have 0"));
+    free(s);
+}
+
 static void test_plan_moe_refuse_bad_descriptor(void **state)
 {
     struct small *s = malloc(sizeof(*s));
@@ -991,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_plan_moe_refuse_sharding),
         cmocka_unit_test(test_plan_moe_refuse_non_linear),
         cmocka_unit_test(test_plan_moe_refuse_bad_descriptor),
+        cmocka_unit_test(test_plan_moe_refuse_invalid_have_first),
         cmocka_unit_test(test_plan_moe_input_key),
         cmocka_unit_test(test_plan_moe_mixed_ep_fsdp),
         cmocka_unit_test(test_plan_moe_random_bruteforce),

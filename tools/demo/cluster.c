@@ -1313,6 +1313,35 @@ int wst_cluster_agent_path(char *buf, size_t len)
     return 0;
 }
 
+/* mkdir -p for a folder the user named: each missing component is made
+ * 0700 (the folder holds the deployment's secret); one that exists must be a
+ * folder. -1 after printing which component failed and why. */
+static int make_folders(const char *prog, char *path)
+{
+    struct stat st;
+
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "%s: --workdir: cannot create %s: %s\n", prog, path,
+                    strerror(errno));
+            *p = saved;
+            return -1;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: --workdir %s is not a folder\n", prog, path);
+        return -1;
+    }
+    return 0;
+}
+
 int wst_cluster_workdir(const char *prog, const char *given, char *buf,
                         size_t len, int *own_p)
 {
@@ -1323,7 +1352,7 @@ int wst_cluster_workdir(const char *prog, const char *given, char *buf,
             return -1;
         }
         snprintf(buf, len, "%s", given);
-        return 0;
+        return make_folders(prog, buf);
     }
     snprintf(buf, len, "/tmp/%s-XXXXXX", prog);
     if (mkdtemp(buf) == NULL) {

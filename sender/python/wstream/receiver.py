@@ -172,11 +172,17 @@ class Receiver:
         # destroy lives in _keep, which the finalizer holds.
         self._keep = [self._sink, self._hooks]
         handle = ctypes.c_void_p()
-        self._sink.clear()
-        status = self._lib.wst_receiver_create(ctypes.byref(p),
-                                               ctypes.byref(handle))
-        if status != 0:
-            raise self._error(status, "cannot create the receiver")
+        self._sink.begin()
+        error = None
+        try:
+            status = self._lib.wst_receiver_create(ctypes.byref(p),
+                                                   ctypes.byref(handle))
+            if status != 0:
+                error = self._error(status, "cannot create the receiver")
+        finally:
+            self._sink.end(error.message if error is not None else None)
+        if error is not None:
+            raise error
         self._handle = handle.value
         self._finalizer = weakref.finalize(self, _destroy, self._lib,
                                            self._handle, self._keep)
@@ -517,10 +523,16 @@ class Receiver:
         return next(n for n, (r, _) in self._regions.items() if r == rid)
 
     def _call(self, what, fn, *c_args):
-        self._sink.clear()
-        status = fn(self._handle, *c_args)
-        if status != 0:
-            raise self._error(status, what + " failed")
+        self._sink.begin()
+        error = None
+        try:
+            status = fn(self._handle, *c_args)
+            if status != 0:
+                error = self._error(status, what + " failed")
+        finally:
+            self._sink.end(error.message if error is not None else None)
+        if error is not None:
+            raise error
 
     def _error(self, status, fallback):
         message = self._sink.last_error() or fallback

@@ -93,10 +93,17 @@ class Sender:
         p.lanes = lanes
         p.lane_devices = lane_devices.encode() if lane_devices else None
         handle = ctypes.c_void_p()
-        status = self._lib.wst_sender_create(ctypes.byref(p),
-                                             ctypes.byref(handle))
-        if status != 0:
-            raise self._error(status, None, "cannot create the sender")
+        self._sink.begin()
+        error = None
+        try:
+            status = self._lib.wst_sender_create(ctypes.byref(p),
+                                                 ctypes.byref(handle))
+            if status != 0:
+                error = self._error(status, None, "cannot create the sender")
+        finally:
+            self._sink.end(error.message if error is not None else None)
+        if error is not None:
+            raise error
         self._handle = handle.value
         self._finalizer = weakref.finalize(self, _destroy, self._lib,
                                            self._handle, self._sink)
@@ -301,10 +308,16 @@ class Sender:
             raise ValueError("the sender is closed")
 
     def _call(self, what, fn, *args):
-        self._sink.clear()
-        status = fn(self._handle, *args)
-        if status != 0:
-            raise self._error(status, self._handle, what + " failed")
+        self._sink.begin()
+        error = None
+        try:
+            status = fn(self._handle, *args)
+            if status != 0:
+                error = self._error(status, self._handle, what + " failed")
+        finally:
+            self._sink.end(error.message if error is not None else None)
+        if error is not None:
+            raise error
 
     def _error(self, status, handle, fallback):
         message = ""
