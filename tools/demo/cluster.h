@@ -265,7 +265,8 @@ int wst_cluster_restart_sender(struct wst_cluster *c, uint32_t r);
 
 /* The folder for layout, port and status files: 'given' when not empty
  * (*own_p = 0; made with its missing parents, mode 0700, if absent), else a
- * new /tmp/<prog>-XXXXXX (*own_p = 1). -1 after printing why. wst_cluster_workdir_remove deletes an owned one. */
+ * new /tmp/<prog>-XXXXXX (*own_p = 1). -1 after printing why.
+ * wst_cluster_workdir_remove deletes an owned one. */
 int wst_cluster_workdir(const char *prog, const char *given, char *buf,
                         size_t len, int *own_p);
 void wst_cluster_workdir_remove(const char *prog, const char *dir);
