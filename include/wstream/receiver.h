@@ -289,24 +289,6 @@ struct wst_receiver_state {
     uint64_t last_refit_nccl_bytes;
     double last_refit_seconds; /* begin acknowledged to commit */
     double plan_seconds;       /* building the current plan (0: cached) */
-    /* Unpacking senders' have manifests, summed over every manifest since
-     * the receiver started (the planner thread's other job). */
-    double manifest_seconds;
-    /* The planner thread's CPU seconds for the current plan and for those
-     * manifests: on a host with more threads than cores, the cost of each
-     * without the waits for a core. */
-    double plan_cpu_seconds;
-    double manifest_cpu_seconds;
-    /* Bytes of the senders' decoded have manifests the receiver held when
-     * the current plan was installed (what max_manifest_bytes bounds). */
-    uint64_t manifest_bytes;
-    /* Control messages on the senders' connections since the receiver
-     * started, heartbeats included: sent and received, and their payload
-     * bytes (each frame adds 4 bytes and a 32-byte MAC on the wire). */
-    uint64_t control_msgs_out;
-    uint64_t control_bytes_out;
-    uint64_t control_msgs_in;
-    uint64_t control_bytes_in;
     /* The refit under way (refit_in_progress): its version and phase --
      * "beginning" (the engine is asked to pause), "ready" (paused, nothing
      * written, waiting for the engine group), "receiving", "prepared"
@@ -337,6 +319,25 @@ struct wst_receiver_state {
      * refit_version is V); in committed(V), committed_label is V's. */
     char refit_label[WST_LABEL_MAX];
     char committed_label[WST_LABEL_MAX];
+    /* Scale figures (appended: the fields above keep their offsets). */
+    /* Unpacking senders' have manifests, summed over every manifest since
+     * the receiver started (the planner thread's other job). */
+    double manifest_seconds;
+    /* The planner thread's CPU seconds for the current plan and for those
+     * manifests: on a host with more threads than cores, the cost of each
+     * without the waits for a core. */
+    double plan_cpu_seconds;
+    double manifest_cpu_seconds;
+    /* Bytes of the senders' decoded have manifests the receiver held when
+     * the current plan was installed (what max_manifest_bytes bounds). */
+    uint64_t manifest_bytes;
+    /* Control messages on the senders' connections since the receiver
+     * started, heartbeats included: sent and received, and their payload
+     * bytes (each frame adds 4 bytes and a 32-byte MAC on the wire). */
+    uint64_t control_msgs_out;
+    uint64_t control_bytes_out;
+    uint64_t control_msgs_in;
+    uint64_t control_bytes_in;
 };
 
 /* On success *receiver_p is owned by the caller. */

@@ -131,6 +131,14 @@ static void state_and_times(void)
     FIELD(wst_receiver_state, lane_device);
     FIELD(wst_receiver_state, refit_label);
     FIELD(wst_receiver_state, committed_label);
+    FIELD(wst_receiver_state, manifest_seconds);
+    FIELD(wst_receiver_state, plan_cpu_seconds);
+    FIELD(wst_receiver_state, manifest_cpu_seconds);
+    FIELD(wst_receiver_state, manifest_bytes);
+    FIELD(wst_receiver_state, control_msgs_out);
+    FIELD(wst_receiver_state, control_bytes_out);
+    FIELD(wst_receiver_state, control_msgs_in);
+    FIELD(wst_receiver_state, control_bytes_in);
 }
 
 int main(void)

@@ -174,6 +174,14 @@ class ReceiverState(ctypes.Structure):
         ("lane_device", (ctypes.c_char * 64) * LANES_MAX),
         ("refit_label", ctypes.c_char * LABEL_MAX),
         ("committed_label", ctypes.c_char * LABEL_MAX),
+        ("manifest_seconds", ctypes.c_double),
+        ("plan_cpu_seconds", ctypes.c_double),
+        ("manifest_cpu_seconds", ctypes.c_double),
+        ("manifest_bytes", u64),
+        ("control_msgs_out", u64),
+        ("control_bytes_out", u64),
+        ("control_msgs_in", u64),
+        ("control_bytes_in", u64),
     ]
 
 

@@ -465,6 +465,14 @@ class Receiver:
             "lane_device": [_text(d.value) for d in st.lane_device[:lanes]],
             "refit_label": _text(st.refit_label),
             "committed_label": _text(st.committed_label),
+            "manifest_seconds": st.manifest_seconds,
+            "plan_cpu_seconds": st.plan_cpu_seconds,
+            "manifest_cpu_seconds": st.manifest_cpu_seconds,
+            "manifest_bytes": st.manifest_bytes,
+            "control_msgs_out": st.control_msgs_out,
+            "control_bytes_out": st.control_bytes_out,
+            "control_msgs_in": st.control_msgs_in,
+            "control_bytes_in": st.control_bytes_in,
         }
 
     def timeline(self):
