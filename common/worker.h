@@ -75,9 +75,12 @@ struct wst_worker_ops {
      * 'len' bytes; WST_ERR_BUSY when there is no room for it yet (the
      * message is parked, with every later one behind it, until the owner
      * calls wst_worker_data_resume); or another error to drop it (then
-     * data_done is not called). */
+     * data_done is not called). 'rndv' is nonzero for a rendezvous
+     * message, whose bytes UCX itself moves into *dest_p (device memory
+     * too, with a CUDA-aware UCX); an eager one's bytes are copied there
+     * with memcpy, so its place must be host memory. */
     wst_status_t (*data_dest)(void *arg, const struct wst_data_hdr *hdr,
-                              size_t len, void **dest_p);
+                              size_t len, int rndv, void **dest_p);
     /* The bytes of an accepted data message are at 'dest' (or failed;
      * dest is NULL when the message never got one). */
     void (*data_done)(void *arg, const struct wst_data_hdr *hdr, void *dest,

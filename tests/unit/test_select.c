@@ -157,7 +157,7 @@ static const struct row rows[] = {
     {IN(1, 1, 1, 1, 1, 1, AUTO),
      WST_OK,
      WST_PATH_DIRECT,
-     {"on this sender and the receiver", "GPUDirect RDMA"},
+     {"on this sender and the receiver", "CUDA IPC", "GPUDirect RDMA"},
      {"configured"}},
     /* A side holding only host memory needs no CUDA-aware UCX. */
     {IN(1, 0, 1, 0, 0, 0, AUTO),
@@ -557,9 +557,10 @@ static void test_device_path_log_direct(void **state)
     assert_string_equal(
         c.line, "receiver 10.0.0.7:7070: device path direct: device memory "
                 "on this sender and the receiver is registered with a "
-                "CUDA-aware UCX and moved without host copies (GPUDirect "
-                "RDMA) (unverified on hardware: no machine here has a "
-                "CUDA-aware UCX and an RDMA NIC)");
+                "CUDA-aware UCX and moved without host copies (CUDA IPC "
+                "within a host, GPUDirect RDMA across hosts) (GPUDirect RDMA "
+                "across hosts is unverified on hardware: no machine here has "
+                "an RDMA NIC)");
 }
 
 static void test_device_path_log_respects_level(void **state)
