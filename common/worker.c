@@ -698,6 +698,17 @@ wst_status_t wst_worker_call(wst_worker_t *w, wst_worker_fn fn, void *arg)
     return status;
 }
 
+wst_status_t wst_worker_call_each_thread(wst_worker_t *w, wst_worker_fn fn,
+                                         void *arg)
+{
+    wst_status_t st = wst_worker_call(w, fn, arg);
+
+    /* Lanes are started with the worker and live as long as it does. */
+    for (unsigned i = 1; st == WST_OK && i < w->n_lanes; i++)
+        st = wst_worker_call(w->lanes[i], fn, arg);
+    return st;
+}
+
 wst_status_t wst_worker_address(wst_worker_t *w, const void **addr_p,
                                 size_t *len_p)
 {

@@ -179,6 +179,14 @@ wst_status_t wst_worker_post(wst_worker_t *worker, wst_worker_fn fn, void *arg);
  * progress thread. */
 wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn, void *arg);
 
+/* wst_worker_call on the progress thread, then on each data lane's thread
+ * in turn: for state of the calling thread that UCX relies on (a
+ * CUDA-aware UCX 1.13 needs a current CUDA context on every thread that
+ * calls it: gpu_worker.h). Not from any of the worker's threads. Stops at
+ * the first failure. */
+wst_status_t wst_worker_call_each_thread(wst_worker_t *worker, wst_worker_fn fn,
+                                         void *arg);
+
 /* Progress thread: listen on host:port (port 0 picks one); the bound port
  * goes to *port_p. Peers are handed to ops.accepted once their handshake
  * is done; others are dropped with a log line naming them. */

@@ -9,6 +9,7 @@
 #include "device.h"
 #include "gpu.h"
 #include "gpu_probe.h"
+#include "gpu_worker.h"
 #include "landing.h"
 #include "log.h"
 #include "receiver_internal.h"
@@ -83,7 +84,9 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
     /* Puts would need remote keys for device memory, which no receiver
      * hands out yet (also with a CUDA-aware UCX): active messages. */
     r->allow_put = 0;
-    wst_status_t st = wst_recv_device_create(&r->log, r->device, &r->dev);
+    wst_status_t st = wst_gpu_worker_bind(&r->log, r->worker, r->device);
+    if (st == WST_OK)
+        st = wst_recv_device_create(&r->log, r->device, &r->dev);
     if (st == WST_OK)
         st = wst_landing_create(&r->log, r->worker, r->device, &r->landing);
     return st;

@@ -383,6 +383,7 @@ rm -f "$out/demo.tmp" "$out/pair.tmp"
 #    path, and ucx_perftest -m cuda (put, am and tag bandwidth) with the
 #    senders' message size, 8 MiB (WST_DATA_CHUNK_MAX).
 gbs_direct=""
+gbs_direct1=""
 gbs_direct_bounce=""
 perf_cuda=()
 if [ -n "$cuda_ucx" ]; then
@@ -396,12 +397,17 @@ if [ -n "$cuda_ucx" ]; then
     ucx_said "section 7 (direct path, UCX_TLS=$UCX_TLS)"
     direct() { # direct NAME ARGS...: a d2d refit that must choose direct
         demo "direct $1" --device 0 --sender-device 0 --transport auto "${@:2}"
-        local n_direct n_other
+        local n_direct n_other n_err
         n_direct=$(grep -c "device path direct" "$out/demo.tmp")
         n_other=$(grep -cE "device path (bounce|nccl)" "$out/demo.tmp")
-        [ "$n_direct" -gt 0 ] && [ "$n_other" -eq 0 ]
+        # UCX's own complaints (a CUDA call on a thread without a context
+        # made it fall back to slow paths, or crash) fail the case too.
+        n_err=$(grep -c "UCX  ERROR" "$out/demo.tmp")
+        grep "UCX  ERROR" "$out/demo.tmp" | sed 's/^\[[^]]*\] \[[^]]*\] *//' |
+            sort | uniq -c | sort -rn | head -3 | sed 's/^/    /' | tee -a "$summary"
+        [ "$n_direct" -gt 0 ] && [ "$n_other" -eq 0 ] && [ "$n_err" -eq 0 ]
         result "direct $1: auto chose direct" $? \
-            "($n_direct senders' lines say direct, $n_other another path)"
+            "($n_direct senders' lines say direct, $n_other another path, $n_err UCX errors)"
     }
     direct "tiny-moe 2->2 (info log)" --senders 2 --receivers 2 --refits 3 \
         --log-level info
@@ -418,21 +424,33 @@ if [ -n "$cuda_ucx" ]; then
     # shellcheck disable=SC2086
     direct "qwen3-30b-a3b 2 layers 1->1" $q3d
     gbs_direct=$(median_gbs)
+    timeline
+    # One data lane: cuda_ipc needs no striping over TCP lanes, and each
+    # further lane is a UCX context of its own (registering device memory
+    # again).
+    # shellcheck disable=SC2086
+    direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
+    gbs_direct1=$(median_gbs)
     # shellcheck disable=SC2086
     demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" --device 0 \
         --sender-device 0 --transport auto --device-path bounce $q3d
     gbs_direct_bounce=$(median_gbs)
+    # UCX 1.13 emulates puts over tcp with memcpy, which cannot read device
+    # memory (a crash): put_bw runs without tcp, on shared memory and the
+    # CUDA transports.
     for t in ucp_put_bw ucp_am_bw tag_bw; do
-        timeout 60 ucx_perftest -p 13378 >>"$log" 2>&1 &
+        tls=$UCX_TLS
+        [ $t != ucp_put_bw ] || tls=${WST_GPU_DIRECT_PUT_TLS:-sm,cuda_copy,cuda_ipc}
+        UCX_TLS=$tls timeout 60 ucx_perftest -p 13378 >>"$log" 2>&1 &
         srv=$!
         sleep 1
-        timeout 60 ucx_perftest 127.0.0.1 -p 13378 -t $t -m cuda \
+        UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p 13378 -t $t -m cuda \
             -s 8388608 -n 400 -w 40 >"$out/perf.tmp" 2>&1
         st=$?
         cat "$out/perf.tmp" >>"$log"
         wait $srv
         perf_cuda+=("$(awk '/Final:/ {printf "%.2f", $7 * 1048576 / 1e9}' "$out/perf.tmp")")
-        result "ucx_perftest -t $t -m cuda, 8 MiB" $st "(${perf_cuda[-1]:-?} GB/s)"
+        result "ucx_perftest -t $t -m cuda, 8 MiB, UCX_TLS=$tls" $st "(${perf_cuda[-1]:-?} GB/s)"
     done
     unset UCX_TLS
     export LD_LIBRARY_PATH=$saved_ld PATH=$saved_path
@@ -474,6 +492,7 @@ if [ -n "$cuda_ucx" ]; then
         echo "| direct path, one GPU, qwen3-30b-a3b 2 layers 1->1, 8 MiB messages (medians) | GB/s | direct / this |"
         echo "|---|---|---|"
         echo "| refit device->device, direct (UCX moves device memory) | ${gbs_direct:-?} | 1.00 |"
+        echo "| refit device->device, direct, 1 data lane | ${gbs_direct1:-?} | $(ratio "$gbs_direct" "${gbs_direct1:-}") |"
         echo "| refit device->device, bounce, same UCX | ${gbs_direct_bounce:-?} | $(ratio "$gbs_direct" "$gbs_direct_bounce") |"
         echo "| ucx_perftest -m cuda ucp_put_bw | ${perf_cuda[0]:-?} | $(ratio "$gbs_direct" "${perf_cuda[0]:-}") |"
         echo "| ucx_perftest -m cuda ucp_am_bw | ${perf_cuda[1]:-?} | $(ratio "$gbs_direct" "${perf_cuda[1]:-}") |"
