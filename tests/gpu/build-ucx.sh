@@ -33,7 +33,13 @@
 #     the real libnvidia-ml.so.1 at run time.
 #
 # UCX_TAG picks the release (default v1.13.1: the headers our build compiles
-# against here are Debian's UCX 1.13.1, so the same ABI).
+# against here are Debian's UCX 1.13.1, so the same ABI). v1.16.0 builds
+# too (one typedef mapped, below) and is what the direct path needs on the
+# H200 (NOTES.md, 2026-12-02): 1.13's cuda_ipc exports every buffer it
+# registers, which engine memory the agent imported by CUDA IPC refuses;
+# 1.16 exports only when a key is packed. Binaries built against 1.13's
+# headers run on 1.16 (UCX keeps its ABI backward compatible), so the build
+# keeps Debian's headers and only the loader path changes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${1:-$root/build-ucx-cuda}
@@ -102,6 +108,15 @@ ln -sf libnvidia-ml.so.1 "$dest/nvml/lib/libnvidia-ml.so"
 # knem/xpmem are kernel modules it lacks); threads on (the agent and sender
 # use UCX from several threads); release checks as contrib/configure-release
 # has them, logging kept for diagnosis.
+# UCX 1.16 to 1.18 name a typedef CUDA 13's cudaTypedefs.h has only
+# with its version suffix; the same type under the old name, for them.
+cppflags="-I$dest/nvml/include"
+if grep -q 'PFN_cuMemGetHandleForAddressRange ' \
+    "$dest/src/src/uct/cuda/cuda_copy/cuda_copy_md.c" 2>/dev/null &&
+    ! grep -q 'PFN_cuMemGetHandleForAddressRange;' \
+        "$cuda/include/cudaTypedefs.h"; then
+    cppflags="$cppflags -DPFN_cuMemGetHandleForAddressRange=PFN_cuMemGetHandleForAddressRange_v11070"
+fi
 configure=(
     "$dest/src/configure" --prefix="$prefix"
     --disable-static --enable-shared --enable-mt
@@ -111,7 +126,7 @@ configure=(
     --without-ugni --without-verbs --without-rdmacm --without-gdrcopy
     --without-fuse3 --without-mpi --without-valgrind --disable-numa
     --with-cuda="$cuda"
-    CPPFLAGS="-I$dest/nvml/include"
+    CPPFLAGS="$cppflags"
     LDFLAGS="-L$dest/nvml/lib"
 )
 (cd "$dest/obj" && "${configure[@]}") >"$dest/configure.log" 2>&1 || {

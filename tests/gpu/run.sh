@@ -419,11 +419,14 @@ if [ -n "$cuda_ucx" ]; then
         --log-level info
     grep -E "UCX .* reaches memory types" "$out/demo.tmp" | sed 's/^[0-9.]* //' |
         sort | uniq -c | sed 's/^/    /' | tee -a "$summary"
-    direct "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5
-    direct "tiny-moe checkpoint 1->2" --senders 1 --receivers 2 --refits 5 \
-        --loader checkpoint
-    direct "tiny-moe 1 slot 4->2" --senders 4 --receivers 2 --refits 5 \
-        --staging-slots 1
+    # WST_GPU_DIRECT_QUICK=1 leaves these three out (device time).
+    if [ "${WST_GPU_DIRECT_QUICK:-0}" != 1 ]; then
+        direct "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5
+        direct "tiny-moe checkpoint 1->2" --senders 1 --receivers 2 \
+            --refits 5 --loader checkpoint
+        direct "tiny-moe 1 slot 4->2" --senders 4 --receivers 2 --refits 5 \
+            --staging-slots 1
+    fi
     direct "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 \
         --refits 5 --log-level info
     q3d="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5 --log-level info"
@@ -431,12 +434,15 @@ if [ -n "$cuda_ucx" ]; then
     direct "qwen3-30b-a3b 2 layers 1->1" $q3d
     gbs_direct=$(median_gbs)
     timeline
-    # One data lane: cuda_ipc needs no striping over TCP lanes, and each
-    # further lane is a UCX context of its own (registering device memory
-    # again).
-    # shellcheck disable=SC2086
-    direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
-    gbs_direct1=$(median_gbs)
+    # One data lane (WST_GPU_DIRECT_ONE_LANE=1): cuda_ipc needs no
+    # striping over TCP lanes, and each further lane is a UCX context of
+    # its own (registering device memory again). On the H200 with UCX
+    # 1.13.1 it made no difference (1.35 vs 1.32 GB/s, NOTES.md).
+    if [ "${WST_GPU_DIRECT_ONE_LANE:-0}" = 1 ]; then
+        # shellcheck disable=SC2086
+        direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
+        gbs_direct1=$(median_gbs)
+    fi
     # shellcheck disable=SC2086
     demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" --device 0 \
         --sender-device 0 --transport auto --device-path bounce $q3d
@@ -498,7 +504,8 @@ if [ -n "$cuda_ucx" ]; then
         echo "| direct path, one GPU, qwen3-30b-a3b 2 layers 1->1, 8 MiB messages (medians) | GB/s | direct / this |"
         echo "|---|---|---|"
         echo "| refit device->device, direct (UCX moves device memory) | ${gbs_direct:-?} | 1.00 |"
-        echo "| refit device->device, direct, 1 data lane | ${gbs_direct1:-?} | $(ratio "$gbs_direct" "${gbs_direct1:-}") |"
+        [ -z "$gbs_direct1" ] ||
+            echo "| refit device->device, direct, 1 data lane | $gbs_direct1 | $(ratio "$gbs_direct" "$gbs_direct1") |"
         echo "| refit device->device, bounce, same UCX | ${gbs_direct_bounce:-?} | $(ratio "$gbs_direct" "$gbs_direct_bounce") |"
         echo "| ucx_perftest -m cuda ucp_put_bw | ${perf_cuda[0]:-?} | $(ratio "$gbs_direct" "${perf_cuda[0]:-}") |"
         echo "| ucx_perftest -m cuda ucp_am_bw | ${perf_cuda[1]:-?} | $(ratio "$gbs_direct" "${perf_cuda[1]:-}") |"
