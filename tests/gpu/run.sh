@@ -396,7 +396,9 @@ if [ -n "$cuda_ucx" ]; then
     export UCX_TLS=${WST_GPU_DIRECT_TLS:-tcp,cuda_copy,cuda_ipc}
     ucx_said "section 7 (direct path, UCX_TLS=$UCX_TLS)"
     direct() { # direct NAME ARGS...: a d2d refit that must choose direct
-        demo "direct $1" --device 0 --sender-device 0 --transport auto "${@:2}"
+        # (info: the senders' path lines)
+        demo "direct $1" --device 0 --sender-device 0 --transport auto \
+            --log-level info "${@:2}"
         local n_direct n_other n_err n_noipc
         n_direct=$(grep -c "device path direct" "$out/demo.tmp")
         n_other=$(grep -cE "device path (bounce|nccl)" "$out/demo.tmp")
@@ -415,8 +417,7 @@ if [ -n "$cuda_ucx" ]; then
         result "direct $1: auto chose direct" $? \
             "($n_direct senders' lines say direct, $n_other another path, $n_err UCX errors, $n_noipc imported buffers UCX could not register)"
     }
-    direct "tiny-moe 2->2 (info log)" --senders 2 --receivers 2 --refits 3 \
-        --log-level info
+    direct "tiny-moe 2->2" --senders 2 --receivers 2 --refits 3
     grep -E "UCX .* reaches memory types" "$out/demo.tmp" | sed 's/^[0-9.]* //' |
         sort | uniq -c | sed 's/^/    /' | tee -a "$summary"
     # WST_GPU_DIRECT_QUICK=1 leaves these three out (device time).
@@ -428,8 +429,8 @@ if [ -n "$cuda_ucx" ]; then
             --staging-slots 1
     fi
     direct "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 \
-        --refits 5 --log-level info
-    q3d="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5 --log-level info"
+        --refits 5
+    q3d="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5"
     # shellcheck disable=SC2086
     direct "qwen3-30b-a3b 2 layers 1->1" $q3d
     gbs_direct=$(median_gbs)
@@ -445,7 +446,8 @@ if [ -n "$cuda_ucx" ]; then
     fi
     # shellcheck disable=SC2086
     demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" --device 0 \
-        --sender-device 0 --transport auto --device-path bounce $q3d
+        --sender-device 0 --transport auto --device-path bounce $q3d \
+        --log-level info
     gbs_direct_bounce=$(median_gbs)
     # UCX 1.13 emulates puts over tcp with memcpy, which cannot read device
     # memory (a crash): put_bw runs without tcp, on shared memory and the
