@@ -417,19 +417,24 @@ if [ -n "$cuda_ucx" ]; then
         result "direct $1: auto chose direct" $? \
             "($n_direct senders' lines say direct, $n_other another path, $n_err UCX errors, $n_noipc imported buffers UCX could not register)"
     }
-    direct "tiny-moe 2->2" --senders 2 --receivers 2 --refits 3
+    # WST_GPU_DIRECT_MIN=1: the qwen3 direct refit and perftest's am and
+    # tag bandwidth only (the least device time that gives the ratio).
+    min=${WST_GPU_DIRECT_MIN:-0}
+    [ "$min" = 1 ] ||
+        direct "tiny-moe 2->2" --senders 2 --receivers 2 --refits 3
     grep -E "UCX .* reaches memory types" "$out/demo.tmp" | sed 's/^[0-9.]* //' |
         sort | uniq -c | sed 's/^/    /' | tee -a "$summary"
     # WST_GPU_DIRECT_QUICK=1 leaves these three out (device time).
-    if [ "${WST_GPU_DIRECT_QUICK:-0}" != 1 ]; then
+    if [ "${WST_GPU_DIRECT_QUICK:-0}" != 1 ] && [ "$min" != 1 ]; then
         direct "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5
         direct "tiny-moe checkpoint 1->2" --senders 1 --receivers 2 \
             --refits 5 --loader checkpoint
         direct "tiny-moe 1 slot 4->2" --senders 4 --receivers 2 --refits 5 \
             --staging-slots 1
     fi
-    direct "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 \
-        --refits 5
+    [ "$min" = 1 ] ||
+        direct "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 \
+            --refits 5
     q3d="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5"
     # shellcheck disable=SC2086
     direct "qwen3-30b-a3b 2 layers 1->1" $q3d
@@ -444,21 +449,25 @@ if [ -n "$cuda_ucx" ]; then
         direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
         gbs_direct1=$(median_gbs)
     fi
-    # shellcheck disable=SC2086
-    demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" --device 0 \
-        --sender-device 0 --transport auto --device-path bounce $q3d \
-        --log-level info
-    gbs_direct_bounce=$(median_gbs)
+    if [ "$min" != 1 ]; then
+        # shellcheck disable=SC2086
+        demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" \
+            --device 0 --sender-device 0 --transport auto \
+            --device-path bounce $q3d --log-level info
+        gbs_direct_bounce=$(median_gbs)
+    fi
     # UCX 1.13 emulates puts over tcp with memcpy, which cannot read device
     # memory (a crash): put_bw runs without tcp, on shared memory and the
     # CUDA transports.
-    for t in ucp_put_bw ucp_am_bw tag_bw; do
+    perf_tests="ucp_put_bw ucp_am_bw tag_bw"
+    [ "$min" != 1 ] || { perf_cuda+=(""); perf_tests="ucp_am_bw tag_bw"; }
+    for t in $perf_tests; do
         tls=$UCX_TLS
-        [ $t != ucp_put_bw ] || tls=${WST_GPU_DIRECT_PUT_TLS:-sm,cuda_copy,cuda_ipc}
+        [ "$t" != ucp_put_bw ] || tls=${WST_GPU_DIRECT_PUT_TLS:-sm,cuda_copy,cuda_ipc}
         UCX_TLS=$tls timeout 60 ucx_perftest -p 13378 >>"$log" 2>&1 &
         srv=$!
         sleep 1
-        UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p 13378 -t $t -m cuda \
+        UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p 13378 -t "$t" -m cuda \
             -s 8388608 -n 400 -w 40 >"$out/perf.tmp" 2>&1
         st=$?
         cat "$out/perf.tmp" >>"$log"
