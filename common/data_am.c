@@ -265,9 +265,9 @@ static void relay_offer_run(void *arg)
         relay_free(r);
         return;
     }
-    st = w->parked != NULL
-             ? WST_ERR_BUSY
-             : w->ops.data_dest(w->ops.arg, &r->hdr, r->len, &dest);
+    st = w->parked != NULL ? WST_ERR_BUSY
+                           : w->ops.data_dest(w->ops.arg, &r->hdr, r->len,
+                                              r->desc != NULL, &dest);
     if (st == WST_OK) {
         relay_place(w, r, dest);
     } else if (st == WST_ERR_BUSY) {
@@ -427,8 +427,9 @@ ucs_status_t wst_data_am_recv(void *arg, const void *header,
     }
     memcpy(&hdr, header, sizeof(hdr));
     /* Later messages wait behind parked ones: arrival order is kept. */
-    st = w->parked != NULL ? WST_ERR_BUSY
-                           : w->ops.data_dest(w->ops.arg, &hdr, length, &dest);
+    st = w->parked != NULL
+             ? WST_ERR_BUSY
+             : w->ops.data_dest(w->ops.arg, &hdr, length, rndv, &dest);
     if (st == WST_ERR_BUSY)
         return data_park(w, &hdr, data, length, rndv);
     if (st != WST_OK)
@@ -475,8 +476,10 @@ void wst_worker_data_resume(wst_worker_t *w)
 
     while ((pk = w->parked) != NULL) {
         void *dest = NULL;
+        int rndv =
+            pk->relay != NULL ? pk->relay->desc != NULL : pk->desc != NULL;
         wst_status_t st =
-            w->ops.data_dest(w->ops.arg, &pk->hdr, pk->len, &dest);
+            w->ops.data_dest(w->ops.arg, &pk->hdr, pk->len, rndv, &dest);
 
         if (st == WST_ERR_BUSY)
             return;

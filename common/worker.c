@@ -19,6 +19,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -209,6 +210,25 @@ static ucp_worker_h data_worker_detach(wst_worker_t *w)
     return worker;
 }
 
+/* Once per process: which UCX was loaded and what memory it reaches, the
+ * input of the device path's choice (common/movers/select.h). A UCX other
+ * than the one built against (LD_LIBRARY_PATH) shows here. */
+static void log_memory_types(wst_worker_t *w, uint64_t types)
+{
+    char names[160] = "";
+    size_t at = 0;
+
+    for (int t = 0; t < UCS_MEMORY_TYPE_LAST && at < sizeof(names); t++)
+        if (types & UCS_BIT(t))
+            at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s",
+                                   at ? "," : "", ucs_memory_type_names[t]);
+    WST_INFO(w->log, "UCX %s reaches memory types %s (0x%llx): %s",
+             ucp_get_version_string(), names, (unsigned long long)types,
+             wst_ucx_mem_types_have_cuda(types)
+                 ? "CUDA-aware, device memory can be moved by UCX"
+                 : "no CUDA support, device memory goes through host copies");
+}
+
 static wst_status_t ucx_init(wst_worker_t *w)
 {
     ucp_config_t *config = NULL;
@@ -231,8 +251,11 @@ static wst_status_t ucx_init(wst_worker_t *w)
         goto err;
 
     ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
-    if (ucp_context_query(w->context, &ca) == UCS_OK)
+    if (ucp_context_query(w->context, &ca) == UCS_OK) {
         w->supports_cuda = wst_ucx_mem_types_have_cuda(ca.memory_types);
+        if (w->main == NULL)
+            log_memory_types(w, ca.memory_types);
+    }
 
     st = data_worker_open(w);
     if (st != UCS_OK)
@@ -673,6 +696,17 @@ wst_status_t wst_worker_call(wst_worker_t *w, wst_worker_fn fn, void *arg)
     pthread_cond_destroy(&c.cond);
     pthread_mutex_destroy(&c.lock);
     return status;
+}
+
+wst_status_t wst_worker_call_each_thread(wst_worker_t *w, wst_worker_fn fn,
+                                         void *arg)
+{
+    wst_status_t st = wst_worker_call(w, fn, arg);
+
+    /* Lanes are started with the worker and live as long as it does. */
+    for (unsigned i = 1; st == WST_OK && i < w->n_lanes; i++)
+        st = wst_worker_call(w->lanes[i], fn, arg);
+    return st;
 }
 
 wst_status_t wst_worker_address(wst_worker_t *w, const void **addr_p,

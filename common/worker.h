@@ -75,9 +75,12 @@ struct wst_worker_ops {
      * 'len' bytes; WST_ERR_BUSY when there is no room for it yet (the
      * message is parked, with every later one behind it, until the owner
      * calls wst_worker_data_resume); or another error to drop it (then
-     * data_done is not called). */
+     * data_done is not called). 'rndv' is nonzero for a rendezvous
+     * message, whose bytes UCX itself moves into *dest_p (device memory
+     * too, with a CUDA-aware UCX); an eager one's bytes are copied there
+     * with memcpy, so its place must be host memory. */
     wst_status_t (*data_dest)(void *arg, const struct wst_data_hdr *hdr,
-                              size_t len, void **dest_p);
+                              size_t len, int rndv, void **dest_p);
     /* The bytes of an accepted data message are at 'dest' (or failed;
      * dest is NULL when the message never got one). */
     void (*data_done)(void *arg, const struct wst_data_hdr *hdr, void *dest,
@@ -175,6 +178,14 @@ wst_status_t wst_worker_post(wst_worker_t *worker, wst_worker_fn fn, void *arg);
 /* Runs fn(arg) on the progress thread and returns after it ran. Not from the
  * progress thread. */
 wst_status_t wst_worker_call(wst_worker_t *worker, wst_worker_fn fn, void *arg);
+
+/* wst_worker_call on the progress thread, then on each data lane's thread
+ * in turn: for state of the calling thread that UCX relies on (a
+ * CUDA-aware UCX 1.13 needs a current CUDA context on every thread that
+ * calls it: gpu_worker.h). Not from any of the worker's threads. Stops at
+ * the first failure. */
+wst_status_t wst_worker_call_each_thread(wst_worker_t *worker, wst_worker_fn fn,
+                                         void *arg);
 
 /* Progress thread: listen on host:port (port 0 picks one); the bound port
  * goes to *port_p. Peers are handed to ops.accepted once their handshake

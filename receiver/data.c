@@ -104,6 +104,7 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
         struct wst_rx_am_params ap = {
             .log = &r->log,
             .landing = r->landing,
+            .ucx_cuda = wst_worker_supports_cuda(r->worker),
             .plan = &p->rx_plan,
             .events = ev,
             .hashers = r->hashers,
@@ -159,7 +160,7 @@ static struct peer *data_peer(struct wst_receiver *r,
 }
 
 wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
-                                   size_t len, void **dest_p)
+                                   size_t len, int rndv, void **dest_p)
 {
     struct wst_receiver *r = arg;
     struct peer *p = data_peer(r, hdr);
@@ -177,7 +178,7 @@ wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
                             p->name, hdr->item, p->rx->ops->name);
         return WST_ERR_PROTOCOL;
     }
-    return p->rx->ops->data_dest(p->rx, hdr, len, dest_p);
+    return p->rx->ops->data_dest(p->rx, hdr, len, rndv, dest_p);
 }
 
 void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,

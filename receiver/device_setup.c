@@ -9,6 +9,7 @@
 #include "device.h"
 #include "gpu.h"
 #include "gpu_probe.h"
+#include "gpu_worker.h"
 #include "landing.h"
 #include "log.h"
 #include "receiver_internal.h"
@@ -36,7 +37,8 @@ void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
 }
 
 /* The GPU side, when any region is device memory: the landing ring and
- * its copies (this UCX cannot write device memory), device digests. */
+ * its copies (for every message when this UCX cannot write device memory,
+ * for eager ones when it can), device digests. */
 wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
 {
     char name[128] = "";
@@ -62,18 +64,29 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
         return WST_OK;
     }
     wst_gpu_device_name(&r->log, r->device, name, sizeof(name));
-    WST_INFO(&r->log,
-             "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB of "
-             "host memory; UCX %s CUDA memory: data lands in a %llu MiB pinned "
-             "host ring and is copied to the GPU",
-             (double)device / (1 << 20), r->device, name,
-             (double)host / (1 << 20),
-             wst_worker_supports_cuda(r->worker) ? "reports" : "has no",
-             (unsigned long long)(WST_LANDING_BYTES >> 20));
-    /* Puts would need remote keys for device memory: active messages into
-     * the landing ring instead. */
+    if (wst_worker_supports_cuda(r->worker))
+        WST_INFO(&r->log,
+                 "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB "
+                 "of host memory; UCX reports CUDA memory: rendezvous data "
+                 "lands in device memory directly, moved by UCX, and eager "
+                 "messages in a %llu MiB pinned host ring copied to the GPU",
+                 (double)device / (1 << 20), r->device, name,
+                 (double)host / (1 << 20),
+                 (unsigned long long)(WST_LANDING_BYTES >> 20));
+    else
+        WST_INFO(&r->log,
+                 "regions: %.1f MiB of device memory on GPU %d (%s), %.1f MiB "
+                 "of host memory; UCX has no CUDA memory: data lands in a "
+                 "%llu MiB pinned host ring and is copied to the GPU",
+                 (double)device / (1 << 20), r->device, name,
+                 (double)host / (1 << 20),
+                 (unsigned long long)(WST_LANDING_BYTES >> 20));
+    /* Puts would need remote keys for device memory, which no receiver
+     * hands out yet (also with a CUDA-aware UCX): active messages. */
     r->allow_put = 0;
-    wst_status_t st = wst_recv_device_create(&r->log, r->device, &r->dev);
+    wst_status_t st = wst_gpu_worker_bind(&r->log, r->worker, r->device);
+    if (st == WST_OK)
+        st = wst_recv_device_create(&r->log, r->device, &r->dev);
     if (st == WST_OK)
         st = wst_landing_create(&r->log, r->worker, r->device, &r->landing);
     return st;

@@ -335,7 +335,7 @@ void wst_recv_on_tick(void *arg);
 /* data.c: what the movers' receiving halves report, and the worker's
  * data callbacks routed to them */
 wst_status_t wst_recv_on_data_dest(void *arg, const struct wst_data_hdr *hdr,
-                                   size_t len, void **dest_p);
+                                   size_t len, int rndv, void **dest_p);
 void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
                            void *dest, size_t len, wst_status_t status);
 struct wst_rx_events wst_recv_rx_events(struct peer *p);

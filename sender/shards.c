@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "gpu.h"
 #include "gpu_probe.h"
+#include "gpu_worker.h"
 #include "log.h"
 #include "manifest.h"
 #include "sender_internal.h"
@@ -82,6 +83,9 @@ static wst_status_t shard_memory(struct wst_sender *s,
                       sh->name, device, wst_status_string(st));
             return st;
         }
+        st = wst_gpu_worker_bind(&s->log, s->worker, device);
+        if (st != WST_OK)
+            return st;
         char name[128] = "?";
         wst_gpu_device_name(&s->log, device, name, sizeof(name));
         WST_INFO(&s->log,

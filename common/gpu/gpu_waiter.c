@@ -43,19 +43,25 @@ static void waiter_free(struct wst_gpu_waiter *w)
     free(w);
 }
 
-/* Progress thread: the entry's completion; then it is free again. Posts
- * run in the order they were made, which is the order of the entries. */
+/* Progress thread: the entry's completion. Posts run in the order they
+ * were made, which is the order of the entries. The entry is free again
+ * before its callback runs: the callback may add one (the landing ring's
+ * copy done gives its room back, which lets a parked message in, whose
+ * copy is added at once); with every entry taken that add found the
+ * waiter full and failed the refit (seen on the H200 with the direct
+ * path's many small eager messages). */
 static void waited(void *arg)
 {
     struct entry *e = arg;
     struct wst_gpu_waiter *w = e->w;
+    struct entry done = *e;
 
-    e->fn(e->arg, e->status, e->done_ns);
     pthread_mutex_lock(&w->lock);
     w->first = (w->first + 1) % w->capacity;
     w->taken--;
     int last = w->destroyed && w->taken == 0;
     pthread_mutex_unlock(&w->lock);
+    done.fn(done.arg, done.status, done.done_ns);
     if (last)
         waiter_free(w);
 }

@@ -2,7 +2,9 @@
  * the place the receiver picks. For lanes where puts would be emulated
  * (TCP and shared memory without cma in UCX 1.13); no remote key exists.
  * Its sending half is chunks.h over the am wire (wire.h); its receiving
- * half takes each message into its planned destination (am_rx.c).
+ * half takes each message into its planned destination (am_rx.c): host
+ * memory directly; device memory directly when UCX can write it and the
+ * message is a rendezvous one, through the landing ring otherwise.
  */
 #ifndef WST_MOVERS_AM_H
 #define WST_MOVERS_AM_H
@@ -13,8 +15,13 @@
 #include "rx.h"
 
 struct wst_rx_am_params {
-    const struct wst_logger *log;   /* borrowed for the half's lifetime */
-    struct wst_landing *landing;    /* borrowed; NULL: host regions only */
+    const struct wst_logger *log; /* borrowed for the half's lifetime */
+    struct wst_landing *landing;  /* borrowed; NULL: host regions only */
+    /* This receiver's UCX writes device memory (a CUDA-aware build):
+     * rendezvous messages for device regions land there directly, moved
+     * by UCX (CUDA IPC on one host), and only eager ones go through the
+     * landing ring. 0: every message for device memory is landed. */
+    int ucx_cuda;
     const struct wst_rx_plan *plan; /* borrowed for the half's lifetime */
     struct wst_rx_events events;
     /* Hashing as data lands (both borrowed until the half is freed, which

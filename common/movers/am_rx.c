@@ -1,6 +1,9 @@
 /* am_rx.c - the am mover's receiving half (see am.h): data messages from
  * one sender land where its plan puts them, or, for device memory, in the
- * landing ring first and on the GPU after their copy.
+ * landing ring first and on the GPU after their copy -- unless this
+ * receiver's UCX can write device memory and UCX itself moves the message
+ * (rendezvous): then it lands in device memory directly (the direct path;
+ * an eager message is copied with memcpy and still needs the ring).
  *
  * A message is accepted only while a refit of its version is receiving,
  * only inside the sender's own items (one chunk of an item, or whole
@@ -14,7 +17,8 @@
  * (a serial pass over every byte at the end of the refit otherwise). It
  * counts as landed once hashed. A message not cut at digest chunk
  * boundaries (our senders always cut there) is not hashed, and its
- * layer is read again.
+ * layer is read again. Device memory is never read here: its layers are
+ * hashed on the GPU when the layer is checked.
  *
  * Copies to the GPU and hashes outlive a failed refit: each carries the
  * half's epoch (bumped by begin and abort), and a late one is not counted.
@@ -32,6 +36,7 @@ struct am_rx {
     struct wst_rx rx; /* first */
     const struct wst_logger *log;
     struct wst_landing *landing; /* borrowed; NULL: host regions only */
+    int ucx_cuda;                /* UCX writes device memory (am.h) */
     wst_jobq_t *hashers;         /* borrowed; NULL: not hashed as it lands */
     wst_worker_t *worker;        /* borrowed: hashes come back to it */
     uint64_t *pos; /* [n_items]: each item's stream position in its layer */
@@ -102,7 +107,7 @@ static int current(const struct am_rx *a, uint64_t version)
 }
 
 static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
-                            size_t len, void **dest_p)
+                            size_t len, int rndv, void **dest_p)
 {
     struct am_rx *a = (struct am_rx *)rx;
     const struct wst_rx_plan *pl = rx->plan;
@@ -124,7 +129,7 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
              "experts of layer %u sent before their credit", it->layer);
         return WST_ERR_PROTOCOL;
     }
-    if (pl->regions[it->region].mem != WST_MEM_CUDA) {
+    if (pl->regions[it->region].mem != WST_MEM_CUDA || (a->ucx_cuda && rndv)) {
         *dest_p = wst_rx_item_dest(pl, it, hdr->offset);
         return WST_OK;
     }
@@ -258,7 +263,9 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
     }
     const struct wst_plan_item *it = &rx->plan->items[hdr->item];
     if (!landed) {
-        if (!hash_landed(a, hdr, dest, len))
+        /* Device memory UCX wrote: hashed on the GPU with its layer. */
+        if (rx->plan->regions[it->region].mem == WST_MEM_CUDA ||
+            !hash_landed(a, hdr, dest, len))
             rx->ev.landed(rx->ev.arg, it->layer, len, 0, 0);
         return;
     }
@@ -329,6 +336,7 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
     a->rx.plan = p->plan;
     a->log = p->log;
     a->landing = p->landing;
+    a->ucx_cuda = p->ucx_cuda;
     if (p->hashers != NULL && p->worker != NULL) {
         const struct wst_rx_plan *pl = p->plan;
         a->pos = calloc(pl->n_items ? pl->n_items : 1, sizeof(*a->pos));

@@ -78,9 +78,11 @@ struct wst_rx_ops {
     void (*allow)(struct wst_rx *rx, uint32_t layer_bound);
     /* Messages (am): where 'len' bytes under 'hdr' go (*dest_p), or
      * WST_ERR_BUSY to park the message until room frees up; any other
-     * error drops it (and the refit has failed). */
+     * error drops it (and the refit has failed). 'rndv': UCX moves the
+     * bytes itself (device memory too, with a CUDA-aware UCX); otherwise
+     * they are copied with memcpy, so *dest_p must be host memory. */
     wst_status_t (*data_dest)(struct wst_rx *rx, const struct wst_data_hdr *hdr,
-                              size_t len, void **dest_p);
+                              size_t len, int rndv, void **dest_p);
     /* The message data_dest placed is in (or failed). */
     void (*data_done)(struct wst_rx *rx, const struct wst_data_hdr *hdr,
                       void *dest, size_t len, wst_status_t status);

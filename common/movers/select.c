@@ -157,7 +157,8 @@ static wst_status_t choose_direct(const struct wst_path_inputs *in,
     if (!l.src && !l.dst) {
         say(why, why_len,
             "%sdevice memory on %s is registered with a CUDA-aware UCX and "
-            "moved without host copies (GPUDirect RDMA)",
+            "moved without host copies (CUDA IPC within a host, GPUDirect "
+            "RDMA across hosts)",
             configured ? "configured; " : "", device_sides(in));
         *path = WST_PATH_DIRECT;
         return WST_OK;
@@ -213,14 +214,15 @@ wst_status_t wst_path_choose(const struct wst_path_inputs *in,
 void wst_path_log(const struct wst_logger *log, const char *peer_name,
                   enum wst_path p, const char *why)
 {
-    /* The direct path cannot be exercised here: say so where an operator
+    /* Within one host (CUDA IPC) the direct path runs in tests/gpu/run.sh;
+     * across hosts (GPUDirect RDMA) it never ran: say so where an operator
      * looking at a failure on such a machine will read it. */
     WST_INFO(log, "receiver %s: device path %s: %s%s",
              peer_name != NULL ? peer_name : "?", wst_path_name(p),
              why != NULL ? why : "?",
              p == WST_PATH_DIRECT
-                 ? " (unverified on hardware: no machine here has a "
-                   "CUDA-aware UCX and an RDMA NIC)"
+                 ? " (GPUDirect RDMA across hosts is unverified on "
+                   "hardware: no machine here has an RDMA NIC)"
                  : "");
 }
 

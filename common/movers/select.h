@@ -22,9 +22,11 @@
  * The paths:
  *   host    no device memory on either side: the UCX put or AM movers as
  *           they are.
- *   direct  device memory registered with UCX and moved by put or AM
- *           (GPUDirect RDMA). Needs a CUDA-aware UCX on every side that holds
- *           device memory; Debian's and Ubuntu's UCX builds are not.
+ *   direct  device memory registered with UCX and moved by UCX itself (CUDA
+ *           IPC within a host, GPUDirect RDMA across hosts). Needs a
+ *           CUDA-aware UCX on every side that holds device memory; Debian's
+ *           and Ubuntu's UCX builds are not (tests/gpu/build-ucx.sh builds
+ *           one).
  *   bounce  device memory copied through pinned host rings on the side(s)
  *           holding it, moved host to host by UCX. Always possible.
  *   nccl    ncclSend/ncclRecv between the two GPUs.
@@ -115,8 +117,8 @@ wst_status_t wst_path_choose(const struct wst_path_inputs *in,
 
 /* The one INFO line per (sender, receiver) pair:
  * "receiver <peer_name>: device path <name>: <why>", with a note for direct
- * that it is unverified on hardware. log, peer_name and why are borrowed for
- * the call; NULL peer_name or why print as "?". */
+ * that GPUDirect RDMA across hosts is unverified on hardware. log, peer_name
+ * and why are borrowed for the call; NULL peer_name or why print as "?". */
 void wst_path_log(const struct wst_logger *log, const char *peer_name,
                   enum wst_path p, const char *why);
 

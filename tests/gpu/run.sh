@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/run.sh OUT_DIR [DEPS_DIR] - everything that needs a GPU, in one
+# tests/gpu/run.sh OUT_DIR [DEPS_DIR [UCX_DIR]] - everything that needs a GPU, in one
 # go: build with CUDA, run every kernel check against its CPU twin (and the
 # NCCL mover on one GPU), the unit tests, an agent's layout over several
 # CUDA IPC allocations, the device-memory refits of the demo (agents' live
@@ -12,10 +12,20 @@
 # dependencies for a machine that has none (../shared/GPU.md): they are
 # unpacked into /opt/deps, never into /.
 #
+# UCX_DIR (optional; or WST_GPU_UCX) is a CUDA-aware UCX installed by
+# tests/gpu/build-ucx.sh (its prefix/ folder). Everything above section 7
+# runs on the UCX the build found (Debian's, no CUDA); section 7, the
+# direct device path, runs on UCX_DIR, first on LD_LIBRARY_PATH and PATH.
+# Both must be UCX 1.13 (one ABI: the build compiles against Debian's
+# 1.13.1 headers). Each section says which UCX it ran on.
+# WST_GPU_ONLY_DIRECT=1 runs the build and section 7 alone.
+#
 # Exit status: 0 when every check passed, 1 otherwise, 77 with no GPU.
 set -u
-out=${1:?usage: tests/gpu/run.sh OUT_DIR [DEPS_DIR]}
+out=${1:?usage: tests/gpu/run.sh OUT_DIR [DEPS_DIR [UCX_DIR]]}
 deps=${2:-}
+cuda_ucx=${3:-${WST_GPU_UCX:-}}
+[ -z "$cuda_ucx" ] || cuda_ucx=$(cd "$cuda_ucx" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${WST_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
@@ -74,15 +84,21 @@ built=$?
 result build $built "($(($(date +%s) - t0)) s)"
 bin=$build/bin
 
+only_direct=${WST_GPU_ONLY_DIRECT:-0}
 # 1. Kernels against their CPU twins (and the benchmarks, printed last).
-"$bin/wst-gpu-check" --bench >"$out/kernels.txt" 2>>"$log"
-st=$?
-grep -E '^(PASS|FAIL)' "$out/kernels.txt" | tee -a "$summary"
-result kernels $st "($(grep -c '^PASS' "$out/kernels.txt") checks passed)"
+: >"$out/kernels.txt"
+if [ "$only_direct" != 1 ]; then
+    "$bin/wst-gpu-check" --bench >"$out/kernels.txt" 2>>"$log"
+    st=$?
+    grep -E '^(PASS|FAIL)' "$out/kernels.txt" | tee -a "$summary"
+    result kernels $st "($(grep -c '^PASS' "$out/kernels.txt") checks passed)"
+fi
 
 # 1b. The Python package with a CUDA torch: every python.* test, and CUDA
 #     tensors pushed after the trainer's event (python.cuda).
-if [ -n "$torch_py" ] && [ $built -eq 0 ]; then
+if [ "$only_direct" = 1 ]; then
+    say "SKIP sections 1 to 6: WST_GPU_ONLY_DIRECT=1"
+elif [ -n "$torch_py" ] && [ $built -eq 0 ]; then
     ctest --test-dir "$build" -L python --output-on-failure >"$out/py.tmp" 2>&1
     st=$?
     cat "$out/py.tmp" >>"$log"
@@ -109,7 +125,16 @@ else
     say "SKIP python tests on the GPU: no python3 whose torch sees a GPU"
 fi
 
-# The demos' runner, used by sections 3 to 6.
+# Which UCX a section runs on: version, library, and whether the CUDA
+# transports came out (ucx_info -d lists a transport per resource).
+ucx_said() { # ucx_said SECTION
+    local tls
+    tls=$(ucx_info -d 2>/dev/null | awk '/# *Transport:/ {print $3}' | sort -u | tr '\n' ' ')
+    say "UCX for $1: $(ucx_info -v 2>/dev/null | awk '/Version/ {print $3}') ($(ldd "$build/lib/libwstream_sender.so" 2>/dev/null | awk '/libucp.so/ {print $3}')); transports: ${tls:-?}; cuda_copy $(case " $tls" in *" cuda_copy "*) echo yes;; *) echo no;; esac), cuda_ipc $(case " $tls" in *" cuda_ipc "*) echo yes;; *) echo no;; esac)"
+}
+ucx_said "sections 1-6"
+
+# The demos' runner, used by sections 3 to 7.
 demo() { # demo NAME ARGS...
     local name=$1
     shift
@@ -132,8 +157,9 @@ median_gbs() { cat "$out/gbs.tmp" 2>/dev/null; }
 [ $built -eq 0 ] || demo() { result "demo $1" 1 "(not built)"; }
 
 # WST_GPU_ONLY_TWO=1 skips sections 2 to 5 (the one-GPU runs) to leave the
-# two-GPU section the most of a call's ten minutes.
-if [ "${WST_GPU_ONLY_TWO:-0}" != 1 ]; then
+# two-GPU section the most of a call's ten minutes; WST_GPU_ONLY_DIRECT=1
+# skips 1 to 6.
+if [ "${WST_GPU_ONLY_TWO:-0}" != 1 ] && [ "$only_direct" != 1 ]; then
 # 2. Unit tests (the GPU probe runs for real here).
 [ $built -eq 0 ] && ctest --test-dir "$build" -L unit --output-on-failure >>"$log" 2>&1
 result "unit tests" $? "($(grep -E 'tests passed' "$log" | tail -1))"
@@ -276,7 +302,7 @@ timeline() { # the last demo's timeline, indented, into the summary
         sed 's/^/    /' | tee -a "$summary"
 }
 q3x2="--preset qwen3-30b-a3b --layers 4 --refits 5 --transport tcp"
-if [ "$n_gpus" -ge 2 ]; then
+if [ "$n_gpus" -ge 2 ] && [ "$only_direct" != 1 ]; then
     two="--device 1 --sender-device 0"
     # shellcheck disable=SC2086
     demo "2 GPUs nccl tiny-moe 1->1 (info log)" $two --device-path nccl \
@@ -342,15 +368,124 @@ if [ "$n_gpus" -ge 2 ]; then
             "$(grep -E '^(PASS|FAIL)' "$out/pair.tmp" | tail -1)"
         grep -E '^\| nccl bare' "$out/pair.tmp" >>"$out/kernels.txt"
     done
-else
+elif [ "$only_direct" != 1 ]; then
     say "SKIP two-GPU refits: $n_gpus GPU visible (the nvidia-h200-x2 kind runs them)"
 fi
 rm -f "$out/demo.tmp" "$out/pair.tmp"
 
-# 7. The tables, last.
+# 7. The direct device path on the CUDA-aware UCX (UCX_DIR): senders and
+#    agents as processes on one GPU, shards and live memory in device
+#    memory, UCX moving device memory itself (cuda_ipc between processes,
+#    cuda_copy where it stages). `auto` must choose direct (the senders
+#    log why), and every byte is verified (the agents hash device layers
+#    on the GPU; the demo compares the live memory with its sources). Next
+#    to it, on the same UCX and transports: the same refit over the bounce
+#    path, and ucx_perftest -m cuda (put, am and tag bandwidth) with the
+#    senders' message size, 8 MiB (WST_DATA_CHUNK_MAX).
+gbs_direct=""
+gbs_direct1=""
+gbs_direct_bounce=""
+perf_cuda=()
+if [ -n "$cuda_ucx" ]; then
+    saved_ld=${LD_LIBRARY_PATH:-}
+    saved_path=$PATH
+    export LD_LIBRARY_PATH=$cuda_ucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PATH=$cuda_ucx/bin:$PATH
+    # Data on tcp (host bytes, eager messages) and the CUDA transports;
+    # the demos' --transport auto leaves UCX_TLS as set here.
+    export UCX_TLS=${WST_GPU_DIRECT_TLS:-tcp,cuda_copy,cuda_ipc}
+    ucx_said "section 7 (direct path, UCX_TLS=$UCX_TLS)"
+    direct() { # direct NAME ARGS...: a d2d refit that must choose direct
+        # (info: the senders' path lines)
+        demo "direct $1" --device 0 --sender-device 0 --transport auto \
+            --log-level info "${@:2}"
+        local n_direct n_other n_err n_noipc
+        n_direct=$(grep -c "device path direct" "$out/demo.tmp")
+        n_other=$(grep -cE "device path (bounce|nccl)" "$out/demo.tmp")
+        # UCX's own complaints (a CUDA call on a thread without a context
+        # made it fall back to slow paths, or crash) fail the case too,
+        # except one UCX 1.13 limitation, counted apart: its cuda_ipc
+        # registers a receive buffer by exporting it (cuIpcGetMemHandle),
+        # which memory the agent imported from its engine by CUDA IPC
+        # refuses ("invalid argument"); UCX then moves those messages on a
+        # slower path (UCX 1.16 exports only when a key is packed).
+        n_noipc=$(grep -c "cuIpcGetMemHandle.*invalid argument" "$out/demo.tmp")
+        n_err=$(($(grep -c "UCX  ERROR" "$out/demo.tmp") - n_noipc))
+        grep "UCX  ERROR" "$out/demo.tmp" | sed 's/^\[[^]]*\] \[[^]]*\] *//' |
+            sort | uniq -c | sort -rn | head -3 | sed 's/^/    /' | tee -a "$summary"
+        [ "$n_direct" -gt 0 ] && [ "$n_other" -eq 0 ] && [ "$n_err" -eq 0 ]
+        result "direct $1: auto chose direct" $? \
+            "($n_direct senders' lines say direct, $n_other another path, $n_err UCX errors, $n_noipc imported buffers UCX could not register)"
+    }
+    # WST_GPU_DIRECT_MIN=1: the qwen3 direct refit and perftest's am and
+    # tag bandwidth only (the least device time that gives the ratio).
+    min=${WST_GPU_DIRECT_MIN:-0}
+    [ "$min" = 1 ] ||
+        direct "tiny-moe 2->2" --senders 2 --receivers 2 --refits 3
+    grep -E "UCX .* reaches memory types" "$out/demo.tmp" | sed 's/^[0-9.]* //' |
+        sort | uniq -c | sed 's/^/    /' | tee -a "$summary"
+    # WST_GPU_DIRECT_QUICK=1 leaves these three out (device time).
+    if [ "${WST_GPU_DIRECT_QUICK:-0}" != 1 ] && [ "$min" != 1 ]; then
+        direct "tiny-moe trtllm 2->1" --senders 2 --receivers 1 --refits 5
+        direct "tiny-moe checkpoint 1->2" --senders 1 --receivers 2 \
+            --refits 5 --loader checkpoint
+        direct "tiny-moe 1 slot 4->2" --senders 4 --receivers 2 --refits 5 \
+            --staging-slots 1
+    fi
+    [ "$min" = 1 ] ||
+        direct "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 \
+            --refits 5
+    q3d="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5"
+    # shellcheck disable=SC2086
+    direct "qwen3-30b-a3b 2 layers 1->1" $q3d
+    gbs_direct=$(median_gbs)
+    timeline
+    # One data lane (WST_GPU_DIRECT_ONE_LANE=1): cuda_ipc needs no
+    # striping over TCP lanes, and each further lane is a UCX context of
+    # its own (registering device memory again). On the H200 with UCX
+    # 1.13.1 it made no difference (1.35 vs 1.32 GB/s, NOTES.md).
+    if [ "${WST_GPU_DIRECT_ONE_LANE:-0}" = 1 ]; then
+        # shellcheck disable=SC2086
+        direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
+        gbs_direct1=$(median_gbs)
+    fi
+    if [ "$min" != 1 ]; then
+        # shellcheck disable=SC2086
+        demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" \
+            --device 0 --sender-device 0 --transport auto \
+            --device-path bounce $q3d --log-level info
+        gbs_direct_bounce=$(median_gbs)
+    fi
+    # UCX 1.13 emulates puts over tcp with memcpy, which cannot read device
+    # memory (a crash): put_bw runs without tcp, on shared memory and the
+    # CUDA transports.
+    perf_tests="ucp_put_bw ucp_am_bw tag_bw"
+    [ "$min" != 1 ] || { perf_cuda+=(""); perf_tests="ucp_am_bw tag_bw"; }
+    for t in $perf_tests; do
+        tls=$UCX_TLS
+        [ "$t" != ucp_put_bw ] || tls=${WST_GPU_DIRECT_PUT_TLS:-sm,cuda_copy,cuda_ipc}
+        UCX_TLS=$tls timeout 60 ucx_perftest -p 13378 >>"$log" 2>&1 &
+        srv=$!
+        sleep 1
+        UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p 13378 -t "$t" -m cuda \
+            -s 8388608 -n 400 -w 40 >"$out/perf.tmp" 2>&1
+        st=$?
+        cat "$out/perf.tmp" >>"$log"
+        wait $srv
+        perf_cuda+=("$(awk '/Final:/ {printf "%.2f", $7 * 1048576 / 1e9}' "$out/perf.tmp")")
+        result "ucx_perftest -t $t -m cuda, 8 MiB, UCX_TLS=$tls" $st "(${perf_cuda[-1]:-?} GB/s)"
+    done
+    unset UCX_TLS
+    export LD_LIBRARY_PATH=$saved_ld PATH=$saved_path
+else
+    say "SKIP section 7, the direct path: no CUDA-aware UCX given (UCX_DIR or WST_GPU_UCX; tests/gpu/build-ucx.sh builds one)"
+fi
+rm -f "$out/demo.tmp" "$out/perf.tmp"
+
+# 8. The tables, last.
 sed -n '/^| benchmark/,$p' "$out/kernels.txt" | tee -a "$summary"
 stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
-{
+[ "$only_direct" = 1 ] || {
     echo
     echo "| bounce refit and its stages (GB/s, medians; refits: refits 2-5) | GB/s |"
     echo "|---|---|"
@@ -373,6 +508,21 @@ stage() { grep -F "| $1" "$out/kernels.txt" | awk -F'|' '{gsub(/ /,"",$5); print
         echo "| stage: pinned host-to-device, 8 MiB chunks (GPU 0) | $(stage 'pinned host-to-device 1 GiB, 8 MiB') |"
     fi
 } | tee -a "$summary"
+if [ -n "$cuda_ucx" ]; then
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}'; }
+    {
+        echo
+        echo "| direct path, one GPU, qwen3-30b-a3b 2 layers 1->1, 8 MiB messages (medians) | GB/s | direct / this |"
+        echo "|---|---|---|"
+        echo "| refit device->device, direct (UCX moves device memory) | ${gbs_direct:-?} | 1.00 |"
+        [ -z "$gbs_direct1" ] ||
+            echo "| refit device->device, direct, 1 data lane | $gbs_direct1 | $(ratio "$gbs_direct" "$gbs_direct1") |"
+        echo "| refit device->device, bounce, same UCX | ${gbs_direct_bounce:-?} | $(ratio "$gbs_direct" "$gbs_direct_bounce") |"
+        echo "| ucx_perftest -m cuda ucp_put_bw | ${perf_cuda[0]:-?} | $(ratio "$gbs_direct" "${perf_cuda[0]:-}") |"
+        echo "| ucx_perftest -m cuda ucp_am_bw | ${perf_cuda[1]:-?} | $(ratio "$gbs_direct" "${perf_cuda[1]:-}") |"
+        echo "| ucx_perftest -m cuda tag_bw | ${perf_cuda[2]:-?} | $(ratio "$gbs_direct" "${perf_cuda[2]:-}") |"
+    } | tee -a "$summary"
+fi
 rm -f "$out/gbs.tmp" "$out/perf.tmp"
 # 8. wstream-model's predictions for the published refits (ANCHORS.md),
 #    with this run's repack, digest and pinned copy rates.

@@ -94,15 +94,82 @@ static int teardown(void **state)
     return 0;
 }
 
-static wst_status_t dest(struct fixture *f, uint32_t item, uint64_t offset,
-                         uint64_t version, uint32_t count, size_t len,
-                         void **dest_p)
+static wst_status_t dest_rndv(struct fixture *f, uint32_t item, uint64_t offset,
+                              uint64_t version, uint32_t count, size_t len,
+                              int rndv, void **dest_p)
 {
     struct wst_data_hdr h = {
         .item = item, .offset = offset, .version = version, .count = count};
 
     *dest_p = NULL;
-    return f->rx->ops->data_dest(f->rx, &h, len, dest_p);
+    return f->rx->ops->data_dest(f->rx, &h, len, rndv, dest_p);
+}
+
+static wst_status_t dest(struct fixture *f, uint32_t item, uint64_t offset,
+                         uint64_t version, uint32_t count, size_t len,
+                         void **dest_p)
+{
+    return dest_rndv(f, item, offset, version, count, len, 1, dest_p);
+}
+
+/* The fixture's region made device memory, the half rebuilt over it;
+ * 'ucx_cuda': its UCX writes device memory. No landing ring. */
+static void device_region(struct fixture *f, int ucx_cuda)
+{
+    wst_rx_destroy(f->rx);
+    f->region.mem = WST_MEM_CUDA;
+    struct wst_rx_am_params p = {
+        .log = &f->log,
+        .plan = &f->plan,
+        .events = {.arg = f, .landed = on_landed, .failed = on_failed},
+        .ucx_cuda = ucx_cuda,
+    };
+    assert_int_equal(wst_rx_am_create(&p, &f->rx), WST_OK);
+}
+
+/* Device memory with a CUDA-aware UCX (the direct path): a rendezvous
+ * message lands at its planned place in the region, which UCX writes. */
+static void test_am_rx_device_rndv_direct(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    device_region(f, 1);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest_rndv(f, 1, 64, 2, 1, 136, 1, &d), WST_OK);
+    assert_ptr_equal(d, f->mem + 100 + 64);
+    struct wst_data_hdr h = {.item = 1, .offset = 64, .version = 2, .count = 1};
+    f->rx->ops->data_done(f->rx, &h, d, 136, WST_OK);
+    assert_int_equal(f->landed, 136);
+    assert_int_equal(f->n_failed, 0);
+}
+
+/* An eager message would be copied with memcpy: never into device memory.
+ * Without a landing ring it is refused and the refit fails. */
+static void test_am_rx_device_eager_needs_landing(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    device_region(f, 1);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest_rndv(f, 0, 0, 2, 1, 100, 0, &d), WST_ERR_PROTOCOL);
+    assert_null(d);
+    assert_int_equal(f->n_failed, 1);
+}
+
+/* Without a CUDA-aware UCX even a rendezvous message for device memory
+ * needs the landing ring (UCX could not write there). */
+static void test_am_rx_device_no_ucx_cuda_needs_landing(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    device_region(f, 0);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest_rndv(f, 0, 0, 2, 1, 100, 1, &d), WST_ERR_PROTOCOL);
+    assert_null(d);
+    assert_int_equal(f->n_failed, 1);
 }
 
 /* The version not in flight (before begin, an older or a newer one,
@@ -185,7 +252,7 @@ static void test_am_rx_done_after_abort_not_counted(void **state)
     void *d;
 
     assert_int_equal(f->rx->ops->begin(f->rx, 3), WST_OK);
-    assert_int_equal(f->rx->ops->data_dest(f->rx, &h, 100, &d), WST_OK);
+    assert_int_equal(f->rx->ops->data_dest(f->rx, &h, 100, 0, &d), WST_OK);
     f->rx->ops->abort(f->rx);
     f->rx->ops->data_done(f->rx, &h, d, 100, WST_OK);
     assert_int_equal(f->landed, 0);
@@ -200,6 +267,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_am_rx_other_version_dropped, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_device_rndv_direct, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_device_eager_needs_landing,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_am_rx_device_no_ucx_cuda_needs_landing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_inside_plan, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_outside_plan_refused, setup,

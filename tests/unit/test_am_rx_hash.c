@@ -154,7 +154,7 @@ static void land(void *arg)
                              .count = m->count};
     void *dest = NULL;
 
-    m->status = rx->ops->data_dest(rx, &h, m->len, &dest);
+    m->status = rx->ops->data_dest(rx, &h, m->len, 1, &dest);
     if (m->status == WST_OK)
         rx->ops->data_done(rx, &h, dest, m->len, WST_OK);
     if (m->abort_after)
@@ -256,6 +256,47 @@ static void test_am_rx_hash_unaligned_not_hashed(void **state)
     assert_int_equal(f->sum[1], 0);
 }
 
+/* Rebuilds the half over a region that is device memory, with a UCX that
+ * writes device memory (the direct path): worker thread. */
+static void make_device_rx(void *arg)
+{
+    struct fixture *f = arg;
+
+    wst_rx_destroy(f->rx);
+    f->rx = NULL;
+    f->region.mem = WST_MEM_CUDA;
+    struct wst_rx_am_params p = {
+        .log = &f->log,
+        .plan = &f->plan,
+        .events = {.arg = f, .landed = on_landed, .failed = on_failed},
+        .hashers = f->hashers,
+        .worker = f->w,
+        .ucx_cuda = 1,
+    };
+    assert_int_equal(wst_rx_am_create(&p, &f->rx), WST_OK);
+}
+
+/* Device memory UCX wrote (rendezvous, direct path) lands where the plan
+ * puts it and is never read by the host hashers (on a GPU that read would
+ * fault): counted as landed, unhashed, for the GPU digest at the layer's
+ * check. (Here the "device" region is host memory, so a host hash would
+ * not crash but would show as hashed bytes.) */
+static void test_am_rx_hash_device_memory_not_hashed(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(wst_worker_call(f->w, make_device_rx, f), WST_OK);
+    assert_int_equal(wst_worker_call(f->w, begin, f), WST_OK);
+    send_msg(f, 0, 1, 0, 128 * KIB);
+    send_msg(f, 0, 1, 128 * KIB, 72 * KIB + 7);
+    send_msg(f, 1, 2, 0, 400);
+    drain(f);
+    assert_int_equal(f->n_failed, 0);
+    assert_int_equal(f->landed[0], 200 * KIB + 407);
+    assert_int_equal(f->hashed[0], 0);
+    assert_int_equal(f->sum[0], 0);
+}
+
 /* A hash that comes back after its refit was aborted is not counted; one
  * that comes back after the half was destroyed frees it, once. */
 static void test_am_rx_hash_late_not_counted(void **state)
@@ -293,6 +334,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_hash_unaligned_not_hashed,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_am_rx_hash_device_memory_not_hashed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_hash_late_not_counted, setup,
                                         teardown),
     };

@@ -302,13 +302,13 @@ static void on_rx_failed(void *arg, wst_status_t status, const char *reason)
 /* ---- the receiving side's worker ---- */
 
 static wst_status_t rx_data_dest(void *arg, const struct wst_data_hdr *hdr,
-                                 size_t len, void **dest_p)
+                                 size_t len, int rndv, void **dest_p)
 {
     struct fixture *f = arg;
 
     if (f->rx == NULL || f->rx->ops->data_dest == NULL)
         return WST_ERR_PROTOCOL;
-    return f->rx->ops->data_dest(f->rx, hdr, len, dest_p);
+    return f->rx->ops->data_dest(f->rx, hdr, len, rndv, dest_p);
 }
 
 static void rx_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,

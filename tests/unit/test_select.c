@@ -157,7 +157,7 @@ static const struct row rows[] = {
     {IN(1, 1, 1, 1, 1, 1, AUTO),
      WST_OK,
      WST_PATH_DIRECT,
-     {"on this sender and the receiver", "GPUDirect RDMA"},
+     {"on this sender and the receiver", "CUDA IPC", "GPUDirect RDMA"},
      {"configured"}},
     /* A side holding only host memory needs no CUDA-aware UCX. */
     {IN(1, 0, 1, 0, 0, 0, AUTO),
@@ -453,6 +453,39 @@ static void test_device_path_mem_types_mask(void **state)
         wst_ucx_mem_types_have_cuda(~(uint64_t)UCS_BIT(UCS_MEMORY_TYPE_CUDA)));
 }
 
+/* The masks real UCX builds report (the worker logs them at start):
+ * tests/gpu/build-ucx.sh's UCX 1.13.1 with CUDA on the H200 host, 0x7
+ * (host, cuda, cuda-managed); Debian's 1.13.1, and the CUDA build on a
+ * machine without a GPU, 0x1 (host only). The
+ * path choice over them: direct with the first on both sides, bounce
+ * under auto as soon as one side holding device memory has the second. */
+static void test_device_path_real_ucx_masks(void **state)
+{
+    const uint64_t cuda_build = 0x7, distro = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    enum wst_path p;
+    char why[WST_PATH_WHY_LEN];
+
+    (void)state;
+    assert_true(cuda_build ==
+                (UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                 UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)));
+    assert_true(wst_ucx_mem_types_have_cuda(cuda_build));
+    assert_false(wst_ucx_mem_types_have_cuda(distro));
+    struct wst_path_inputs in = {
+        .src_device = 1,
+        .dst_device = 1,
+        .local_ucx_cuda = wst_ucx_mem_types_have_cuda(cuda_build),
+        .peer_ucx_cuda = wst_ucx_mem_types_have_cuda(cuda_build),
+        .pref = WST_PATH_PREF_AUTO,
+    };
+    assert_int_equal(wst_path_choose(&in, &p, why, sizeof(why)), WST_OK);
+    assert_int_equal(p, WST_PATH_DIRECT);
+    in.peer_ucx_cuda = wst_ucx_mem_types_have_cuda(distro);
+    assert_int_equal(wst_path_choose(&in, &p, why, sizeof(why)), WST_OK);
+    assert_int_equal(p, WST_PATH_BOUNCE);
+    assert_non_null(strstr(why, "the receiver's UCX reports no CUDA"));
+}
+
 /* What this machine's UCX says, asked directly rather than through the
  * worker, with the worker's features. */
 static int ucx_reports_cuda(void)
@@ -557,9 +590,10 @@ static void test_device_path_log_direct(void **state)
     assert_string_equal(
         c.line, "receiver 10.0.0.7:7070: device path direct: device memory "
                 "on this sender and the receiver is registered with a "
-                "CUDA-aware UCX and moved without host copies (GPUDirect "
-                "RDMA) (unverified on hardware: no machine here has a "
-                "CUDA-aware UCX and an RDMA NIC)");
+                "CUDA-aware UCX and moved without host copies (CUDA IPC "
+                "within a host, GPUDirect RDMA across hosts) (GPUDirect RDMA "
+                "across hosts is unverified on hardware: no machine here has "
+                "an RDMA NIC)");
 }
 
 static void test_device_path_log_respects_level(void **state)
@@ -627,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_device_path_names),
         cmocka_unit_test(test_device_path_pref_parse),
         cmocka_unit_test(test_device_path_mem_types_mask),
+        cmocka_unit_test(test_device_path_real_ucx_masks),
         cmocka_unit_test(test_device_path_worker_reports_ucx_cuda),
         cmocka_unit_test(test_device_path_log_bounce),
         cmocka_unit_test(test_device_path_log_direct),

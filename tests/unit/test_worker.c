@@ -57,6 +57,7 @@ struct side {
     size_t dest_len;
     int hold;
     int n_dest_calls;
+    int n_dest_rndv; /* of them, rendezvous messages (UCX moves the bytes) */
     /* Run on the progress thread at data_dest call number dest_hook_at. */
     void (*dest_hook)(void *arg);
     void *dest_hook_arg;
@@ -142,13 +143,14 @@ static void on_failed(void *arg, wst_conn_t *conn, wst_status_t status,
 }
 
 static wst_status_t on_data_dest(void *arg, const struct wst_data_hdr *hdr,
-                                 size_t len, void **dest_p)
+                                 size_t len, int rndv, void **dest_p)
 {
     struct side *s = arg;
     wst_status_t st = WST_OK;
 
     pthread_mutex_lock(&s->lock);
     s->n_dest_calls++;
+    s->n_dest_rndv += rndv != 0;
     if (s->dest_hook != NULL && s->n_dest_calls == s->dest_hook_at)
         s->dest_hook(s->dest_hook_arg);
     if (s->hold)
@@ -728,6 +730,9 @@ static void test_worker_data_lands_at_dest(void **state)
     assert_int_equal(p->srv.done_len, 256);
     assert_ptr_equal(p->srv.done_dest, p->srv.dest);
     assert_memory_equal(p->srv.dest, small, 256);
+    /* data_dest learns which is which: an eager message is copied with
+     * memcpy, so its place must be host memory. */
+    assert_int_equal(side_count(&p->srv, &p->srv.n_dest_rndv), 0);
 
     data_send_start(p, &a, 5, big, BIG_LEN);
     data_send_wait(&a);
@@ -736,6 +741,7 @@ static void test_worker_data_lands_at_dest(void **state)
     assert_int_equal(p->srv.done_hdr.item, 5);
     assert_int_equal(p->srv.done_len, BIG_LEN);
     assert_memory_equal(p->srv.dest, big, BIG_LEN);
+    assert_int_equal(side_count(&p->srv, &p->srv.n_dest_rndv), 1);
     free(small);
     free(big);
 }
@@ -1441,6 +1447,7 @@ static void test_worker_lanes_stripe(void **state)
     assert_true(side_wait(&p->srv, &p->srv.n_done, 4));
     /* Every callback has run: nothing writes these any more. */
     assert_int_equal(side_count(&p->srv, &p->srv.n_dest_calls), 4);
+    assert_int_equal(side_count(&p->srv, &p->srv.n_dest_rndv), 2);
     assert_int_equal(side_count(&p->srv, &p->srv.done_elsewhere), 0);
     assert_int_equal(p->srv.done_status, WST_OK);
     assert_memory_equal(p->srv.dest, big1, BIG_LEN);
