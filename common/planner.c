@@ -24,6 +24,7 @@
  * is therefore one run, not 151936.
  */
 #include "planner.h"
+#include "planner_internal.h"
 
 #include "array.h"
 #include "dtype.h"
@@ -34,7 +35,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include <xxhash.h>
 
 /* Haves of a tensor are touched this many ahead of their turn (each lies
  * in its sender's array: a cache and TLB miss apiece). */
@@ -43,77 +43,9 @@
 /* Bounds the layer_bytes table; real models have a few hundred layers. */
 #define PLAN_MAX_LAYERS 65536u
 
-struct layout {
-    uint64_t base; /* elements; may wrap around (flat haves) */
-    uint64_t origin[WST_MAX_DIMS];
-    uint64_t stride[WST_MAX_DIMS]; /* elements */
-};
-
-struct sub_have {
-    struct wst_box box;
-    struct layout lay;
-};
-
-/* A have, with its dim-0 range copied so that the haves a sharded want
- * misses are skipped without touching them ([0, UINT64_MAX) for flat
- * haves, which are never skipped). */
-struct have_ref {
-    uint32_t sender;
-    uint32_t have;
-    uint64_t lo0, hi0;
-};
-
-/* One distinct tensor name among the haves: its refs are
- * refs[first[group] .. first[group + 1]). */
-struct name_slot {
-    uint64_t hash;
-    const char *name; /* NULL: a free slot */
-    uint32_t group;
-};
-
-struct box_vec {
-    struct wst_box *v;
-    size_t n, cap;
-};
-
-struct item_vec {
-    struct wst_plan_item *v;
-    size_t n, cap;
-};
-
-/* Where runs go. Runs are made twice: a first pass only counts each
- * sender's (after merging neighbours), then the plan's array is allocated
- * at its exact size and the second pass writes each sender's runs into
- * its own slice. No array grows, nothing is copied or sorted across
- * senders, and the plan is written once (at a few hundred thousand items,
- * page faults and copies of a growing array cost more than finding the
- * runs). */
-struct run_sink {
-    struct wst_plan_item *out;  /* NULL while counting; else [total] */
-    struct wst_plan_item *last; /* [n_senders] each sender's open run */
-    size_t *count;              /* [n_senders] runs so far, open included */
-    size_t *start; /* [n_senders + 1] first slot in out; [n_senders]: total */
-    int overflow;  /* the writing pass made more runs than were counted */
-};
-
-struct planner {
-    const struct wst_plan_input *in;
-    const struct wst_logger *lg;
-    char *err;
-    size_t errlen;
-    struct have_ref *refs; /* grouped by name, each group in rank order */
-    size_t n_refs;
-    struct name_slot *slots; /* open addressing, n_slots a power of 2 */
-    size_t n_slots, n_groups;
-    size_t *first;            /* [n_groups + 1] */
-    struct box_vec cur, next; /* uncovered boxes of the current want */
-    struct run_sink runs;
-    uint32_t n_layers;
-};
-
 /* Logs the reason once and copies it into the caller's buffer. */
-__attribute__((format(printf, 3, 4))) static wst_status_t
-plan_fail(struct planner *p, wst_status_t status, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) wst_status_t
+wst_plan_fail(struct planner *p, wst_status_t status, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -128,7 +60,7 @@ plan_fail(struct planner *p, wst_status_t status, const char *fmt, ...)
 }
 
 /* Tensor names may arrive unterminated; print at most WST_NAME_MAX bytes. */
-static int name_len(const char *name)
+int wst_plan_name_len(const char *name)
 {
     return (int)strnlen(name, WST_NAME_MAX);
 }
@@ -229,11 +161,11 @@ static wst_status_t runs_close(struct planner *p, uint32_t n_senders)
         size_t counted = rs->start[s + 1] - rs->start[s];
 
         if (rs->overflow || rs->count[s] != counted)
-            return plan_fail(p, WST_ERR_INTEGRITY,
-                             "planner: internal error: sender %u: %zu runs "
-                             "counted, %zu%s made",
-                             s, counted, rs->count[s],
-                             rs->overflow ? " or more" : "");
+            return wst_plan_fail(p, WST_ERR_INTEGRITY,
+                                 "planner: internal error: sender %u: %zu runs "
+                                 "counted, %zu%s made",
+                                 s, counted, rs->count[s],
+                                 rs->overflow ? " or more" : "");
         if (rs->count[s] > 0)
             rs->out[rs->start[s] + rs->count[s] - 1] = rs->last[s];
     }
@@ -461,207 +393,6 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
     }
 }
 
-/* ---- have index --------------------------------------------------------- */
-
-static uint64_t name_hash(const char *name)
-{
-    return XXH3_64bits(name, strlen(name));
-}
-
-/* The slot of 'name': where it is, or the free slot where it would go. */
-static struct name_slot *slot_find(const struct planner *p, const char *name,
-                                   uint64_t h)
-{
-    size_t mask = p->n_slots - 1, i = (size_t)h & mask;
-
-    while (p->slots[i].name != NULL &&
-           (p->slots[i].hash != h || strcmp(p->slots[i].name, name) != 0))
-        i = (i + 1) & mask;
-    return &p->slots[i];
-}
-
-/* Doubles the table, keeping it at most half full. */
-static wst_status_t slots_grow(struct planner *p)
-{
-    struct name_slot *old = p->slots, *to;
-    size_t n_old = p->n_slots, i;
-
-    p->n_slots = n_old ? 2 * n_old : 1024;
-    p->slots = calloc(p->n_slots, sizeof(*p->slots));
-    if (p->slots == NULL) {
-        p->slots = old;
-        p->n_slots = n_old;
-        return WST_ERR_NO_MEMORY;
-    }
-    for (i = 0; i < n_old; i++) {
-        if (old[i].name == NULL)
-            continue;
-        to = slot_find(p, old[i].name, old[i].hash);
-        *to = old[i];
-    }
-    free(old);
-    return WST_OK;
-}
-
-/* The group of 'name', added when new. */
-static wst_status_t name_group(struct planner *p, const char *name,
-                               size_t *n_first, const char ***names_p,
-                               size_t *n_names, uint32_t *g_p)
-{
-    uint64_t h = name_hash(name);
-    struct name_slot *sl;
-
-    if (2 * (p->n_groups + 1) > p->n_slots && slots_grow(p) != WST_OK)
-        return WST_ERR_NO_MEMORY;
-    sl = slot_find(p, name, h);
-    if (sl->name == NULL) {
-        if (wst_array_grow(&p->first, n_first, p->n_groups + 2,
-                           sizeof(*p->first)) != WST_OK ||
-            wst_array_grow(names_p, n_names, p->n_groups + 1,
-                           sizeof(**names_p)) != WST_OK)
-            return WST_ERR_NO_MEMORY;
-        *sl = (struct name_slot){
-            .hash = h, .name = name, .group = (uint32_t)p->n_groups};
-        (*names_p)[p->n_groups] = name;
-        p->first[++p->n_groups] = 0;
-    }
-    *g_p = sl->group;
-    return WST_OK;
-}
-
-static struct have_ref have_ref_of(const struct wst_plan_input *in, uint32_t s,
-                                   size_t i)
-{
-    const struct wst_have *h = &in->haves[s][i];
-    struct have_ref r = {.sender = s, .have = (uint32_t)i};
-
-    r.lo0 = h->flat ? 0 : h->box.start[0];
-    r.hi0 = h->flat ? UINT64_MAX : h->box.stop[0];
-    return r;
-}
-
-/* Checks every have and groups it by name (group[k] and ref[k] for the
- * k-th have in rank order), counting each group's haves in
- * first[group + 1]: the one pass over the haves themselves (a few hundred
- * thousand of them, 472 bytes each, mostly not in cache). Senders mostly
- * list their tensors in the same order, so have i of the previous sender
- * names the likely group (hint[i]): one strcmp instead of hashing and
- * probing. */
-static wst_status_t group_names(struct planner *p, uint32_t *group,
-                                struct have_ref *ref)
-{
-    const struct wst_plan_input *in = p->in;
-    size_t k = 0, i, n_first = 0, n_names = 0, n_hint = 0;
-    const char **names = NULL;
-    uint32_t s, g, *hint;
-    wst_status_t status = WST_OK;
-
-    for (s = 0; s < in->n_senders; s++)
-        if (in->n_haves[s] > n_hint)
-            n_hint = in->n_haves[s];
-    hint = malloc((n_hint ? n_hint : 1) * sizeof(*hint));
-    if (hint == NULL ||
-        wst_array_grow(&p->first, &n_first, 2, sizeof(*p->first)) != WST_OK) {
-        free(hint);
-        return plan_fail(p, WST_ERR_NO_MEMORY,
-                         "planner: no memory to index the haves");
-    }
-    memset(hint, 0xff, (n_hint ? n_hint : 1) * sizeof(*hint));
-    p->first[0] = 0;
-    for (s = 0; s < in->n_senders && status == WST_OK; s++) {
-        for (i = 0; i < in->n_haves[s] && status == WST_OK; i++, k++) {
-            const struct wst_have *h = &in->haves[s][i];
-            const char *name = h->tensor.name;
-
-            if (wst_have_check(h) != WST_OK) {
-                status = plan_fail(p, WST_ERR_INVALID,
-                                   "sender %u have %zu (tensor %.*s): invalid "
-                                   "entry (dtype, shape, box or memory type)",
-                                   s, i, name_len(name), name);
-                break;
-            }
-            ref[k] = have_ref_of(in, s, i);
-            g = hint[i];
-            if (g == UINT32_MAX || strcmp(names[g], name) != 0)
-                status = name_group(p, name, &n_first, &names, &n_names, &g);
-            if (status != WST_OK) {
-                status = plan_fail(p, status, "planner: no memory to index %s",
-                                   name);
-                break;
-            }
-            hint[i] = g;
-            group[k] = g;
-            p->first[g + 1]++;
-        }
-    }
-    free(hint);
-    free(names);
-    return status;
-}
-
-/* Indexes the haves by tensor name in time linear in their number: a hash
- * table of the distinct names, then a counting sort of the refs by name
- * (stable, so each name's refs stay in (sender, have) order). */
-static wst_status_t index_haves(struct planner *p)
-{
-    const struct wst_plan_input *in = p->in;
-    size_t total = 0, k, i, *next = NULL;
-    struct have_ref *ref = NULL;
-    uint32_t s, *group;
-    wst_status_t status;
-
-    for (s = 0; s < in->n_senders; s++)
-        total += in->n_haves[s];
-    if (total > UINT32_MAX)
-        return plan_fail(p, WST_ERR_INVALID,
-                         "planner: %zu haves in all, more than %u", total,
-                         UINT32_MAX);
-    group = malloc((total ? total : 1) * sizeof(*group));
-    ref = malloc((total ? total : 1) * sizeof(*ref));
-    p->refs = malloc((total ? total : 1) * sizeof(*p->refs));
-    if (group == NULL || ref == NULL || p->refs == NULL ||
-        slots_grow(p) != WST_OK)
-        goto err_no_memory;
-    status = group_names(p, group, ref);
-    if (status != WST_OK)
-        goto out_free;
-    for (i = 0; i < p->n_groups; i++)
-        p->first[i + 1] += p->first[i];
-    next = malloc((p->n_groups ? p->n_groups : 1) * sizeof(*next));
-    if (next == NULL)
-        goto err_no_memory;
-    memcpy(next, p->first, p->n_groups * sizeof(*next));
-    for (k = 0; k < total; k++)
-        p->refs[next[group[k]]++] = ref[k];
-    p->n_refs = total;
-    free(next);
-    goto out_free;
-
-err_no_memory:
-    status = plan_fail(p, WST_ERR_NO_MEMORY,
-                       "planner: no memory to index %zu haves", total);
-out_free:
-    free(ref);
-    free(group);
-    return status;
-}
-
-/* The haves of tensor 'name': refs[*lo_p .. *hi_p), in rank order. */
-static void find_refs(const struct planner *p, const char *name, size_t *lo_p,
-                      size_t *hi_p)
-{
-    const struct name_slot *sl = slot_find(p, name, name_hash(name));
-
-    *lo_p = sl->name != NULL ? p->first[sl->group] : 0;
-    *hi_p = sl->name != NULL ? p->first[sl->group + 1] : 0;
-}
-
-static const struct wst_have *ref_have(const struct planner *p,
-                                       const struct have_ref *r)
-{
-    return &p->in->haves[r->sender][r->have];
-}
-
 /* ---- validation --------------------------------------------------------- */
 
 static wst_status_t validate_input(struct planner *p)
@@ -672,31 +403,34 @@ static wst_status_t validate_input(struct planner *p)
 
     if ((in->n_wants && in->wants == NULL) ||
         (in->n_senders && (in->haves == NULL || in->n_haves == NULL)))
-        return plan_fail(p, WST_ERR_INVALID, "planner: missing input arrays");
+        return wst_plan_fail(p, WST_ERR_INVALID,
+                             "planner: missing input arrays");
     for (i = 0; i < in->n_wants; i++) {
         const struct wst_want *w = &in->wants[i];
 
         if (wst_want_expert_check(w) != WST_OK)
-            return plan_fail(p, WST_ERR_INVALID,
-                             "want %zu (tensor %.*s): invalid expert "
-                             "descriptor (grouped %d, ep rank %u of %u, ndim "
-                             "%u)",
-                             i, name_len(w->tensor.name), w->tensor.name,
-                             w->expert.grouped, w->expert.ep_rank,
-                             w->expert.ep_size, w->tensor.ndim);
+            return wst_plan_fail(
+                p, WST_ERR_INVALID,
+                "want %zu (tensor %.*s): invalid expert "
+                "descriptor (grouped %d, ep rank %u of %u, ndim "
+                "%u)",
+                i, wst_plan_name_len(w->tensor.name), w->tensor.name,
+                w->expert.grouped, w->expert.ep_rank, w->expert.ep_size,
+                w->tensor.ndim);
         if (wst_want_check(w, in->regions, in->n_regions) != WST_OK)
-            return plan_fail(p, WST_ERR_INVALID,
-                             "want %zu (tensor %.*s): invalid entry "
-                             "(dtype, shape, box, row pitch or region range)",
-                             i, name_len(w->tensor.name), w->tensor.name);
+            return wst_plan_fail(
+                p, WST_ERR_INVALID,
+                "want %zu (tensor %.*s): invalid entry "
+                "(dtype, shape, box, row pitch or region range)",
+                i, wst_plan_name_len(w->tensor.name), w->tensor.name);
     }
     for (s = 0; s < in->n_senders; s++) {
         if (in->n_haves[s] && in->haves[s] == NULL)
-            return plan_fail(p, WST_ERR_INVALID,
-                             "planner: sender %u has no have array", s);
+            return wst_plan_fail(p, WST_ERR_INVALID,
+                                 "planner: sender %u has no have array", s);
         if (in->n_haves[s] > UINT32_MAX)
-            return plan_fail(p, WST_ERR_INVALID,
-                             "planner: sender %u has too many haves", s);
+            return wst_plan_fail(p, WST_ERR_INVALID,
+                                 "planner: sender %u has too many haves", s);
     }
     return WST_OK; /* each have is checked as it is indexed (group_names) */
 }
@@ -715,16 +449,16 @@ static wst_status_t check_expert_want(struct planner *p,
     uint32_t d;
 
     if (wst_want_expert_range(w, &start, &stop) != WST_OK)
-        return plan_fail(p, WST_ERR_EXPERT_DIVISIBILITY,
-                         "tensor %s: %llu experts over ep %u do not divide "
-                         "evenly (%llu left over); ceil-sized and linear "
-                         "placements would disagree (want %zu of receiver %u)",
-                         w->tensor.name, (unsigned long long)n_exp, e->ep_size,
-                         (unsigned long long)(n_exp % e->ep_size), wi,
-                         p->in->receiver_rank);
+        return wst_plan_fail(
+            p, WST_ERR_EXPERT_DIVISIBILITY,
+            "tensor %s: %llu experts over ep %u do not divide "
+            "evenly (%llu left over); ceil-sized and linear "
+            "placements would disagree (want %zu of receiver %u)",
+            w->tensor.name, (unsigned long long)n_exp, e->ep_size,
+            (unsigned long long)(n_exp % e->ep_size), wi, p->in->receiver_rank);
     for (d = 1; d < w->box.ndim; d++) {
         if (w->box.start[d] != 0 || w->box.stop[d] != w->tensor.shape[d])
-            return plan_fail(
+            return wst_plan_fail(
                 p, WST_ERR_EXPERT_SHARDING,
                 "tensor %s: expert want cuts non-expert dimension %u "
                 "([%llu, %llu) of [0, %llu)); experts may be split on dim 0 "
@@ -735,15 +469,15 @@ static wst_status_t check_expert_want(struct planner *p,
                 p->in->receiver_rank);
     }
     if (w->box.start[0] != start || w->box.stop[0] != stop)
-        return plan_fail(p, WST_ERR_NON_LINEAR_PLACEMENT,
-                         "tensor %s: ep rank %u of %u wants experts [%llu, "
-                         "%llu), linear placement gives it [%llu, %llu) "
-                         "(want %zu of receiver %u)",
-                         w->tensor.name, e->ep_rank, e->ep_size,
-                         (unsigned long long)w->box.start[0],
-                         (unsigned long long)w->box.stop[0],
-                         (unsigned long long)start, (unsigned long long)stop,
-                         wi, p->in->receiver_rank);
+        return wst_plan_fail(
+            p, WST_ERR_NON_LINEAR_PLACEMENT,
+            "tensor %s: ep rank %u of %u wants experts [%llu, "
+            "%llu), linear placement gives it [%llu, %llu) "
+            "(want %zu of receiver %u)",
+            w->tensor.name, e->ep_rank, e->ep_size,
+            (unsigned long long)w->box.start[0],
+            (unsigned long long)w->box.stop[0], (unsigned long long)start,
+            (unsigned long long)stop, wi, p->in->receiver_rank);
     return WST_OK;
 }
 
@@ -775,9 +509,9 @@ static wst_status_t count_layers(struct planner *p)
         if (l == UINT32_MAX)
             continue;
         if (l >= PLAN_MAX_LAYERS - 1)
-            return plan_fail(p, WST_ERR_INVALID,
-                             "tensor %s: layer %u exceeds the limit of %u",
-                             name, l, PLAN_MAX_LAYERS - 2);
+            return wst_plan_fail(p, WST_ERR_INVALID,
+                                 "tensor %s: layer %u exceeds the limit of %u",
+                                 name, l, PLAN_MAX_LAYERS - 2);
         if (l + 2 > n)
             n = l + 2;
     }
@@ -811,19 +545,19 @@ static wst_status_t check_haves_agree(struct planner *p,
     size_t i;
 
     for (i = lo; i < hi; i++) {
-        ht = &ref_have(p, &p->refs[i])->tensor;
+        ht = &wst_plan_ref_have(p, &p->refs[i])->tensor;
         if (ht->dtype != wt->dtype)
-            return plan_fail(p, WST_ERR_DTYPE_MISMATCH,
-                             "tensor %s: sender %u has dtype %s, want %s",
-                             wt->name, p->refs[i].sender,
-                             wst_dtype_name(ht->dtype),
-                             wst_dtype_name(wt->dtype));
+            return wst_plan_fail(p, WST_ERR_DTYPE_MISMATCH,
+                                 "tensor %s: sender %u has dtype %s, want %s",
+                                 wt->name, p->refs[i].sender,
+                                 wst_dtype_name(ht->dtype),
+                                 wst_dtype_name(wt->dtype));
         if (!same_shape(ht, wt)) {
             fmt_dims(a, sizeof(a), ht->shape, ht->ndim);
             fmt_dims(b, sizeof(b), wt->shape, wt->ndim);
-            return plan_fail(p, WST_ERR_SHAPE_MISMATCH,
-                             "tensor %s: sender %u has shape %s, want %s",
-                             wt->name, p->refs[i].sender, a, b);
+            return wst_plan_fail(p, WST_ERR_SHAPE_MISMATCH,
+                                 "tensor %s: sender %u has shape %s, want %s",
+                                 wt->name, p->refs[i].sender, a, b);
         }
     }
     return WST_OK;
@@ -853,7 +587,7 @@ static wst_status_t take_from_have(struct planner *p, struct run_ctx *rc,
     /* most haves of a sharded tensor miss a sharded want altogether */
     if (ref_misses(r, want_box))
         return WST_OK;
-    h = ref_have(p, r);
+    h = wst_plan_ref_have(p, r);
     if (!h->flat && !box_intersect(want_box, &h->box, &in))
         return WST_OK;
     n_subs = have_subboxes(h, subs);
@@ -893,10 +627,10 @@ static wst_status_t report_gap(struct planner *p, const struct wst_want *w,
             first = &p->cur.v[i];
     }
     fmt_dims(idx, sizeof(idx), first->start, w->box.ndim);
-    return plan_fail(p, WST_ERR_COVERAGE,
-                     "tensor %s: no sender has element %s (want %zu of "
-                     "receiver %u)",
-                     w->tensor.name, idx, wi, p->in->receiver_rank);
+    return wst_plan_fail(p, WST_ERR_COVERAGE,
+                         "tensor %s: no sender has element %s (want %zu of "
+                         "receiver %u)",
+                         w->tensor.name, idx, wi, p->in->receiver_rank);
 }
 
 /* Starts loading the box of a have a few turns ahead (PREFETCH_AHEAD):
@@ -909,7 +643,7 @@ static void prefetch_next(const struct planner *p, size_t r,
 
     if (ref_misses(&p->refs[r], want))
         return;
-    h = ref_have(p, &p->refs[r]);
+    h = wst_plan_ref_have(p, &p->refs[r]);
     __builtin_prefetch(&h->box.start[0]);
     __builtin_prefetch(&h->flat);
 }
@@ -930,7 +664,7 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
 
     if (wst_box_elems(&w->box) == 0)
         return WST_OK;
-    find_refs(p, w->tensor.name, &lo, &hi);
+    wst_plan_find_refs(p, w->tensor.name, &lo, &hi);
     /* checked on the counting pass; the writing pass sees the same input */
     status = p->runs.out == NULL ? check_haves_agree(p, w, lo, hi) : WST_OK;
     if (status != WST_OK)
@@ -950,8 +684,8 @@ static wst_status_t cover_want(struct planner *p, size_t wi)
         status = take_from_have(p, &rc, &w->box, &p->refs[r]);
     }
     if (status != WST_OK)
-        return plan_fail(p, status, "tensor %s: no memory for runs",
-                         w->tensor.name);
+        return wst_plan_fail(p, status, "tensor %s: no memory for runs",
+                             w->tensor.name);
     return p->cur.n > 0 ? report_gap(p, w, wi) : WST_OK;
 }
 
@@ -1073,8 +807,8 @@ err_free_sender_first:
 err_free_plan:
     free(plan);
 err_no_memory:
-    return plan_fail(p, WST_ERR_NO_MEMORY, "planner: no memory for %zu items",
-                     items.n);
+    return wst_plan_fail(p, WST_ERR_NO_MEMORY,
+                         "planner: no memory for %zu items", items.n);
 }
 
 /* Want order for making runs: (layer, region, offset), the plan's own
@@ -1106,8 +840,8 @@ static wst_status_t cover_wants(struct planner *p)
     wst_status_t status = WST_OK;
 
     if (keys == NULL)
-        return plan_fail(p, WST_ERR_NO_MEMORY,
-                         "planner: no memory to order %zu wants", n);
+        return wst_plan_fail(p, WST_ERR_NO_MEMORY,
+                             "planner: no memory to order %zu wants", n);
     for (i = 0; i < n; i++) {
         const struct wst_want *w = &p->in->wants[i];
 
@@ -1132,8 +866,9 @@ static wst_status_t runs_init(struct planner *p)
     rs->count = calloc(n, sizeof(*rs->count));
     rs->start = calloc(n + 1, sizeof(*rs->start));
     if (rs->last == NULL || rs->count == NULL || rs->start == NULL)
-        return plan_fail(p, WST_ERR_NO_MEMORY,
-                         "planner: no memory for %u senders", p->in->n_senders);
+        return wst_plan_fail(p, WST_ERR_NO_MEMORY,
+                             "planner: no memory for %u senders",
+                             p->in->n_senders);
     return WST_OK;
 }
 
@@ -1153,8 +888,8 @@ static wst_status_t runs_alloc(struct planner *p, size_t *total_p)
     rs->start[p->in->n_senders] = total;
     rs->out = malloc((total ? total : 1) * sizeof(*rs->out));
     if (rs->out == NULL)
-        return plan_fail(p, WST_ERR_NO_MEMORY,
-                         "planner: no memory for %zu items", total);
+        return wst_plan_fail(p, WST_ERR_NO_MEMORY,
+                             "planner: no memory for %zu items", total);
     advise_huge(rs->out, total * sizeof(*rs->out));
     *total_p = total;
     return WST_OK;
@@ -1179,10 +914,11 @@ wst_status_t wst_plan_build(const struct wst_plan_input *in,
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (in == NULL || plan_p == NULL)
-        return plan_fail(&p, WST_ERR_INVALID, "planner: missing input");
+        return wst_plan_fail(&p, WST_ERR_INVALID, "planner: missing input");
     status = validate_input(&p);
     if (status == WST_OK)
-        status = index_haves(&p); /* checks the haves, as validate_input */
+        status =
+            wst_plan_index_haves(&p); /* checks the haves, as validate_input */
     if (status == WST_OK)
         status = check_expert_wants(&p);
     if (status == WST_OK)
