@@ -32,6 +32,12 @@
 
 #include "digest.h"
 
+/* Messages up to this size are hashed on the progress thread as they
+ * land: handing one to a hashing thread and back (a queue, a wake-up and
+ * a post each way) costs more than hashing 64 KiB in cache, and a scale
+ * run's messages are mostly this small (NOTES.md, issue 21). */
+#define WST_HASH_INLINE_MAX (64u * 1024u)
+
 struct am_rx {
     struct wst_rx rx; /* first */
     const struct wst_logger *log;
@@ -189,16 +195,22 @@ static void hash_back(void *arg)
     free(j);
 }
 
-/* A hashing thread: reads only the landed bytes and the job. */
-static void hash_run(void *arg)
+static void hash_parts(struct hash_job *j)
 {
-    struct hash_job *j = arg;
     const char *src = j->src;
 
     for (uint32_t k = 0; k < j->n_runs; k++) {
         j->sum += wst_digest_part(src, j->runs[k].len, j->runs[k].pos);
         src += j->runs[k].len;
     }
+}
+
+/* A hashing thread: reads only the landed bytes and the job. */
+static void hash_run(void *arg)
+{
+    struct hash_job *j = arg;
+
+    hash_parts(j);
     if (wst_worker_post(j->a->worker, hash_back, j) != WST_OK)
         WST_ERROR(j->a->log,
                   "a hashed message of layer %u is lost: no "
@@ -238,6 +250,13 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
             j->runs[k].len = it[k].length;
             j->runs[k].pos = a->pos[hdr->item + k];
         }
+    }
+    if (len <= WST_HASH_INLINE_MAX) {
+        /* Cheaper here than a trip through the pool and back. */
+        hash_parts(j);
+        a->rx.ev.landed(a->rx.ev.arg, j->layer, j->len, j->len, j->sum);
+        free(j);
+        return 1;
     }
     if (wst_jobq_post(a->hashers, hash_run, j) != WST_OK) {
         free(j);
