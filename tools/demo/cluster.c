@@ -25,6 +25,7 @@
 #include "gpu_probe.h"
 #include "log.h"
 #include "shm.h"
+#include "thread_cpu.h"
 
 /* ---- sender processes ---- */
 
@@ -902,6 +903,29 @@ static double proc_cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* Adds pid's threads' CPU to m's buckets by thread name. */
+static void threads_add(struct wst_cluster_mem_side *m, pid_t pid)
+{
+    struct wst_thread_cpu_sample s; /* about 2 kB */
+    double tick = (double)sysconf(_SC_CLK_TCK);
+
+    if (wst_thread_cpu_sample(pid, &s) != WST_OK)
+        return;
+    for (size_t i = 0; i < s.n; i++) {
+        uint32_t k = 0;
+        while (k < m->n_kinds && strcmp(m->kinds[k].comm, s.t[i].comm) != 0)
+            k++;
+        if (k == m->n_kinds) {
+            if (k == WST_CLUSTER_THREAD_KINDS)
+                continue;
+            snprintf(m->kinds[k].comm, sizeof(m->kinds[k].comm), "%s",
+                     s.t[i].comm);
+            m->n_kinds++;
+        }
+        m->kinds[k].cpu_s += (double)s.t[i].ticks / tick;
+    }
+}
+
 static void mem_add(struct wst_cluster_mem_side *m, pid_t pid)
 {
     uint64_t anon = proc_status_kb(pid, "RssAnon:") * 1024;
@@ -909,6 +933,7 @@ static void mem_add(struct wst_cluster_mem_side *m, pid_t pid)
     if (pid <= 0)
         return;
     m->cpu_s += proc_cpu_s(pid);
+    threads_add(m, pid);
     m->n++;
     m->anon_sum += anon;
     if (anon > m->anon_max)

@@ -197,10 +197,19 @@ int wst_cluster_connect(struct wst_cluster *c, double timeout_s,
 /* Resident anonymous memory (RssAnon of /proc/PID/status: the heap, UCX
  * buffers, staging; not the shared live memory nor files) of one side's
  * processes, and the CPU time they used. */
+#define WST_CLUSTER_THREAD_KINDS 16
 struct wst_cluster_mem_side {
     uint32_t n;
     uint64_t anon_sum, anon_max; /* bytes */
     double cpu_s; /* CPU seconds (user + system) used so far, summed */
+    /* The same, summed by thread name (comm) over the side's live
+     * threads, in the order first seen; names past the last are left
+     * out. Threads that exited are not in it (they are in cpu_s). */
+    uint32_t n_kinds;
+    struct wst_cluster_thread_cpu {
+        char comm[16];
+        double cpu_s;
+    } kinds[WST_CLUSTER_THREAD_KINDS];
 };
 struct wst_cluster_memory {
     struct wst_cluster_mem_side agents, senders;

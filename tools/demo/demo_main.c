@@ -459,6 +459,26 @@ static double mean_mb(const struct wst_cluster_mem_side *m)
     return m->n ? (double)m->anon_sum / m->n / 1e6 : 0;
 }
 
+/* One side's CPU per steady refit by thread name, from the sample after
+ * the first refit to the one after the last: where the refit's CPU goes. */
+static void print_thread_cpu(const char *who,
+                             const struct wst_cluster_mem_side *first,
+                             const struct wst_cluster_mem_side *end,
+                             uint64_t refits)
+{
+    printf("scale: CPU per steady refit by thread, all %s:", who);
+    for (uint32_t k = 0; k < end->n_kinds; k++) {
+        double before = 0;
+        for (uint32_t i = 0; i < first->n_kinds; i++)
+            if (strcmp(first->kinds[i].comm, end->kinds[k].comm) == 0)
+                before = first->kinds[i].cpu_s;
+        double s = (end->kinds[k].cpu_s - before) / (double)(refits - 1);
+        if (s >= 0.0005)
+            printf(" %s %.3f s", end->kinds[k].comm, s);
+    }
+    printf("\n");
+}
+
 /* Prints the scale figures and, with --csv, appends them as one row:
  * per-agent manifest and plan times from the status files, the start and
  * connect phases, control messages per steady refit, resident memory of
@@ -560,6 +580,12 @@ static int report_scale(struct demo *d, const double *secs, int *verified_p)
     printf("scale: first refit %.3f s, steady refit %.3f s; CPU per steady "
            "refit: agents %.2f s, senders %.2f s (all processes)\n",
            first, steady, a_cpu, s_cpu);
+    if (d->set.refits > 1) {
+        print_thread_cpu("agents", &d->mem_first.agents, &m1->agents,
+                         d->set.refits);
+        print_thread_cpu("senders", &d->mem_first.senders, &m1->senders,
+                         d->set.refits);
+    }
     printf("scale: %u of %u agents committed version %llu\n", committed, n,
            (unsigned long long)d->set.refits);
     if (committed != n)
