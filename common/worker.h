@@ -50,15 +50,26 @@ struct wst_data_hdr {
      * data is taken only from whoever got that peer's plan on its own
      * control connection, whatever rank a message claims. */
     uint64_t token;
-    uint32_t rank;     /* the sending peer's rank */
-    uint32_t item;     /* index into that peer's plan items */
-    uint64_t offset;   /* bytes into the item (items move in chunks) */
-    uint64_t version;  /* refit version the bytes belong to */
-    uint32_t count;    /* items [item, item + count) back to back, whose
-                          destinations follow each other (offset 0); 1 for
-                          a chunk of one item */
-    uint32_t reserved; /* 0 */
+    uint32_t rank;    /* the sending peer's rank */
+    uint32_t item;    /* index into that peer's plan items */
+    uint64_t offset;  /* bytes into the item (items move in chunks) */
+    uint64_t version; /* refit version the bytes belong to */
+    uint32_t count;   /* items [item, item + count) back to back, whose
+                         destinations follow each other (offset 0); 1 for
+                         a chunk of one item */
+    uint32_t flags;   /* WST_DATA_*; a receiver refuses other bits */
 };
+
+/* Flags of a data message. SCATTER: the 'count' items are whole, back to
+ * back in the message, but their destinations need not follow each other
+ * (each lands at its own place); always eager, at most WST_SCATTER_BYTES,
+ * host destinations only, and only to a receiver whose plan offered it
+ * (WST_CAP_SCATTER). Many small items of one layer then go as one
+ * message instead of one each, which is what a refit from hundreds of
+ * FSDP shards is made of. */
+#define WST_DATA_SCATTER 1u
+#define WST_DATA_FLAGS_ALL WST_DATA_SCATTER
+#define WST_SCATTER_BYTES (64u * 1024u)
 
 /* Callbacks, all invoked on the progress thread with ops.arg. Any may be
  * NULL. Connections passed in stay valid until wst_conn_close. */

@@ -118,7 +118,8 @@ enum wst_cap {
     WST_CAP_DEVICE_DST = 1u << 0, /* destinations include device memory */
     WST_CAP_UCX_CUDA = 1u << 1,   /* its UCX context reports CUDA memory */
     WST_CAP_NCCL = 1u << 2,       /* built with NCCL and has a device */
-    WST_CAP_ALL = (1u << 3) - 1,
+    WST_CAP_SCATTER = 1u << 3,    /* takes WST_DATA_SCATTER messages */
+    WST_CAP_ALL = (1u << 4) - 1,
 };
 
 /* The part of a plan one sender needs. */

@@ -219,6 +219,8 @@ static wst_status_t open_chunks(struct link *l)
             l->path == WST_PATH_BOUNCE ? wst_send_device_ring(s->dev) : NULL,
         .plan = &l->tx_plan,
         .window = s->window,
+        .scatter = l->mover_kind == WST_MOVER_AM &&
+                   (l->plan.caps & WST_CAP_SCATTER) != 0,
         .events = wst_send_pump_events(l),
     };
     st = wst_tx_chunks_create(&p, &l->tx);

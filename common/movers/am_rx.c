@@ -6,10 +6,11 @@
  * an eager message is copied with memcpy and still needs the ring).
  *
  * A message is accepted only while a refit of its version is receiving,
- * only inside the sender's own items (one chunk of an item, or whole
- * neighbouring items gathered), and, for staged items, only after their
- * credit. Anything else fails the refit: bytes outside the plan are never
- * written.
+ * only inside the sender's own items (one chunk of an item, whole
+ * neighbouring items gathered, or whole small items of one layer
+ * scattered: eager, through a scratch buffer, each to its own place), and,
+ * for staged items, only after their credit. Anything else fails the refit:
+ * bytes outside the plan are never written.
  *
  * A message into host memory is hashed as it lands, on the hashing
  * threads, while its bytes are still in cache: the layer's digest check
@@ -29,6 +30,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "digest.h"
 
@@ -47,8 +49,12 @@ struct am_rx {
     wst_worker_t *worker;        /* borrowed: hashes come back to it */
     uint64_t *pos; /* [n_items]: each item's stream position in its layer */
     uint32_t epoch;
-    uint64_t copies; /* landing copies in flight */
-    uint64_t hashes; /* hash jobs in flight */
+    unsigned char *scratch; /* WST_SCATTER_BYTES, on the first scatter
+                               message: each one lands here and is copied
+                               out before the next (eager: data_dest and
+                               data_done come in one call, worker.h) */
+    uint64_t copies;        /* landing copies in flight */
+    uint64_t hashes;        /* hash jobs in flight */
     int destroyed;
 };
 
@@ -82,6 +88,29 @@ static void fail(struct am_rx *a, wst_status_t status, const char *fmt, ...)
     a->rx.ev.failed(a->rx.ev.arg, status, reason);
 }
 
+/* A scatter message (worker.h): whole items [item, item + count) of one
+ * layer, staged alike, each into host memory, 'len' bytes in all, at most
+ * WST_SCATTER_BYTES. */
+static int scatter_fits(const struct wst_rx_plan *pl,
+                        const struct wst_data_hdr *hdr, size_t len)
+{
+    const struct wst_plan_item *it = &pl->items[hdr->item];
+    uint64_t sum = 0;
+
+    if (hdr->count == 0 || hdr->count > pl->n_items - hdr->item ||
+        hdr->offset != 0 || len > WST_SCATTER_BYTES)
+        return 0;
+    for (uint32_t k = 0; k < hdr->count; k++) {
+        const struct wst_plan_item *x = &it[k];
+        if (x->layer != it->layer || x->staged != it->staged ||
+            pl->regions[x->region].mem == WST_MEM_CUDA ||
+            x->length > WST_SCATTER_BYTES - sum)
+            return 0;
+        sum += x->length;
+    }
+    return sum == len;
+}
+
 /* Whether a data message lands exactly where the plan puts it: 'len'
  * bytes at 'offset' into one item, or (count > 1) whole items [item,
  * item + count) of one layer and region whose destinations follow each
@@ -92,6 +121,8 @@ static int data_fits(const struct wst_rx_plan *pl,
     const struct wst_plan_item *it = &pl->items[hdr->item];
     uint64_t sum = 0;
 
+    if (hdr->flags & WST_DATA_SCATTER)
+        return scatter_fits(pl, hdr, len);
     if (hdr->count == 1)
         return hdr->offset <= it->length && len <= it->length - hdr->offset;
     if (hdr->count == 0 || hdr->count > pl->n_items - hdr->item ||
@@ -123,6 +154,18 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
                   (unsigned long long)hdr->version);
         return WST_ERR_STATE;
     }
+    if (hdr->flags & ~WST_DATA_FLAGS_ALL) {
+        fail(a, WST_ERR_PROTOCOL, "data message with unknown flags 0x%x",
+             hdr->flags);
+        return WST_ERR_PROTOCOL;
+    }
+    if ((hdr->flags & WST_DATA_SCATTER) && rndv) {
+        fail(a, WST_ERR_PROTOCOL,
+             "a scatter data message of %zu bytes came by rendezvous (they "
+             "are eager)",
+             len);
+        return WST_ERR_PROTOCOL;
+    }
     if (hdr->item >= pl->n_items || !data_fits(pl, hdr, len)) {
         fail(a, WST_ERR_PROTOCOL,
              "data for item %u (x%u) at %llu+%zu outside its plan", hdr->item,
@@ -134,6 +177,16 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
         fail(a, WST_ERR_PROTOCOL,
              "experts of layer %u sent before their credit", it->layer);
         return WST_ERR_PROTOCOL;
+    }
+    if (hdr->flags & WST_DATA_SCATTER) {
+        if (a->scratch == NULL)
+            a->scratch = malloc(WST_SCATTER_BYTES);
+        if (a->scratch == NULL) {
+            fail(a, WST_ERR_NO_MEMORY, "no memory for scatter messages");
+            return WST_ERR_NO_MEMORY;
+        }
+        *dest_p = a->scratch;
+        return WST_OK;
     }
     if (pl->regions[it->region].mem != WST_MEM_CUDA || (a->ucx_cuda && rndv)) {
         *dest_p = wst_rx_item_dest(pl, it, hdr->offset);
@@ -152,6 +205,7 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
 
 static void am_free(struct am_rx *a)
 {
+    free(a->scratch);
     free(a->pos);
     free(a);
 }
@@ -266,6 +320,26 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
     return 1;
 }
 
+/* A scatter message's items, from the scratch to their places, hashed
+ * on the way while they are in cache (they are small: see
+ * WST_HASH_INLINE_MAX). */
+static void scatter(struct am_rx *a, const struct wst_data_hdr *hdr,
+                    const unsigned char *src, size_t len)
+{
+    const struct wst_rx_plan *pl = a->rx.plan;
+    uint64_t sum = 0;
+
+    for (uint32_t k = 0; k < hdr->count; k++) {
+        const struct wst_plan_item *it = &pl->items[hdr->item + k];
+        memcpy(wst_rx_item_dest(pl, it, 0), src, it->length);
+        if (a->pos != NULL)
+            sum += wst_digest_part(src, it->length, a->pos[hdr->item + k]);
+        src += it->length;
+    }
+    a->rx.ev.landed(a->rx.ev.arg, pl->items[hdr->item].layer, len,
+                    a->pos != NULL ? len : 0, sum);
+}
+
 static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
                     void *dest, size_t len, wst_status_t status)
 {
@@ -281,6 +355,10 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
         return;
     }
     const struct wst_plan_item *it = &rx->plan->items[hdr->item];
+    if (hdr->flags & WST_DATA_SCATTER) {
+        scatter(a, hdr, dest, len);
+        return;
+    }
     if (!landed) {
         /* Device memory UCX wrote: hashed on the GPU with its layer. */
         if (rx->plan->regions[it->region].mem == WST_MEM_CUDA ||

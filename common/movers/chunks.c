@@ -6,7 +6,10 @@
  *  - small items (a tensor-parallel slice is one item per row) whose
  *    destinations follow each other, gathered into one message of at most
  *    WST_GATHER_BYTES through one of the tx's gather buffers (registered
- *    once, on first use);
+ *    once, on first use); or, to a receiver that takes them, small host
+ *    items of a layer wherever they land, as one scatter message of at
+ *    most WST_SCATTER_BYTES (a sender of an FSDP shard has a small piece
+ *    of every tensor for every receiver);
  *  - device pieces, with a bounce ring, are copied into a pinned slot
  *    first and moved once the copy's event completed (bounce_filled).
  * Every piece counts against the window of bytes in flight. A fence goes
@@ -43,6 +46,7 @@ struct chunks_tx {
     struct wst_wire *wire;        /* owned */
     struct wst_bounce_ring *ring; /* borrowed; NULL: no device sources */
     uint64_t window;
+    int scatter; /* chunks.h */
     uint64_t in_flight;
     uint32_t *copying; /* [n_layers]: bounce copies not yet moves */
     int fence_waiting; /* a fence waits for copies of fence_layer */
@@ -233,6 +237,29 @@ static size_t gather_count(const struct chunks_tx *c, size_t at, size_t limit,
     return n;
 }
 
+/* Items from the cursor (at an item's start) up to 'limit' that can go as
+ * one scatter message (worker.h): small host items of one layer, staged
+ * alike, WST_SCATTER_BYTES at most in all, wherever they land. */
+static size_t scatter_count(const struct chunks_tx *c, size_t at, size_t limit,
+                            uint64_t *bytes_p)
+{
+    const struct wst_tx_plan *pl = c->tx.plan;
+    const struct wst_plan_item *first = &pl->items[at];
+    uint64_t bytes = 0;
+    size_t n = 0;
+
+    for (size_t k = at; k < limit; k++, n++) {
+        const struct wst_plan_item *it = &pl->items[k];
+        if (it->length >= GATHER_ITEM_MAX || pl->srcs[k].device >= 0 ||
+            bytes + it->length > WST_SCATTER_BYTES ||
+            it->layer != first->layer || it->staged != first->staged)
+            break;
+        bytes += it->length;
+    }
+    *bytes_p = bytes;
+    return n;
+}
+
 /* The gather buffers, registered once, on first use. */
 static int gather_ready(struct chunks_tx *c)
 {
@@ -369,7 +396,7 @@ static wst_status_t post_bounce(struct chunks_tx *c, struct wst_tx_cursor *cur,
  * busy: a completion wakes the pump). */
 static wst_status_t post_gathered(struct chunks_tx *c,
                                   struct wst_tx_cursor *cur, size_t n,
-                                  uint64_t bytes, int *posted_p)
+                                  uint64_t bytes, int scatter, int *posted_p)
 {
     const struct wst_tx_plan *pl = c->tx.plan;
 
@@ -388,6 +415,7 @@ static wst_status_t post_gathered(struct chunks_tx *c,
     p->gather = g;
     c->gather_free &= ~(1u << g);
     struct wst_move mv = move_at(c, cur, n, bytes, buf, c->gather_memh);
+    mv.scatter = scatter;
     *posted_p = 1;
     return post_move(c, p, &mv, cur, n);
 }
@@ -408,8 +436,16 @@ static wst_status_t post_piece(struct chunks_tx *c, struct wst_tx_cursor *cur,
         size_t n = gather_count(c, cur->item, limit, &bytes);
         if (n > 1 && bounce)
             return post_bounce(c, cur, n, bytes, posted_p);
+        /* More items in one message when their places may differ; those
+         * that follow each other anyway go without the receiver's copy. */
+        uint64_t s_bytes;
+        size_t s_n = c->scatter && src->device < 0
+                         ? scatter_count(c, cur->item, limit, &s_bytes)
+                         : 0;
+        if (s_n > 1 && s_n > n && gather_ready(c))
+            return post_gathered(c, cur, s_n, s_bytes, 1, posted_p);
         if (n > 1 && src->device < 0 && gather_ready(c))
-            return post_gathered(c, cur, n, bytes, posted_p);
+            return post_gathered(c, cur, n, bytes, 0, posted_p);
     }
     if (len > WST_DATA_CHUNK_MAX)
         len = WST_DATA_CHUNK_MAX;
@@ -506,6 +542,7 @@ wst_status_t wst_tx_chunks_create(const struct wst_tx_chunks_params *p,
     c->wire = p->wire;
     c->ring = p->ring;
     c->window = p->window;
+    c->scatter = p->scatter;
     c->live = 1;
     *tx_p = &c->tx;
     return WST_OK;

@@ -22,6 +22,10 @@ struct wst_tx_chunks_params {
     const struct wst_tx_plan *plan; /* borrowed for the tx's lifetime */
     uint64_t window;                /* bytes in flight at most (one piece
                                        always goes) */
+    /* The receiver takes scatter messages (WST_CAP_SCATTER, an am wire):
+     * small host items of a layer go together even when their
+     * destinations do not follow each other. */
+    int scatter;
     struct wst_tx_events events;
 };
 

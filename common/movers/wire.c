@@ -183,6 +183,10 @@ static wst_status_t check_move(const struct wst_wire *m,
 {
     if (m->error != WST_OK)
         return m->error;
+    /* A scatter message's items each have their own place; the receiver
+     * checks every one of them. */
+    if (mv->scatter)
+        return mv->length <= WST_SCATTER_BYTES ? WST_OK : WST_ERR_INVALID;
     if (mv->region >= m->n_regions ||
         mv->dst_offset > m->regions[mv->region].length ||
         mv->length > m->regions[mv->region].length - mv->dst_offset)
@@ -193,9 +197,9 @@ static wst_status_t check_move(const struct wst_wire *m,
 static wst_status_t put_move(struct wst_wire *m, const struct wst_move *mv,
                              wst_wire_cb cb, void *arg)
 {
-    wst_status_t st = check_move(m, mv);
+    wst_status_t st = mv->scatter ? WST_ERR_INVALID : check_move(m, mv);
     if (st != WST_OK)
-        return st;
+        return st; /* scatter: a put lands in one place (a bug) */
     struct move_req *r = req_new(m, cb, arg);
     if (r == NULL)
         return WST_ERR_NO_MEMORY;
@@ -280,15 +284,16 @@ static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
     r->hdr.offset = mv->item_offset;
     r->hdr.version = mv->version;
     r->hdr.count = mv->item_count > 1 ? mv->item_count : 1;
-    r->hdr.reserved = 0;
+    r->hdr.flags = mv->scatter ? WST_DATA_SCATTER : 0;
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
                         (mv->src_memh ? UCP_OP_ATTR_FIELD_MEMH : 0),
         .cb.send = move_done,
         .user_data = r,
-        .flags = mv->length > AM_EAGER_MAX ? UCP_AM_SEND_FLAG_RNDV
-                                           : UCP_AM_SEND_FLAG_EAGER,
+        .flags = mv->length > AM_EAGER_MAX && !mv->scatter
+                     ? UCP_AM_SEND_FLAG_RNDV
+                     : UCP_AM_SEND_FLAG_EAGER,
         .memh = mv->src_memh,
     };
     r->lane = pick_lane(m);

@@ -40,6 +40,8 @@ struct wst_move {
     uint64_t item_offset; /* bytes into the item of this run */
     uint32_t item_count;  /* items gathered into this run (0 or 1: one) */
     uint64_t version;
+    int scatter; /* am only: the items' destinations need not follow each
+                    other (WST_DATA_SCATTER; eager, <= WST_SCATTER_BYTES) */
 };
 
 /* A remote region as the receiver advertised it. */

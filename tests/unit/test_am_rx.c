@@ -94,15 +94,26 @@ static int teardown(void **state)
     return 0;
 }
 
+static wst_status_t dest_flags(struct fixture *f, uint32_t item,
+                               uint64_t offset, uint64_t version,
+                               uint32_t count, size_t len, int rndv,
+                               uint32_t flags, void **dest_p)
+{
+    struct wst_data_hdr h = {.item = item,
+                             .offset = offset,
+                             .version = version,
+                             .count = count,
+                             .flags = flags};
+
+    *dest_p = NULL;
+    return f->rx->ops->data_dest(f->rx, &h, len, rndv, dest_p);
+}
+
 static wst_status_t dest_rndv(struct fixture *f, uint32_t item, uint64_t offset,
                               uint64_t version, uint32_t count, size_t len,
                               int rndv, void **dest_p)
 {
-    struct wst_data_hdr h = {
-        .item = item, .offset = offset, .version = version, .count = count};
-
-    *dest_p = NULL;
-    return f->rx->ops->data_dest(f->rx, &h, len, rndv, dest_p);
+    return dest_flags(f, item, offset, version, count, len, rndv, 0, dest_p);
 }
 
 static wst_status_t dest(struct fixture *f, uint32_t item, uint64_t offset,
@@ -243,6 +254,84 @@ static void test_am_rx_outside_plan_refused(void **state)
     }
 }
 
+/* A scatter message: items 0 and 1 of layer 0, back to back in the
+ * message, land each at its own place (item 1 moved away from item 0),
+ * bit-exact, and nothing between them is written. */
+static void test_am_rx_scatter_lands(void **state)
+{
+    struct fixture *f = *state;
+    unsigned char msg[300];
+    void *d;
+
+    f->items[1].dst_offset = 2000;
+    for (size_t i = 0; i < sizeof(msg); i++)
+        msg[i] = (unsigned char)(i * 7 + 1);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest_flags(f, 0, 0, 2, 2, 300, 0, WST_DATA_SCATTER, &d),
+                     WST_OK);
+    assert_non_null(d);
+    assert_true((char *)d < f->mem || (char *)d >= f->mem + REGION_LEN);
+    memcpy(d, msg, sizeof(msg)); /* what the worker does with eager bytes */
+    struct wst_data_hdr h = {
+        .item = 0, .version = 2, .count = 2, .flags = WST_DATA_SCATTER};
+    f->rx->ops->data_done(f->rx, &h, d, 300, WST_OK);
+    assert_memory_equal(f->mem, msg, 100);
+    assert_memory_equal(f->mem + 2000, msg + 100, 200);
+    for (size_t i = 100; i < 2000; i++)
+        assert_int_equal(f->mem[i], 0);
+    assert_int_equal(f->landed, 300);
+    assert_int_equal(f->n_failed, 0);
+}
+
+/* Scatter messages outside their rules, and unknown flags: no
+ * destination, and the refit fails. */
+static void test_am_rx_scatter_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct {
+        uint32_t item, count, flags;
+        uint64_t offset;
+        size_t len;
+        int rndv;
+    } bad[] = {
+        {0, 2, WST_DATA_SCATTER, 0, 300, 1}, /* by rendezvous */
+        {0, 2, 2, 0, 300, 0},                /* an unknown flag */
+        {0, 2, WST_DATA_SCATTER | 4, 0, 300, 0},
+        {0, 2, WST_DATA_SCATTER, 0, 299, 0},  /* a byte short */
+        {0, 2, WST_DATA_SCATTER, 10, 290, 0}, /* not from an item's start */
+        {1, 2, WST_DATA_SCATTER, 0, 250, 0},  /* across layers */
+        {2, 2, WST_DATA_SCATTER, 0, 50, 0},   /* past the last item */
+        {0, 0, WST_DATA_SCATTER, 0, 0, 0},    /* count 0 */
+        {0, 2, WST_DATA_SCATTER, 0, WST_SCATTER_BYTES + 1, 0}, /* too big */
+    };
+    void *d;
+
+    f->items[1].dst_offset = 2000;
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(dest_flags(f, bad[i].item, bad[i].offset, 2,
+                                    bad[i].count, bad[i].len, bad[i].rndv,
+                                    bad[i].flags, &d),
+                         WST_ERR_PROTOCOL);
+        assert_null(d);
+        assert_int_equal(f->n_failed, (int)i + 1);
+    }
+}
+
+/* Scatter messages are copied with memcpy: never into device memory. */
+static void test_am_rx_scatter_not_into_device(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    device_region(f, 1);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest_flags(f, 0, 0, 2, 2, 300, 0, WST_DATA_SCATTER, &d),
+                     WST_ERR_PROTOCOL);
+    assert_null(d);
+    assert_int_equal(f->n_failed, 1);
+}
+
 /* A message placed for a version that was aborted before its bytes were
  * in counts for nothing. */
 static void test_am_rx_done_after_abort_not_counted(void **state)
@@ -278,6 +367,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_am_rx_outside_plan_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_done_after_abort_not_counted,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_scatter_lands, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_scatter_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_scatter_not_into_device,
                                         setup, teardown),
     };
 

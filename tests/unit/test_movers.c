@@ -55,11 +55,12 @@ struct layout {
 
 /* The movers the cases run for. */
 enum variant {
-    V_PUT,    /* put wire, host memory */
-    V_AM,     /* am wire, host memory */
-    V_BOUNCE, /* device sources through the bounce ring, device
-                 destinations through the landing ring, over am */
-    V_NCCL,   /* device to device over NCCL, two GPUs */
+    V_PUT,     /* put wire, host memory */
+    V_AM,      /* am wire, host memory */
+    V_SCATTER, /* am wire, host memory, scatter messages (worker.h) */
+    V_BOUNCE,  /* device sources through the bounce ring, device
+                  destinations through the landing ring, over am */
+    V_NCCL,    /* device to device over NCCL, two GPUs */
 };
 
 struct fixture {
@@ -108,6 +109,7 @@ struct fixture {
     uint64_t *landed; /* [n_layers] bytes the receiving half counted */
     unsigned char nccl_id[WST_NCCL_ID_BYTES];
     wst_status_t rx_error;
+    uint64_t scattered; /* scatter messages that landed */
     char rx_reason[512];
     int destroyed;   /* the tx is gone */
     int late_events; /* events after destroy */
@@ -316,6 +318,11 @@ static void rx_data_done(void *arg, const struct wst_data_hdr *hdr, void *dest,
 {
     struct fixture *f = arg;
 
+    if (hdr->flags & WST_DATA_SCATTER) {
+        pthread_mutex_lock(&f->lock);
+        f->scattered++;
+        pthread_mutex_unlock(&f->lock);
+    }
     if (f->rx != NULL)
         f->rx->ops->data_done(f->rx, hdr, dest, len, status);
 }
@@ -518,6 +525,11 @@ static int setup_am(void **state)
     return setup_variant(state, V_AM);
 }
 
+static int setup_scatter(void **state)
+{
+    return setup_variant(state, V_SCATTER);
+}
+
 static int setup_bounce(void **state)
 {
     return setup_variant(state, V_BOUNCE);
@@ -684,6 +696,7 @@ static void do_make_tx(void *arg)
         .ring = f->ring,
         .plan = &f->tx_plan,
         .window = f->window,
+        .scatter = f->variant == V_SCATTER,
         .events = ev,
     };
     p->st = wst_tx_chunks_create(&cp, &f->tx);
@@ -910,6 +923,12 @@ static void case_small(void **state)
         skip();
     prepare(f, layout_small, 64ull << 20);
     run_and_check(f);
+    /* Its runs of neighbours are separated by gaps: only scatter
+     * messages join runs, and then they must have. */
+    if (f->variant == V_SCATTER)
+        assert_true(f->scattered > 0);
+    else
+        assert_int_equal(f->scattered, 0);
 }
 
 static void case_huge(void **state)
@@ -1013,8 +1032,8 @@ static void case_peer_lost(void **state)
     assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
     int ended =
         wait_for_s(f, failed_or_done,
-                   f->variant == V_AM || f->variant == V_BOUNCE ? WAIT_S : 2.0);
-    if (f->variant == V_AM || f->variant == V_BOUNCE) {
+                   f->variant != V_PUT && f->variant != V_NCCL ? WAIT_S : 2.0);
+    if (f->variant != V_PUT && f->variant != V_NCCL) {
         assert_true(ended);
         assert_int_not_equal(f->tx_error, WST_OK);
     }
@@ -1032,11 +1051,14 @@ static void case_peer_lost(void **state)
 int main(void)
 {
     const struct CMUnitTest am[] = {MOVER_CASES(am, setup_am)};
+    const struct CMUnitTest scatter[] = {MOVER_CASES(scatter, setup_scatter)};
     const struct CMUnitTest put[] = {MOVER_CASES(put, setup_put)};
     const struct CMUnitTest bounce[] = {MOVER_CASES(bounce, setup_bounce)};
     const struct CMUnitTest nccl[] = {MOVER_CASES(nccl, setup_nccl)};
     int failed = cmocka_run_group_tests_name("am", am, NULL, NULL);
 
+    failed +=
+        cmocka_run_group_tests_name("am with scatter", scatter, NULL, NULL);
     failed += cmocka_run_group_tests_name("put", put, NULL, NULL);
     failed += cmocka_run_group_tests_name("bounce", bounce, NULL, NULL);
     return failed + cmocka_run_group_tests_name("nccl", nccl, NULL, NULL);
