@@ -424,6 +424,28 @@ static wst_status_t check_error(const Wst__Error *m, char *err, size_t errlen)
                       errlen);
 }
 
+/* Further layers: as many byte counts as digests, a bounded number, and
+ * layer numbers that do not wrap. */
+static wst_status_t check_layer_done(const Wst__LayerDone *m, char *err,
+                                     size_t errlen)
+{
+    wst_status_t st = check_version(m->version, "layer_done", err, errlen);
+
+    if (st != WST_OK)
+        return st;
+    if (m->n_more_bytes != m->n_more_digests ||
+        m->n_more_bytes > WST_LAYER_DONE_MORE_MAX ||
+        m->layer > UINT32_MAX - m->n_more_bytes) {
+        wst_errf(err, errlen,
+                 "layer_done: %zu more byte counts, %zu more digests (at most "
+                 "%u) from layer %" PRIu32,
+                 m->n_more_bytes, m->n_more_digests, WST_LAYER_DONE_MORE_MAX,
+                 m->layer);
+        return WST_ERR_PROTOCOL;
+    }
+    return WST_OK;
+}
+
 /* Requests name the sender's mover; acknowledgements carry none. */
 static wst_status_t check_begin(const Wst__Begin *b, char *err, size_t errlen)
 {
@@ -485,8 +507,7 @@ static wst_status_t check_control(const Wst__Control *pb, char *err,
     case WST__CONTROL__MSG_BEGIN:
         return check_begin(pb->begin, err, errlen);
     case WST__CONTROL__MSG_LAYER_DONE:
-        return check_version(pb->layer_done->version, "layer_done", err,
-                             errlen);
+        return check_layer_done(pb->layer_done, err, errlen);
     case WST__CONTROL__MSG_COMMIT:
         return check_version(pb->commit->version, "commit", err, errlen);
     case WST__CONTROL__MSG_ERROR:
@@ -657,6 +678,11 @@ static void convert_small(const Wst__Control *pb, struct wst_msg *msg)
         msg->u.layer_done.version = pb->layer_done->version;
         msg->u.layer_done.bytes = pb->layer_done->bytes;
         msg->u.layer_done.digest = pb->layer_done->digest;
+        msg->u.layer_done.n_more = (uint32_t)pb->layer_done->n_more_bytes;
+        for (size_t i = 0; i < pb->layer_done->n_more_bytes; i++) {
+            msg->u.layer_done.more_bytes[i] = pb->layer_done->more_bytes[i];
+            msg->u.layer_done.more_digests[i] = pb->layer_done->more_digests[i];
+        }
         break;
     case WST__CONTROL__MSG_COMMIT:
         msg->u.commit.version = pb->commit->version;
@@ -1062,6 +1088,11 @@ static void build_small(const struct wst_msg *msg, struct pb_build *b)
         b->layer_done.version = msg->u.layer_done.version;
         b->layer_done.bytes = msg->u.layer_done.bytes;
         b->layer_done.digest = msg->u.layer_done.digest;
+        /* Borrowed from msg, which outlives the packing. */
+        b->layer_done.n_more_bytes = msg->u.layer_done.n_more;
+        b->layer_done.more_bytes = (uint64_t *)msg->u.layer_done.more_bytes;
+        b->layer_done.n_more_digests = msg->u.layer_done.n_more;
+        b->layer_done.more_digests = (uint64_t *)msg->u.layer_done.more_digests;
         b->ctl.layer_done = &b->layer_done;
         break;
     case WST_MSG_COMMIT:

@@ -115,11 +115,12 @@ struct wst_wire_region {
 /* What a receiver's side of the data path can do (Plan.caps). Our own
  * bits: UCX's enum values changed between versions and never travel. */
 enum wst_cap {
-    WST_CAP_DEVICE_DST = 1u << 0, /* destinations include device memory */
-    WST_CAP_UCX_CUDA = 1u << 1,   /* its UCX context reports CUDA memory */
-    WST_CAP_NCCL = 1u << 2,       /* built with NCCL and has a device */
-    WST_CAP_SCATTER = 1u << 3,    /* takes WST_DATA_SCATTER messages */
-    WST_CAP_ALL = (1u << 4) - 1,
+    WST_CAP_DEVICE_DST = 1u << 0,  /* destinations include device memory */
+    WST_CAP_UCX_CUDA = 1u << 1,    /* its UCX context reports CUDA memory */
+    WST_CAP_NCCL = 1u << 2,        /* built with NCCL and has a device */
+    WST_CAP_SCATTER = 1u << 3,     /* takes WST_DATA_SCATTER messages */
+    WST_CAP_LAYER_BATCH = 1u << 4, /* takes several layers a LAYER_DONE */
+    WST_CAP_ALL = (1u << 5) - 1,
 };
 
 /* The part of a plan one sender needs. */
@@ -146,11 +147,17 @@ struct wst_begin {
     char label[WST_LABEL_MAX]; /* the version's (common/label.h); "": none */
 };
 
+#define WST_LAYER_DONE_MORE_MAX 31 /* further layers in one LAYER_DONE */
 struct wst_layer_done {
-    uint32_t layer;
+    uint32_t layer; /* the first */
     uint64_t version;
-    uint64_t bytes;
+    uint64_t bytes; /* the first layer's */
     uint64_t digest;
+    /* Layers layer + 1 .. layer + n_more, done at the same time (only to a
+     * receiver that offered WST_CAP_LAYER_BATCH). */
+    uint32_t n_more;
+    uint64_t more_bytes[WST_LAYER_DONE_MORE_MAX];
+    uint64_t more_digests[WST_LAYER_DONE_MORE_MAX];
 };
 
 struct wst_commit {

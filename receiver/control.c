@@ -277,6 +277,7 @@ static void on_group(struct wst_receiver *r, struct peer *p,
     wst_recv_refit_event(r, &ev);
 }
 
+/* One event per layer the message reports (the codec bounded them). */
 static void on_layer_done(struct wst_receiver *r, struct peer *p,
                           const struct wst_layer_done *ld)
 {
@@ -289,6 +290,12 @@ static void on_layer_done(struct wst_receiver *r, struct peer *p,
                               .digest = ld->digest};
 
     wst_recv_refit_event(r, &ev);
+    for (uint32_t i = 0; i < ld->n_more; i++) {
+        ev.layer = ld->layer + 1 + i;
+        ev.bytes = ld->more_bytes[i];
+        ev.digest = ld->more_digests[i];
+        wst_recv_refit_event(r, &ev);
+    }
 }
 
 void wst_recv_on_message(void *arg, wst_conn_t *conn, const void *buf,

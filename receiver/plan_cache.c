@@ -151,7 +151,8 @@ static void send_plan(struct wst_receiver *r, struct peer *p)
         (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
         (wst_recv_nccl_possible(r) ? WST_CAP_NCCL : 0) |
         /* am_rx scatters into host memory only */
-        (r->device < 0 && !r->allow_put ? WST_CAP_SCATTER : 0);
+        (r->device < 0 && !r->allow_put ? WST_CAP_SCATTER : 0) |
+        WST_CAP_LAYER_BATCH;
     m.u.plan.n_items = n;
     m.u.plan.items = &pl->items[first];
     m.u.plan.n_regions = r->n_regions;

@@ -457,6 +457,7 @@ void wst_link_do_begin(void *arg)
     l->fence_pending = 0;
     l->fenced = 0;
     l->done_sent = 0;
+    l->done_batch = 0;
     l->started = 0;
     l->digests_ready = 0;
     memset(l->digest_in, 0, l->plan.n_layers * sizeof(*l->digest_in));

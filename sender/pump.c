@@ -5,6 +5,7 @@
  * how they travel; the pump does not. Three things, in this order:
  *  1. LAYER_DONE for the next layer once it is both fenced (visible) and
  *     digested (digests.c), in layer order, with its byte count and digest;
+ *     layers that become done in one pass of the pump share a message;
  *  2. a fence for the next layer as soon as its last item is posted (it
  *     covers only what was posted before it, so later layers keep
  *     streaming while it completes);
@@ -22,17 +23,40 @@
 #include "log.h"
 #include "sender_internal.h"
 
-static void send_layer_done(struct link *l, uint32_t layer)
+/* Reports the layers of the batch in one LAYER_DONE. */
+static void flush_layers_done(struct link *l)
 {
     struct wst_msg m = {.type = WST_MSG_LAYER_DONE};
+    uint32_t layer = l->done_sent - l->done_batch;
 
+    if (l->done_batch == 0)
+        return;
     m.u.layer_done.layer = layer;
     m.u.layer_done.version = l->version;
     m.u.layer_done.bytes = l->layer_bytes[layer];
     m.u.layer_done.digest = l->digests[layer];
-    WST_DEBUG(&l->s->log, "receiver %s: layer %u done, %llu bytes", l->name,
-              layer, (unsigned long long)l->layer_bytes[layer]);
+    m.u.layer_done.n_more = l->done_batch - 1;
+    for (uint32_t i = 0; i < m.u.layer_done.n_more; i++) {
+        m.u.layer_done.more_bytes[i] = l->layer_bytes[layer + 1 + i];
+        m.u.layer_done.more_digests[i] = l->digests[layer + 1 + i];
+    }
+    l->done_batch = 0;
+    WST_DEBUG(&l->s->log, "receiver %s: layers %u..%u done", l->name, layer,
+              layer + m.u.layer_done.n_more);
     wst_link_send(l, &m);
+}
+
+/* Layer done_sent is fenced and digested: it joins the batch, which goes
+ * once the pump has nothing more to do now (wst_send_pump), so layers
+ * done at the same time share one message, or when full. A receiver that
+ * did not offer batches gets one message per layer. */
+static void layer_done(struct link *l)
+{
+    l->done_sent++;
+    l->done_batch++;
+    if (!(l->plan.caps & WST_CAP_LAYER_BATCH) ||
+        l->done_batch == 1 + WST_LAYER_DONE_MORE_MAX)
+        flush_layers_done(l);
 }
 
 static void on_moved(void *arg, uint64_t bytes, wst_status_t status)
@@ -123,7 +147,7 @@ static int pump_step(struct link *l)
     if (l->state != LINK_STREAMING)
         return 0;
     if (l->done_sent < l->fenced && l->done_sent < l->digests_ready) {
-        send_layer_done(l, l->done_sent++);
+        layer_done(l);
         return 1;
     }
     if (!l->fence_pending && l->fence_layer < n_layers &&
@@ -168,4 +192,6 @@ void wst_send_pump(struct link *l)
             ;
     } while (l->pump_again);
     l->pumping = 0;
+    if (l->state == LINK_STREAMING)
+        flush_layers_done(l);
 }

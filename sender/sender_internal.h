@@ -119,9 +119,11 @@ struct link {
     struct wst_tx_cursor cur; /* next item to post, and bytes of it */
     uint32_t fence_layer;     /* next layer to fence */
     int fence_pending;
-    uint32_t fenced;    /* layers [0, fenced) are visible at the receiver */
-    uint32_t done_sent; /* layers [0, done_sent) reported LAYER_DONE */
-    uint32_t started;   /* layers [0, started) began streaming */
+    uint32_t fenced;     /* layers [0, fenced) are visible at the receiver */
+    uint32_t done_sent;  /* layers [0, done_sent) reported LAYER_DONE */
+    uint32_t done_batch; /* layers [done_sent - done_batch, done_sent) are
+                            to be reported by the next LAYER_DONE (pump.c) */
+    uint32_t started;    /* layers [0, started) began streaming */
     int pumping, pump_again;
     uint64_t bytes_moved;
 };

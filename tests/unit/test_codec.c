@@ -503,6 +503,63 @@ static void test_codec_roundtrip_layer_done(void **state)
     wst_msg_release(&out);
 }
 
+/* Several layers in one message: the first in its fields, the rest in
+ * order, each with its own byte count and digest. */
+static void test_codec_roundtrip_layer_done_batch(void **state)
+{
+    struct wst_msg in, out;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.type = WST_MSG_LAYER_DONE;
+    in.u.layer_done.layer = 7;
+    in.u.layer_done.version = 3;
+    in.u.layer_done.bytes = 100;
+    in.u.layer_done.digest = 0xabcull;
+    in.u.layer_done.n_more = WST_LAYER_DONE_MORE_MAX;
+    for (uint32_t i = 0; i < WST_LAYER_DONE_MORE_MAX; i++) {
+        in.u.layer_done.more_bytes[i] = 1000 + i;
+        in.u.layer_done.more_digests[i] = 0x5000000000ull + i;
+    }
+    roundtrip(&in, &out);
+    assert_int_equal(out.u.layer_done.layer, 7);
+    assert_int_equal(out.u.layer_done.bytes, 100);
+    assert_true(out.u.layer_done.digest == 0xabcull);
+    assert_int_equal(out.u.layer_done.n_more, WST_LAYER_DONE_MORE_MAX);
+    for (uint32_t i = 0; i < WST_LAYER_DONE_MORE_MAX; i++) {
+        assert_int_equal(out.u.layer_done.more_bytes[i], 1000 + i);
+        assert_true(out.u.layer_done.more_digests[i] == 0x5000000000ull + i);
+    }
+    wst_msg_release(&out);
+}
+
+/* Batches a peer could forge: counts that disagree, too many layers, and
+ * layer numbers that would wrap. */
+static void test_codec_layer_done_batch_refused(void **state)
+{
+    Wst__Control ctl = WST__CONTROL__INIT;
+    Wst__LayerDone ld = WST__LAYER_DONE__INIT;
+    uint64_t v[WST_LAYER_DONE_MORE_MAX + 1] = {0};
+
+    (void)state;
+    ctl.msg_case = WST__CONTROL__MSG_LAYER_DONE;
+    ctl.layer_done = &ld;
+    ld.version = 1;
+    ld.more_bytes = v;
+    ld.more_digests = v;
+    ld.n_more_bytes = 2;
+    ld.n_more_digests = 1;
+    assert_control_refused(&ctl, "layer_done: 2 more byte counts, 1 more "
+                                 "digests (at most 31) from layer 0");
+    ld.n_more_bytes = ld.n_more_digests = WST_LAYER_DONE_MORE_MAX + 1;
+    assert_control_refused(&ctl, "layer_done: 32 more byte counts, 32 more "
+                                 "digests (at most 31) from layer 0");
+    ld.n_more_bytes = ld.n_more_digests = 2;
+    ld.layer = UINT32_MAX - 1;
+    assert_control_refused(&ctl, "layer_done: 2 more byte counts, 2 more "
+                                 "digests (at most 31) from layer 4294967294");
+}
+
 static void test_codec_roundtrip_commit(void **state)
 {
     struct wst_msg in, out;
@@ -1594,6 +1651,8 @@ int main(void)
         cmocka_unit_test(test_codec_roundtrip_begin),
         cmocka_unit_test(test_codec_begin_bad_mover_refused),
         cmocka_unit_test(test_codec_roundtrip_layer_done),
+        cmocka_unit_test(test_codec_roundtrip_layer_done_batch),
+        cmocka_unit_test(test_codec_layer_done_batch_refused),
         cmocka_unit_test(test_codec_roundtrip_commit),
         cmocka_unit_test(test_codec_roundtrip_error),
         cmocka_unit_test(test_codec_roundtrip_heartbeat),
