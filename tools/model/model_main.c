@@ -49,6 +49,8 @@ struct model_settings {
     double rtt_ms;
     uint64_t round_trips;
     double commit_ms;
+    double agent_cpu_us;
+    uint64_t senders_per_receiver;
     char *bench_csv, *gpu_summary, *inputs_csv;
     int csv;
 };
@@ -167,6 +169,15 @@ static const struct wst_config_entry model_config[] = {
      OFF(round_trips), NULL, NULL},
     {"commit-ms", WST_CONFIG_DOUBLE, "1.5",
      "last layer in to commit acknowledged, ms", OFF(commit_ms), NULL, NULL},
+    {"agent-cpu-us", WST_CONFIG_DOUBLE, "40",
+     "an agent's CPU per sender and layer per refit, microseconds: its "
+     "progress thread's messages (0: not counted; --inputs-csv of a "
+     "wstream-demo --csv run derives it)",
+     OFF(agent_cpu_us), NULL, NULL},
+    {"senders-per-receiver", WST_CONFIG_UINT, "0",
+     "trainer GPUs each inference GPU receives from (0: all of them, as "
+     "FSDP shards give)",
+     OFF(senders_per_receiver), NULL, NULL},
     {"bench-csv", WST_CONFIG_STRING, "",
      "wstream-bench's output (--csv): wstream efficiency, control and "
      "commit times",
@@ -431,6 +442,30 @@ static int column_input(const char *column, const char **value, char *name,
     return 1;
 }
 
+/* A wstream-demo --csv row's agents' CPU per refit, per agent, sender and
+ * layer: the agent-cpu-us it measured. */
+static int agent_cpu_from_demo(struct model_run *r, int argc, char **argv,
+                               const struct wst_rm_pairs *p)
+{
+    const char *keys[] = {"agent_cpu_s_per_refit", "receivers", "senders",
+                          "layers"};
+    double v[4];
+
+    for (int k = 0; k < 4; k++) {
+        const char *text = wst_rm_pairs_get(p, keys[k]);
+        char *end;
+        if (text == NULL)
+            return 0;
+        v[k] = strtod(text, &end);
+        if (end == text || !(v[k] > 0))
+            return 0;
+    }
+    return from_file_double(r, argc, argv, "agent-cpu-us",
+                            v[0] / v[1] / v[2] / v[3] * 1e6,
+                            "--inputs-csv: agent_cpu_s_per_refit / receivers "
+                            "/ senders / layers");
+}
+
 /* Any column named as a setting (underscores for dashes). */
 static int read_inputs(struct model_run *r, int argc, char **argv)
 {
@@ -459,6 +494,8 @@ static int read_inputs(struct model_run *r, int argc, char **argv)
                 r->set.inputs_csv);
         goto out_free;
     }
+    if (agent_cpu_from_demo(r, argc, argv, p) != 0)
+        goto out_free;
     rc = 0;
 out_free:
     free(p);
@@ -575,6 +612,10 @@ static void print_prediction(const struct model_run *r,
     printf("| control round trips | %.1f | %llu x %.3f ms |\n",
            p->control_s * ms, (unsigned long long)in->round_trips,
            in->rtt_s * ms);
+    printf("| agent CPU (overlaps the transfer) | %.1f | %llu senders x %llu "
+           "layers x %.1f us |\n",
+           p->agent_cpu_s * ms, (unsigned long long)p->senders_in,
+           (unsigned long long)p->stage_layers, in->agent_cpu_us);
     printf("| finalize/repack not hidden | %.2f | last layer: %s of "
            "experts repacked at %g GB/s + %s checked at %g GB/s (0: hidden) "
            "|\n",
@@ -582,8 +623,10 @@ static void print_prediction(const struct model_run *r,
            in->repack_gbps, size_text(g->last_layer, t[1], sizeof(t[1])),
            in->digest_gbps);
     printf("| commit | %.2f | measured |\n", p->commit_s * ms);
-    printf("| **steady refit** | **%.1f** | plans cached |\n",
-           p->steady_s * ms);
+    printf(
+        "| **steady refit** | **%.1f** | plans cached; control + max(transfer, "
+        "agent CPU) + tail + commit |\n",
+        p->steady_s * ms);
     if (in->plan_s > 0)
         printf("| planning (first refit only) | %.1f | measured |\n",
                p->plan_s * ms);
@@ -701,6 +744,8 @@ static void fill_inputs(const struct model_settings *s,
     in->rtt_s = s->rtt_ms / 1e3;
     in->round_trips = s->round_trips;
     in->commit_s = s->commit_ms / 1e3;
+    in->agent_cpu_us = s->agent_cpu_us;
+    in->senders_per_receiver = s->senders_per_receiver;
 }
 
 int main(int argc, char **argv)

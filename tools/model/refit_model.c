@@ -576,8 +576,15 @@ wst_status_t wst_rm_predict(const struct wst_rm_model *m,
     if (in->digest_gbps > 0)
         out->tail_s += (double)out->gpu.last_layer / 1e9 / in->digest_gbps;
     out->commit_s = in->commit_s;
-    out->steady_s =
-        out->control_s + out->transfer_s + out->tail_s + out->commit_s;
+    out->senders_in = in->senders_per_receiver != 0 ? in->senders_per_receiver
+                                                    : out->trainer_gpus;
+    out->stage_layers = ceil_div(m->arch.n_layers, inf->pp);
+    out->agent_cpu_s = (double)out->senders_in * (double)out->stage_layers *
+                       in->agent_cpu_us * 1e-6;
+    out->steady_s = out->control_s +
+                    (out->agent_cpu_s > out->transfer_s ? out->agent_cpu_s
+                                                        : out->transfer_s) +
+                    out->tail_s + out->commit_s;
     out->first_s = out->steady_s + out->plan_s;
     return WST_OK;
 }

@@ -18,7 +18,12 @@
  * are those of the fullest stage.
  *
  * The time model (wst_rm_predict), each part printed by the tool:
- *   steady refit = control round trips + transfer + tail + commit
+ *   steady refit = control round trips + max(transfer, agent CPU) + tail
+ *                  + commit
+ *   agent CPU    = senders each receiver hears x layers of its stage x
+ *                  measured CPU per sender and layer (the progress
+ *                  thread's messages: data, LAYER_DONE and its check; the
+ *                  scale test measures it); it overlaps the transfer
  *   first refit  = steady refit + planning (plans are cached after it)
  *   transfer     = max(receiving GPU's bytes / its rate,
  *                      sending GPU's bytes / its rate)
@@ -162,6 +167,8 @@ struct wst_rm_inputs {
     double rtt_s;
     uint64_t round_trips;
     double commit_s;
+    double agent_cpu_us;           /* per sender and layer; 0: not counted */
+    uint64_t senders_per_receiver; /* 0: every trainer GPU */
 };
 
 struct wst_rm_prediction {
@@ -182,6 +189,9 @@ struct wst_rm_prediction {
     uint64_t plan_items;
     int plan_items_estimated;
     double plan_s, control_s, tail_s, commit_s;
+    uint64_t senders_in;   /* senders each receiver hears */
+    uint64_t stage_layers; /* layers of the fullest stage */
+    double agent_cpu_s;    /* its progress thread's CPU per refit */
     double steady_s, first_s;
 };
 
