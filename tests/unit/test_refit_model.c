@@ -267,6 +267,37 @@ static void test_predict_by_hand(void **state)
     wst_rm_model_release(&m);
 }
 
+/* The agent's CPU overlaps the transfer: tiny has 4 layers and 4 trainer
+ * GPUs, so at 500 us per sender and layer an agent spends 8 ms (under the
+ * 11.539456 ms transfer: no change); at 1000 us, 16 ms replaces the
+ * transfer: 2 + 16 + 0.9441792 + 1.5 = 20.4441792 ms. Two senders per
+ * receiver halve it back under the transfer. */
+static void test_predict_agent_cpu(void **state)
+{
+    struct wst_rm_model m;
+    struct wst_rm_inputs in = base_inputs();
+    struct wst_rm_prediction p;
+    char err[256] = "";
+
+    (void)state;
+    build("tiny", 0, WST_RM_BF16, &m);
+    in.agent_cpu_us = 500;
+    assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
+    assert_int_equal(p.senders_in, 4);
+    assert_int_equal(p.stage_layers, 4);
+    assert_near(p.agent_cpu_s, 0.008);
+    assert_near(p.steady_s, 0.0159836352);
+    in.agent_cpu_us = 1000;
+    assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
+    assert_near(p.agent_cpu_s, 0.016);
+    assert_near(p.steady_s, 0.0204441792);
+    in.senders_per_receiver = 2;
+    assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
+    assert_near(p.agent_cpu_s, 0.008);
+    assert_near(p.steady_s, 0.0159836352);
+    wst_rm_model_release(&m);
+}
+
 /* The slowest side wins: one NIC for every 8 trainer GPUs (10/8 GB/s x
  * 0.4) makes sending 23,078,912 bytes take 46.157824 ms. The bounce path
  * caps a GPU at the pinned copy rate (3 GB/s: 15.385941 ms). NVLink
@@ -523,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_large_presets_parameter_counts),
         cmocka_unit_test(test_dense_sized_model),
         cmocka_unit_test(test_predict_by_hand),
+        cmocka_unit_test(test_predict_agent_cpu),
         cmocka_unit_test(test_predict_sides_bounce_nvlink),
         cmocka_unit_test(test_predict_measured_bytes_and_plan),
         cmocka_unit_test(test_predict_refusals),
