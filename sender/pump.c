@@ -5,7 +5,7 @@
  * how they travel; the pump does not. Three things, in this order:
  *  1. LAYER_DONE for the next layer once it is both fenced (visible) and
  *     digested (digests.c), in layer order, with its byte count and digest;
- *     layers that become done in one pass of the pump share a message;
+ *     layers that become done at about the same time share a message;
  *  2. a fence for the next layer as soon as its last item is posted (it
  *     covers only what was posted before it, so later layers keep
  *     streaming while it completes);
@@ -22,6 +22,7 @@
 #include "codec.h"
 #include "log.h"
 #include "sender_internal.h"
+#include "worker.h"
 
 /* Reports the layers of the batch in one LAYER_DONE. */
 static void flush_layers_done(struct link *l)
@@ -46,17 +47,39 @@ static void flush_layers_done(struct link *l)
     wst_link_send(l, &m);
 }
 
+void wst_send_flush_done(void *arg)
+{
+    struct wst_sender *s = arg;
+
+    s->done_flush_posted = 0;
+    for (size_t i = 0; i < s->n_links; i++)
+        if (s->links[i].state == LINK_STREAMING)
+            flush_layers_done(&s->links[i]);
+}
+
 /* Layer done_sent is fenced and digested: it joins the batch, which goes
- * once the pump has nothing more to do now (wst_send_pump), so layers
- * done at the same time share one message, or when full. A receiver that
- * did not offer batches gets one message per layer. */
+ * when full or from a post queued behind the events that are waiting now
+ * (digests of other layers, completions of this round), so layers done
+ * at about the same time share one message. Each digest comes back in a
+ * post of its own, and a batch flushed at the end of each pump carried
+ * about three layers (NOTES.md, issue 21). A receiver that did not offer
+ * batches gets one message per layer. */
 static void layer_done(struct link *l)
 {
+    struct wst_sender *s = l->s;
+
     l->done_sent++;
     l->done_batch++;
     if (!(l->plan.caps & WST_CAP_LAYER_BATCH) ||
-        l->done_batch == 1 + WST_LAYER_DONE_MORE_MAX)
+        l->done_batch == 1 + WST_LAYER_DONE_MORE_MAX) {
         flush_layers_done(l);
+        return;
+    }
+    if (!s->done_flush_posted &&
+        wst_worker_post(s->worker, wst_send_flush_done, s) == WST_OK)
+        s->done_flush_posted = 1;
+    else if (!s->done_flush_posted)
+        flush_layers_done(l); /* no memory to post: now */
 }
 
 static void on_moved(void *arg, uint64_t bytes, wst_status_t status)
@@ -192,6 +215,4 @@ void wst_send_pump(struct link *l)
             ;
     } while (l->pump_again);
     l->pumping = 0;
-    if (l->state == LINK_STREAMING)
-        flush_layers_done(l);
 }

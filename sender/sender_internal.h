@@ -139,6 +139,7 @@ struct wst_sender {
     struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     int data_peer_errors;
     uint64_t session;
+    int done_flush_posted; /* wst_send_flush_done is queued (pump.c) */
     wst_layer_progress_fn progress_fn;
     void *progress_arg;
     enum wst_path_pref path_pref;
@@ -288,6 +289,8 @@ struct wst_tx_events wst_send_pump_events(struct link *l);
 
 /* Every streaming link pumps (a bounce slot came free; arg: the sender). */
 void wst_send_pump_all(void *arg);
+/* Posted: every link's batch of LAYER_DONE goes (pump.c). */
+void wst_send_flush_done(void *arg);
 
 /* ---- digests.c: application thread ---- */
 
