@@ -102,9 +102,9 @@ void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
 }
 
 /* The device ring, when UCX moves device memory and some device region
- * cannot be exported (landing.h). WST_DEVICE_RING=off leaves it out, for
- * measuring the path without it (UCX then falls back to a slow path for
- * those regions). */
+ * cannot be exported (landing.h). For measuring: WST_DEVICE_RING=off
+ * leaves it out (UCX then falls back to a slow path for those regions),
+ * WST_DEVICE_RING=<MiB> sizes it (at least 8). */
 static wst_status_t prepare_device_ring(struct wst_receiver *r)
 {
     uint64_t bytes = 0;
@@ -128,16 +128,23 @@ static wst_status_t prepare_device_ring(struct wst_receiver *r)
                  n, (double)bytes / (1 << 20));
         return WST_OK;
     }
-    wst_status_t st = wst_landing_create_device(&r->log, r->worker, r->device,
-                                                &r->device_landing);
+    uint64_t mib = env != NULL ? strtoull(env, NULL, 10) : 0;
+    wst_status_t st = wst_landing_create_device(
+        &r->log, r->worker, r->device, (size_t)mib << 20, &r->device_landing);
     if (st == WST_OK)
-        WST_INFO(&r->log,
-                 "%zu device regions (%.1f MiB) cannot be exported by CUDA "
-                 "IPC (mapped from the engine): their rendezvous messages "
-                 "land in a %llu MiB device ring and are copied in place on "
-                 "the GPU",
-                 n, (double)bytes / (1 << 20),
-                 (unsigned long long)(WST_LANDING_DEVICE_BYTES >> 20));
+        WST_INFO(
+            &r->log,
+            "%zu device regions (%.1f MiB) cannot be exported by CUDA "
+            "IPC (mapped from the engine): their rendezvous messages "
+            "land in a %llu MiB device ring and are copied in place on "
+            "the GPU",
+            n, (double)bytes / (1 << 20),
+            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20));
+    else
+        WST_ERROR(
+            &r->log, "no device ring of %llu MiB: %s",
+            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20),
+            wst_status_string(st));
     return st;
 }
 

@@ -117,10 +117,14 @@ wst_status_t wst_landing_create(const struct wst_logger *log,
 
 wst_status_t wst_landing_create_device(const struct wst_logger *log,
                                        wst_worker_t *worker, int device,
+                                       size_t bytes,
                                        struct wst_landing **landing_p)
 {
-    return landing_create(log, worker, device, 1, WST_LANDING_DEVICE_BYTES,
-                          landing_p);
+    if (bytes == 0)
+        bytes = WST_LANDING_DEVICE_BYTES;
+    if (bytes < WST_LANDING_MESSAGE_MAX)
+        return WST_ERR_INVALID;
+    return landing_create(log, worker, device, 1, bytes, landing_p);
 }
 
 void wst_landing_stop(struct wst_landing *l)

@@ -60,11 +60,13 @@ struct wst_landing;
 wst_status_t wst_landing_create(const struct wst_logger *log,
                                 wst_worker_t *worker, int device,
                                 struct wst_landing **landing_p);
-/* The same with a ring of WST_LANDING_DEVICE_BYTES of device memory on
- * 'device', not registered (UCX registers it on first use, once per UCX
- * context, in its registration cache). */
+/* The same with a ring of 'bytes' (0: WST_LANDING_DEVICE_BYTES; at least
+ * WST_LANDING_MESSAGE_MAX) of device memory on 'device', not registered
+ * (UCX registers it on first use, once per UCX context, in its
+ * registration cache). */
 wst_status_t wst_landing_create_device(const struct wst_logger *log,
                                        wst_worker_t *worker, int device,
+                                       size_t bytes,
                                        struct wst_landing **landing_p);
 void wst_landing_stop(struct wst_landing *landing);
 void wst_landing_destroy(struct wst_landing *landing);

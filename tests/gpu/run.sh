@@ -461,6 +461,18 @@ if [ -n "$cuda_ucx" ]; then
         gbs_direct_noring=$(median_gbs)
         timeline
     fi
+    # Another device ring size in MiB (WST_GPU_DIRECT_RING_MIB; 256 by
+    # default) and sender window (WST_GPU_DIRECT_WINDOW, e.g. 1g; 256 MiB
+    # with 8 lanes by default): whether messages waiting for ring room, or
+    # the bytes a sender keeps in flight, bound the rate.
+    gbs_direct_ring=""
+    ring_case="${WST_GPU_DIRECT_RING_MIB:-256} MiB device ring, window ${WST_GPU_DIRECT_WINDOW:-default}"
+    if [ -n "${WST_GPU_DIRECT_RING_MIB:-}${WST_GPU_DIRECT_WINDOW:-}" ]; then
+        # shellcheck disable=SC2086
+        WST_DEVICE_RING=${WST_GPU_DIRECT_RING_MIB:-256} direct "qwen3-30b-a3b $q3_layers layers 1->1, $ring_case" $q3d --window "${WST_GPU_DIRECT_WINDOW:-0}"
+        gbs_direct_ring=$(median_gbs)
+        timeline
+    fi
     # The same GPU's copy and digest ceilings, in this run.
     if [ "$min" = 1 ] || [ "$only_direct" = 1 ]; then
         "$bin/wst-gpu-check" --copy >>"$out/kernels.txt" 2>>"$log"
@@ -475,9 +487,10 @@ if [ -n "$cuda_ucx" ]; then
         direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
         gbs_direct1=$(median_gbs)
     fi
-    if [ "$min" != 1 ]; then
+    # WST_GPU_DIRECT_BOUNCE=0 leaves the bounce comparison out.
+    if [ "$min" != 1 ] && [ "${WST_GPU_DIRECT_BOUNCE:-1}" != 0 ]; then
         # shellcheck disable=SC2086
-        demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" \
+        demo "bounce on the same UCX: qwen3-30b-a3b $q3_layers layers 1->1" \
             --device 0 --sender-device 0 --transport auto \
             --device-path bounce $q3d --log-level info
         gbs_direct_bounce=$(median_gbs)
@@ -543,6 +556,8 @@ if [ -n "$cuda_ucx" ]; then
         echo "| refit device->device, direct (UCX moves device memory) | ${gbs_direct:-?} | 1.00 |"
         [ -z "${gbs_direct_noring:-}" ] ||
             echo "| refit device->device, direct, no device ring | $gbs_direct_noring | $(ratio "$gbs_direct" "$gbs_direct_noring") |"
+        [ -z "${gbs_direct_ring:-}" ] ||
+            echo "| refit device->device, direct, $ring_case | $gbs_direct_ring | $(ratio "$gbs_direct" "$gbs_direct_ring") |"
         [ -z "$gbs_direct1" ] ||
             echo "| refit device->device, direct, 1 data lane | $gbs_direct1 | $(ratio "$gbs_direct" "$gbs_direct1") |"
         echo "| refit device->device, bounce, same UCX | ${gbs_direct_bounce:-?} | $(ratio "$gbs_direct" "$gbs_direct_bounce") |"
