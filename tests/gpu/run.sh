@@ -404,11 +404,12 @@ if [ -n "$cuda_ucx" ]; then
         n_other=$(grep -cE "device path (bounce|nccl)" "$out/demo.tmp")
         # UCX's own complaints (a CUDA call on a thread without a context
         # made it fall back to slow paths, or crash) fail the case too,
-        # except one UCX 1.13 limitation, counted apart: its cuda_ipc
-        # registers a receive buffer by exporting it (cuIpcGetMemHandle),
-        # which memory the agent imported from its engine by CUDA IPC
-        # refuses ("invalid argument"); UCX then moves those messages on a
-        # slower path (UCX 1.16 exports only when a key is packed).
+        # except one UCX limitation, counted apart: its cuda_ipc exports a
+        # receive buffer (cuIpcGetMemHandle) to pack its key (1.13: when
+        # registering it), which memory the agent imported from its engine
+        # by CUDA IPC refuses ("invalid argument"); UCX then moves those
+        # messages on a path ~100 times slower. The agent's device ring
+        # keeps UCX off that memory: with it the count is 0.
         n_noipc=$(grep -c "cuIpcGetMemHandle.*invalid argument" "$out/demo.tmp")
         n_err=$(($(grep -c "UCX  ERROR" "$out/demo.tmp") - n_noipc))
         grep "UCX  ERROR" "$out/demo.tmp" | sed 's/^\[[^]]*\] \[[^]]*\] *//' |
