@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "ucx_status.h"
 #include "worker_internal.h"
 
@@ -30,6 +31,7 @@ struct wst_pending_data {
     size_t len;
     void *dest;
     struct wst_relay *relay; /* on a lane: reported through it */
+    uint64_t posted_ns;      /* its receive was posted */
 };
 
 /* A data message a lane received, owned by whichever thread holds it. */
@@ -43,6 +45,8 @@ struct wst_relay {
     void *desc; /* rendezvous descriptor on the lane's worker, or NULL */
     void *dest;
     wst_status_t status;
+    /* Its stages (wst_rx_timing), rendezvous ones only. */
+    uint64_t arrived_ns, placed_ns, posted_ns, received_ns;
     unsigned char bytes[]; /* the eager payload when desc is NULL */
 };
 
@@ -106,10 +110,19 @@ static void pending_end(struct wst_pending_data *pd, wst_status_t status)
         pd->next->prev = pd->prev;
     w->n_receiving--;
     w->busy--;
-    if (pd->relay != NULL)
+    if (pd->relay != NULL) {
+        pd->relay->posted_ns = pd->posted_ns;
+        pd->relay->received_ns = wst_now_ns();
         relay_report(pd->relay, status);
-    else if (status == WST_OK)
+    } else if (status == WST_OK) {
+        uint64_t ns = wst_now_ns() - pd->posted_ns;
         w->lane_rx_bytes[0] += pd->len;
+        w->rx_timing.messages++;
+        w->rx_timing.bytes += pd->len;
+        w->rx_timing.to_recv_ns += ns;
+        if (ns > w->rx_timing.max_ns)
+            w->rx_timing.max_ns = ns;
+    }
     if (pd->relay == NULL && w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &pd->hdr, pd->dest, pd->len, status);
     free(pd);
@@ -156,8 +169,19 @@ static void relay_done_run(void *arg)
     wst_worker_t *w = r->main;
 
     w->n_relayed--;
-    if (r->status == WST_OK)
+    if (r->status == WST_OK) {
+        uint64_t now = wst_now_ns();
+        struct wst_rx_timing *t = &w->rx_timing;
         w->lane_rx_bytes[r->lane_index] += r->len;
+        t->messages++;
+        t->bytes += r->len;
+        t->to_place_ns += r->placed_ns - r->arrived_ns;
+        t->to_post_ns += r->posted_ns - r->placed_ns;
+        t->to_recv_ns += r->received_ns - r->posted_ns;
+        t->to_report_ns += now - r->received_ns;
+        if (now - r->arrived_ns > t->max_ns)
+            t->max_ns = now - r->arrived_ns;
+    }
     if (w->ops.data_done != NULL)
         w->ops.data_done(w->ops.arg, &r->hdr, r->dest, r->len, r->status);
     relay_free(r);
@@ -195,6 +219,7 @@ static void relay_recv_run(void *arg)
     pd->hdr = r->hdr;
     pd->len = r->len;
     pd->dest = r->dest;
+    pd->posted_ns = wst_now_ns();
     pending_link(lane, pd);
     am_recv_data(lane, r->desc, r->dest, r->len, data_recv_done, pd);
 }
@@ -232,6 +257,7 @@ static void relay_place(wst_worker_t *w, struct wst_relay *r, void *dest)
         st = WST_OK;
     } else if (!w->lanes_gone) {
         r->dest = dest;
+        r->placed_ns = wst_now_ns();
         w->n_relayed++;
         if (wst_worker_post(r->lane, relay_recv_run, r) != WST_ERR_NO_MEMORY)
             return;
@@ -343,6 +369,8 @@ ucs_status_t wst_data_relay_in(wst_worker_t *lane, const void *header,
     r->desc = rndv ? data : NULL;
     r->dest = NULL;
     r->status = WST_OK;
+    r->arrived_ns = r->placed_ns = r->posted_ns = r->received_ns =
+        rndv ? wst_now_ns() : 0;
     if (!rndv)
         memcpy(r->bytes, data, length);
     if (wst_worker_post(lane->main, relay_offer_run, r) == WST_ERR_NO_MEMORY) {
@@ -381,6 +409,7 @@ static void data_receive(wst_worker_t *w, const struct wst_data_hdr *hdr,
     pd->hdr = *hdr;
     pd->len = length;
     pd->dest = dest;
+    pd->posted_ns = wst_now_ns();
     am_recv_data(w, desc, dest, length, data_recv_done, pd);
 }
 
@@ -463,6 +492,12 @@ void wst_data_am_drop_parked(wst_worker_t *w, int release)
         parked_free(w, pk, release);
     }
     w->parked_tail = NULL;
+}
+
+void wst_worker_rx_timing_take(wst_worker_t *w, struct wst_rx_timing *out)
+{
+    *out = w->rx_timing;
+    memset(&w->rx_timing, 0, sizeof(w->rx_timing));
 }
 
 uint64_t wst_worker_parked_total(const wst_worker_t *w)

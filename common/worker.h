@@ -223,6 +223,21 @@ struct wst_control_counts {
 void wst_worker_control_counts(const wst_worker_t *worker,
                                struct wst_control_counts *out);
 
+/* Where the time of rendezvous data messages went, over the messages
+ * reported since the last take (their receives ended): sums of each
+ * stage's nanoseconds. A message that came on a data lane goes
+ *   arrived (lane) -> placed (main: data_dest answered, parking
+ *   included) -> receive posted (lane) -> received (lane) -> reported
+ *   (main);
+ * one on lane 0 is placed as it arrives and reported as it is received.
+ * Progress thread; for a log line per refit. */
+struct wst_rx_timing {
+    uint64_t messages, bytes;
+    uint64_t to_place_ns, to_post_ns, to_recv_ns, to_report_ns;
+    uint64_t max_ns; /* the longest arrival-to-report */
+};
+void wst_worker_rx_timing_take(wst_worker_t *worker, struct wst_rx_timing *out);
+
 /* Progress thread: how many data messages have been parked so far. */
 uint64_t wst_worker_parked_total(const wst_worker_t *worker);
 

@@ -122,7 +122,8 @@ struct wst_worker {
     ucp_worker_h retired[WST_DATA_RETIRED_MAX]; /* see data_reset */
     int n_retired;
     struct wst_parked_data *parked, *parked_tail;
-    uint64_t parked_total; /* messages ever parked */
+    uint64_t parked_total;          /* messages ever parked */
+    struct wst_rx_timing rx_timing; /* since the last take (data_am.c) */
     uint64_t next_conn_id;
     struct wst_control_counts control; /* relaxed atomics */
 

@@ -105,6 +105,8 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
             .log = &r->log,
             .landing = r->landing,
             .ucx_cuda = wst_worker_supports_cuda(r->worker),
+            .device_landing = r->device_landing,
+            .stats = &r->am_stats,
             .plan = &p->rx_plan,
             .events = ev,
             .hashers = r->hashers,
@@ -196,4 +198,7 @@ void wst_recv_on_data_done(void *arg, const struct wst_data_hdr *hdr,
     if (r->landing != NULL && dest != NULL &&
         wst_landing_owns(r->landing, dest))
         wst_landing_release(r->landing, dest);
+    else if (r->device_landing != NULL && dest != NULL &&
+             wst_landing_owns(r->device_landing, dest))
+        wst_landing_release(r->device_landing, dest);
 }

@@ -5,6 +5,7 @@
  * refit on how landing went. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "device.h"
 #include "gpu.h"
@@ -15,12 +16,76 @@
 #include "receiver_internal.h"
 #include "worker.h"
 
+/* Where device bytes of one refit went, a line per way (am_rx.c's
+ * classes): messages, MiB, mean time from placed to received, and the
+ * rate over the span from the first placed to the last received; then
+ * where a rendezvous message's time went (data_am.c's stages). What makes
+ * one layer slower than another shows here. */
+static void log_am_classes(struct wst_receiver *r, uint64_t version)
+{
+    struct wst_rx_timing t;
+
+    for (int k = 0; k < WST_AM_DEST_CLASSES; k++) {
+        const struct wst_am_class_stats *c = &r->am_stats.c[k];
+        double span = (double)(c->last_ns - c->first_ns) / 1e9;
+        if (c->received == 0)
+            continue;
+        WST_INFO(&r->log,
+                 "version %llu: %llu messages (%.1f MiB) to %s: %.3f ms "
+                 "placed to received (mean), %.2f GB/s over %.1f ms",
+                 (unsigned long long)version, (unsigned long long)c->received,
+                 (double)c->bytes / (1 << 20), wst_am_dest_class_names[k],
+                 c->placed == c->received
+                     ? (double)(c->received_ns_sum - c->placed_ns_sum) /
+                           (double)c->received / 1e6
+                     : -1.0,
+                 span > 0 ? (double)c->bytes / span / 1e9 : 0.0, span * 1e3);
+    }
+    memset(&r->am_stats, 0, sizeof(r->am_stats));
+    wst_worker_rx_timing_take(r->worker, &t);
+    if (t.messages == 0)
+        return;
+    WST_INFO(&r->log,
+             "version %llu: %llu rendezvous messages (%.1f MiB), mean ms from "
+             "arrival: %.3f to placed, %.3f to receive posted, %.3f to "
+             "received, %.3f to reported; %.3f ms at most",
+             (unsigned long long)version, (unsigned long long)t.messages,
+             (double)t.bytes / (1 << 20),
+             (double)t.to_place_ns / (double)t.messages / 1e6,
+             (double)t.to_post_ns / (double)t.messages / 1e6,
+             (double)t.to_recv_ns / (double)t.messages / 1e6,
+             (double)t.to_report_ns / (double)t.messages / 1e6,
+             (double)t.max_ns / 1e6);
+}
+
+static void log_ring(struct wst_receiver *r, struct wst_landing *ring,
+                     const char *what, uint64_t version)
+{
+    struct wst_landing_stats ls;
+
+    wst_landing_take_stats(ring, &ls);
+    if (ls.copies == 0)
+        return;
+    WST_INFO(&r->log,
+             "version %llu: %llu messages (%.1f MiB) landed in the %s and "
+             "copied in place on GPU %d, %.3f ms mean and %.3f ms max from "
+             "copy to done; %llu waited for room to land",
+             (unsigned long long)version, (unsigned long long)ls.copies,
+             (double)ls.bytes / (1 << 20), what, r->device,
+             (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
+             (double)ls.latency_max_ns / 1e6, (unsigned long long)ls.parked);
+}
+
 /* One line per refit on the way device bytes came in: the copies' delay
  * is what a busy GPU or a slow host-to-device link shows in. */
 void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
 {
     struct wst_landing_stats ls;
 
+    if (r->dev != NULL)
+        log_am_classes(r, version);
+    if (r->device_landing != NULL)
+        log_ring(r, r->device_landing, "device ring", version);
     if (r->landing == NULL)
         return;
     wst_landing_take_stats(r->landing, &ls);
@@ -34,6 +99,53 @@ void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
              (double)ls.bytes / (1 << 20), r->device,
              (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
              (double)ls.latency_max_ns / 1e6, (unsigned long long)ls.parked);
+}
+
+/* The device ring, when UCX moves device memory and some device region
+ * cannot be exported (landing.h). For measuring: WST_DEVICE_RING=off
+ * leaves it out (UCX then falls back to a slow path for those regions),
+ * WST_DEVICE_RING=<MiB> sizes it (at least 8). */
+static wst_status_t prepare_device_ring(struct wst_receiver *r)
+{
+    uint64_t bytes = 0;
+    size_t n = 0;
+    const char *env = getenv("WST_DEVICE_RING");
+
+    for (size_t i = 0; i < r->n_regions; i++)
+        if (r->regions[i].no_export) {
+            bytes += r->regions[i].length;
+            n++;
+        }
+    if (n == 0)
+        return WST_OK;
+    /* Said with any UCX: the GPU tests check CUDA's answer with it. */
+    WST_INFO(&r->log,
+             "%zu device regions (%.1f MiB) cannot be exported by CUDA IPC "
+             "(mapped from another process)",
+             n, (double)bytes / (1 << 20));
+    if (!wst_worker_supports_cuda(r->worker))
+        return WST_OK; /* every message for them takes the pinned ring */
+    if (env != NULL && strcmp(env, "off") == 0) {
+        WST_WARN(&r->log,
+                 "WST_DEVICE_RING=off: UCX receives into them directly (it "
+                 "fails to pack their keys and falls back to a slow path)");
+        return WST_OK;
+    }
+    uint64_t mib = env != NULL ? strtoull(env, NULL, 10) : 0;
+    wst_status_t st = wst_landing_create_device(
+        &r->log, r->worker, r->device, (size_t)mib << 20, &r->device_landing);
+    if (st == WST_OK)
+        WST_INFO(
+            &r->log,
+            "their rendezvous messages land in a %llu MiB device ring and "
+            "are copied in place on the GPU (UCX cannot export them)",
+            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20));
+    else
+        WST_ERROR(
+            &r->log, "no device ring of %llu MiB: %s",
+            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20),
+            wst_status_string(st));
+    return st;
 }
 
 /* The GPU side, when any region is device memory: the landing ring and
@@ -89,6 +201,8 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
         st = wst_recv_device_create(&r->log, r->device, &r->dev);
     if (st == WST_OK)
         st = wst_landing_create(&r->log, r->worker, r->device, &r->landing);
+    if (st == WST_OK)
+        st = prepare_device_ring(r);
     return st;
 }
 
@@ -105,6 +219,7 @@ wst_status_t wst_recv_prepare_rx_regions(struct wst_receiver *r)
             .base = r->regions[i].data,
             .length = r->regions[i].length,
             .mem = r->regions[i].mem,
+            .no_export = r->regions[i].no_export,
         };
     return WST_OK;
 }

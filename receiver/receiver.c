@@ -498,6 +498,7 @@ void wst_receiver_destroy(wst_receiver_t *r)
     /* Hashes still reading landed bytes end before the regions go. */
     wst_jobq_destroy(r->hashers);
     wst_landing_stop(r->landing); /* copies done, none posted after this */
+    wst_landing_stop(r->device_landing);
     for (size_t i = 0; i < r->n_regions; i++) {
         free(r->regions[i].rkey);
         if (r->regions[i].memh != NULL)
@@ -506,6 +507,7 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_worker_destroy(r->worker);
     wst_recv_release_retired(r); /* had the plan's result not come back */
     wst_landing_destroy(r->landing);
+    wst_landing_destroy(r->device_landing);
     wst_recv_device_destroy(r->dev);
     free(r->rx_regions);
     wst_plan_destroy(r->plan);

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "am.h"
 #include "auth.h"
 #include "codec.h"
 #include "experts.h"
@@ -46,6 +47,7 @@ struct region {
     void *data;
     uint64_t length;
     enum wst_mem_type mem; /* WST_MEM_CUDA: not registered with UCX */
+    int no_export;         /* device memory this process cannot export (IPC) */
     ucp_mem_h memh;
     void *rkey;
     size_t rkey_len;
@@ -125,6 +127,10 @@ struct wst_receiver {
     int device;                  /* GPU of the device regions, or -1 */
     struct wst_recv_device *dev; /* digests, repacks: when device >= 0 */
     struct wst_landing *landing; /* am data for device regions lands here */
+    /* With a CUDA-aware UCX and device regions it cannot export: their
+     * rendezvous messages land here first (landing.h). NULL otherwise. */
+    struct wst_landing *device_landing;
+    struct wst_rx_am_stats am_stats;  /* the am halves', per refit */
     struct wst_rx_region *rx_regions; /* [n_regions], for the movers */
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */
 

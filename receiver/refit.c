@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
 #include "codec.h"
@@ -237,6 +238,15 @@ static void started(struct wst_receiver *r, const struct wst_rm_action *a)
     if (r->landing != NULL) {
         struct wst_landing_stats drop;
         wst_landing_take_stats(r->landing, &drop); /* counts start here */
+    }
+    if (r->device_landing != NULL) {
+        struct wst_landing_stats drop;
+        wst_landing_take_stats(r->device_landing, &drop);
+    }
+    if (r->dev != NULL) {
+        struct wst_rx_timing drop;
+        wst_worker_rx_timing_take(r->worker, &drop);
+        memset(&r->am_stats, 0, sizeof(r->am_stats));
     }
     wst_recv_publish_started(r, a);
 }

@@ -93,6 +93,9 @@ wst_status_t wst_receiver_add_region(wst_receiver_t *r,
     if (st != WST_OK)
         return st;
     strcpy(reg.name, region->name);
+    /* Asked once, here: CUDA's own answer, whatever mapped the memory. */
+    reg.no_export =
+        reg.mem == WST_MEM_CUDA && !wst_gpu_ipc_exportable(region->data);
     reg.data = region->data;
     reg.length = region->length;
     /* Registered once, here: never on the per-refit path. Device memory

@@ -263,6 +263,22 @@ wst_gpu_ipc_import(const struct wst_logger *log, int device,
         "cudaIpcOpenMemHandle");
 }
 
+extern "C" int wst_gpu_ipc_exportable(const void *ptr)
+{
+    cudaIpcMemHandle_t h;
+    int device = -1;
+
+    if (wst_gpu_mem_type(ptr, &device) != WST_MEM_CUDA ||
+        follow(NULL, ptr) != WST_OK)
+        return 0;
+    cudaError_t e = cudaIpcGetMemHandle(&h, (void *)ptr);
+    /* A refusal is the answer, not a fault: it must not linger as the
+     * thread's last error for a later check to find. */
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    return e == cudaSuccess;
+}
+
 extern "C" void wst_gpu_ipc_close(void *ptr)
 {
     if (ptr != NULL)

@@ -106,6 +106,14 @@ wst_gpu_ipc_import(const struct wst_logger *log, int device,
                    const unsigned char handle[WST_GPU_IPC_HANDLE_BYTES],
                    void **ptr_p);
 void wst_gpu_ipc_close(void *ptr);
+/* Whether this process may export the device memory at 'ptr' by CUDA IPC
+ * (cudaIpcGetMemHandle succeeds): memory it allocated with cudaMalloc can;
+ * memory it mapped from another process by CUDA IPC (or made with the
+ * virtual memory API) cannot. UCX's cuda_ipc exports every buffer whose
+ * remote key it packs, so a receiver lands messages for memory that cannot
+ * be exported elsewhere first (landing.h). 0 for host memory and without
+ * CUDA; the probe's own CUDA error is not logged. */
+int wst_gpu_ipc_exportable(const void *ptr);
 
 /* Name of the current device ("NVIDIA H200") and its ordinal, for log
  * lines. */

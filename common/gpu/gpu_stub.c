@@ -163,6 +163,12 @@ wst_gpu_ipc_import(const struct wst_logger *log, int device,
     return none(log, "cudaIpcOpenMemHandle");
 }
 
+int wst_gpu_ipc_exportable(const void *ptr)
+{
+    (void)ptr;
+    return 0;
+}
+
 void wst_gpu_ipc_close(void *ptr)
 {
     (void)ptr;

@@ -14,6 +14,30 @@
 #include "log.h"
 #include "rx.h"
 
+/* Where an am message's bytes went, for the receiver's line per refit. */
+enum wst_am_dest_class {
+    WST_AM_TO_HOST,        /* host memory, directly */
+    WST_AM_TO_DEVICE,      /* device memory, moved there by UCX */
+    WST_AM_TO_DEVICE_RING, /* the device ring, then copied on the GPU */
+    WST_AM_TO_HOST_RING,   /* the pinned ring, then copied to the GPU */
+    WST_AM_DEST_CLASSES
+};
+
+/* Per class, over the messages placed and received since the receiver
+ * last reset it: 'placed' at data_dest, 'received' at data_done (before a
+ * ring's copy); the sums of their clock readings give the mean time a
+ * message spent between the two (when every placed one was received), the
+ * first and last readings the span, bytes over span the rate. */
+struct wst_am_class_stats {
+    uint64_t placed, received, bytes;
+    uint64_t placed_ns_sum, received_ns_sum;
+    uint64_t first_ns, last_ns;
+};
+struct wst_rx_am_stats {
+    struct wst_am_class_stats c[WST_AM_DEST_CLASSES];
+};
+extern const char *const wst_am_dest_class_names[WST_AM_DEST_CLASSES];
+
 struct wst_rx_am_params {
     const struct wst_logger *log; /* borrowed for the half's lifetime */
     struct wst_landing *landing;  /* borrowed; NULL: host regions only */
@@ -22,6 +46,11 @@ struct wst_rx_am_params {
      * by UCX (CUDA IPC on one host), and only eager ones go through the
      * landing ring. 0: every message for device memory is landed. */
     int ucx_cuda;
+    /* With ucx_cuda: the device ring (borrowed, may be NULL) rendezvous
+     * messages for regions marked no_export land in before their copy. */
+    struct wst_landing *device_landing;
+    /* Where the half adds its messages' stats (borrowed; NULL: none). */
+    struct wst_rx_am_stats *stats;
     const struct wst_rx_plan *plan; /* borrowed for the half's lifetime */
     struct wst_rx_events events;
     /* Hashing as data lands (both borrowed until the half is freed, which

@@ -3,7 +3,10 @@
  * landing ring first and on the GPU after their copy -- unless this
  * receiver's UCX can write device memory and UCX itself moves the message
  * (rendezvous): then it lands in device memory directly (the direct path;
- * an eager message is copied with memcpy and still needs the ring).
+ * an eager message is copied with memcpy and still needs the ring), or,
+ * for device memory this process cannot export (mapped from its engine by
+ * CUDA IPC), in the device ring first and in place after a copy on the
+ * GPU (landing.h says why).
  *
  * A message is accepted only while a refit of its version is receiving,
  * only inside the sender's own items (one chunk of an item, whole
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "digest.h"
 
 /* Messages up to this size are hashed on the progress thread as they
@@ -40,13 +44,19 @@
  * run's messages are mostly this small (NOTES.md, issue 21). */
 #define WST_HASH_INLINE_MAX (64u * 1024u)
 
+const char *const wst_am_dest_class_names[WST_AM_DEST_CLASSES] = {
+    "host memory", "device memory by UCX", "device ring, then copied",
+    "pinned ring, then copied"};
+
 struct am_rx {
     struct wst_rx rx; /* first */
     const struct wst_logger *log;
-    struct wst_landing *landing; /* borrowed; NULL: host regions only */
-    int ucx_cuda;                /* UCX writes device memory (am.h) */
-    wst_jobq_t *hashers;         /* borrowed; NULL: not hashed as it lands */
-    wst_worker_t *worker;        /* borrowed: hashes come back to it */
+    struct wst_landing *landing;        /* borrowed; NULL: host regions only */
+    int ucx_cuda;                       /* UCX writes device memory (am.h) */
+    struct wst_landing *device_landing; /* borrowed; may be NULL */
+    struct wst_rx_am_stats *stats;      /* borrowed; may be NULL */
+    wst_jobq_t *hashers;  /* borrowed; NULL: not hashed as it lands */
+    wst_worker_t *worker; /* borrowed: hashes come back to it */
     uint64_t *pos; /* [n_items]: each item's stream position in its layer */
     uint32_t epoch;
     unsigned char *scratch; /* WST_SCATTER_BYTES, on the first scatter
@@ -143,6 +153,44 @@ static int current(const struct am_rx *a, uint64_t version)
     return a->rx.receiving && version == a->rx.version;
 }
 
+static void count_placed(struct am_rx *a, enum wst_am_dest_class cls)
+{
+    if (a->stats == NULL)
+        return;
+    struct wst_am_class_stats *c = &a->stats->c[cls];
+    uint64_t now = wst_now_ns();
+    if (c->placed == 0 || now < c->first_ns)
+        c->first_ns = now;
+    c->placed++;
+    c->placed_ns_sum += now;
+}
+
+static void count_received(struct am_rx *a, enum wst_am_dest_class cls,
+                           size_t len)
+{
+    if (a->stats == NULL)
+        return;
+    struct wst_am_class_stats *c = &a->stats->c[cls];
+    uint64_t now = wst_now_ns();
+    c->received++;
+    c->bytes += len;
+    c->received_ns_sum += now;
+    if (now > c->last_ns)
+        c->last_ns = now;
+}
+
+/* The ring that holds 'dest', or NULL. */
+static struct wst_landing *ring_of(const struct am_rx *a, const void *dest)
+{
+    if (dest == NULL)
+        return NULL;
+    if (a->landing != NULL && wst_landing_owns(a->landing, dest))
+        return a->landing;
+    if (a->device_landing != NULL && wst_landing_owns(a->device_landing, dest))
+        return a->device_landing;
+    return NULL;
+}
+
 static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
                             size_t len, int rndv, void **dest_p)
 {
@@ -186,21 +234,45 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
             return WST_ERR_NO_MEMORY;
         }
         *dest_p = a->scratch;
+        count_placed(a, WST_AM_TO_HOST);
         return WST_OK;
     }
-    if (pl->regions[it->region].mem != WST_MEM_CUDA || (a->ucx_cuda && rndv)) {
+    const struct wst_rx_region *reg = &pl->regions[it->region];
+    struct wst_landing *ring = a->landing;
+    enum wst_am_dest_class cls = WST_AM_TO_HOST_RING;
+    if (reg->mem != WST_MEM_CUDA) {
+        cls = WST_AM_TO_HOST;
+        ring = NULL;
+    } else if (a->ucx_cuda && rndv &&
+               (!reg->no_export || a->device_landing == NULL)) {
+        cls = WST_AM_TO_DEVICE;
+        ring = NULL;
+    } else if (a->ucx_cuda && rndv) {
+        cls = WST_AM_TO_DEVICE_RING;
+        ring = a->device_landing;
+    }
+    if (ring == NULL && cls == WST_AM_TO_HOST_RING) {
+        fail(a, WST_ERR_PROTOCOL,
+             "a data message for device memory and no landing ring");
+        return WST_ERR_PROTOCOL;
+    }
+    if (ring == NULL) {
         *dest_p = wst_rx_item_dest(pl, it, hdr->offset);
+        count_placed(a, cls);
         return WST_OK;
     }
-    if (a->landing == NULL || len > WST_LANDING_MESSAGE_MAX) {
+    if (len > WST_LANDING_MESSAGE_MAX) {
         fail(a, WST_ERR_PROTOCOL,
              "a %zu-byte data message for device memory exceeds the "
              "%llu-byte landing limit",
              len, (unsigned long long)WST_LANDING_MESSAGE_MAX);
         return WST_ERR_PROTOCOL;
     }
-    *dest_p = wst_landing_take(a->landing, len);
-    return *dest_p != NULL ? WST_OK : WST_ERR_BUSY;
+    *dest_p = wst_landing_take(ring, len);
+    if (*dest_p == NULL)
+        return WST_ERR_BUSY;
+    count_placed(a, cls);
+    return WST_OK;
 }
 
 static void am_free(struct am_rx *a)
@@ -344,33 +416,37 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
                     void *dest, size_t len, wst_status_t status)
 {
     struct am_rx *a = (struct am_rx *)rx;
-    int landed = a->landing != NULL && dest != NULL &&
-                 wst_landing_owns(a->landing, dest);
+    struct wst_landing *ring = ring_of(a, dest);
 
     if (!current(a, hdr->version) || status != WST_OK) {
-        if (landed)
-            wst_landing_release(a->landing, dest);
+        if (ring != NULL)
+            wst_landing_release(ring, dest);
         if (current(a, hdr->version))
             fail(a, status, "receiving data failed");
         return;
     }
     const struct wst_plan_item *it = &rx->plan->items[hdr->item];
     if (hdr->flags & WST_DATA_SCATTER) {
+        count_received(a, WST_AM_TO_HOST, len);
         scatter(a, hdr, dest, len);
         return;
     }
-    if (!landed) {
+    int on_device = rx->plan->regions[it->region].mem == WST_MEM_CUDA;
+    if (ring == NULL) {
+        count_received(a, on_device ? WST_AM_TO_DEVICE : WST_AM_TO_HOST, len);
         /* Device memory UCX wrote: hashed on the GPU with its layer. */
-        if (rx->plan->regions[it->region].mem == WST_MEM_CUDA ||
-            !hash_landed(a, hdr, dest, len))
+        if (on_device || !hash_landed(a, hdr, dest, len))
             rx->ev.landed(rx->ev.arg, it->layer, len, 0, 0);
         return;
     }
-    /* In the landing ring: counted once it is on the GPU (am_copied). */
+    count_received(
+        a, ring == a->landing ? WST_AM_TO_HOST_RING : WST_AM_TO_DEVICE_RING,
+        len);
+    /* In a landing ring: counted once it is in place (am_copied). */
     uint64_t tag = (uint64_t)a->epoch << 32 | it->layer;
     wst_status_t st = wst_landing_copy(
-        a->landing, dest, wst_rx_item_dest(rx->plan, it, hdr->offset), len,
-        am_copied, a, tag);
+        ring, dest, wst_rx_item_dest(rx->plan, it, hdr->offset), len, am_copied,
+        a, tag);
     if (st != WST_OK) {
         fail(a, st, "copying data to the GPU failed");
         return;
@@ -434,6 +510,8 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
     a->log = p->log;
     a->landing = p->landing;
     a->ucx_cuda = p->ucx_cuda;
+    a->device_landing = p->ucx_cuda ? p->device_landing : NULL;
+    a->stats = p->stats;
     if (p->hashers != NULL && p->worker != NULL) {
         const struct wst_rx_plan *pl = p->plan;
         a->pos = calloc(pl->n_items ? pl->n_items : 1, sizeof(*a->pos));

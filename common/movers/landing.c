@@ -26,7 +26,11 @@ struct wst_landing {
     const struct wst_logger *log;
     wst_worker_t *worker;
     int device;
-    struct wst_pinned mem;
+    struct wst_pinned mem; /* the host ring; unused on the device */
+    unsigned char *dmem;   /* the device ring (owned); NULL on the host */
+    unsigned char *base;   /* the ring: mem.mem or dmem */
+    size_t bytes;
+    int on_device;
     struct wst_landing_ring room;
     struct wst_landing_piece pieces[WST_LANDING_RECORDS];
     struct copy_rec recs[WST_LANDING_RECORDS];
@@ -60,11 +64,14 @@ static wst_status_t create_parts(struct wst_landing *l)
 
     for (uint32_t i = 0; st == WST_OK && i < WST_LANDING_RECORDS; i++)
         st = wst_gpu_event_create(l->log, 0, &l->events[i]);
-    if (st == WST_OK)
-        st = wst_pinned_create(&l->mem, l->log, l->worker, WST_LANDING_BYTES);
+    if (st == WST_OK && !l->on_device)
+        st = wst_pinned_create(&l->mem, l->log, l->worker, l->bytes);
+    else if (st == WST_OK)
+        st = wst_gpu_malloc(l->log, l->bytes, (void **)&l->dmem);
     if (st != WST_OK)
         return st;
-    wst_landing_ring_init(&l->room, l->mem.mem, WST_LANDING_BYTES, l->pieces,
+    l->base = l->dmem != NULL ? l->dmem : l->mem.mem;
+    wst_landing_ring_init(&l->room, l->base, l->bytes, l->pieces,
                           WST_LANDING_RECORDS);
     for (uint32_t i = 0; i < WST_LANDING_RECORDS; i++) {
         l->recs[i].landing = l;
@@ -74,9 +81,10 @@ static wst_status_t create_parts(struct wst_landing *l)
                                  WST_LANDING_RECORDS, &l->waiter);
 }
 
-wst_status_t wst_landing_create(const struct wst_logger *log,
-                                wst_worker_t *worker, int device,
-                                struct wst_landing **landing_p)
+static wst_status_t landing_create(const struct wst_logger *log,
+                                   wst_worker_t *worker, int device,
+                                   int on_device, size_t bytes,
+                                   struct wst_landing **landing_p)
 {
     struct wst_landing *l = calloc(1, sizeof(*l));
     wst_status_t st;
@@ -86,6 +94,8 @@ wst_status_t wst_landing_create(const struct wst_logger *log,
     l->log = log;
     l->worker = worker;
     l->device = device;
+    l->bytes = bytes;
+    l->on_device = on_device;
     st = wst_gpu_set_device(log, device);
     if (st == WST_OK)
         st = create_parts(l);
@@ -96,6 +106,25 @@ wst_status_t wst_landing_create(const struct wst_logger *log,
     }
     *landing_p = l;
     return WST_OK;
+}
+
+wst_status_t wst_landing_create(const struct wst_logger *log,
+                                wst_worker_t *worker, int device,
+                                struct wst_landing **landing_p)
+{
+    return landing_create(log, worker, device, 0, WST_LANDING_BYTES, landing_p);
+}
+
+wst_status_t wst_landing_create_device(const struct wst_logger *log,
+                                       wst_worker_t *worker, int device,
+                                       size_t bytes,
+                                       struct wst_landing **landing_p)
+{
+    if (bytes == 0)
+        bytes = WST_LANDING_DEVICE_BYTES;
+    if (bytes < WST_LANDING_MESSAGE_MAX)
+        return WST_ERR_INVALID;
+    return landing_create(log, worker, device, 1, bytes, landing_p);
 }
 
 void wst_landing_stop(struct wst_landing *l)
@@ -115,6 +144,7 @@ void wst_landing_destroy(struct wst_landing *l)
         wst_gpu_event_destroy(l->events[i]);
     wst_gpu_stream_destroy(l->copy_stream);
     wst_pinned_free(&l->mem);
+    wst_gpu_free(l->dmem);
     free(l);
 }
 
@@ -131,7 +161,7 @@ int wst_landing_owns(const struct wst_landing *l, const void *ptr)
 {
     const unsigned char *p = ptr;
 
-    return p >= l->mem.mem && p < l->mem.mem + WST_LANDING_BYTES;
+    return l->base != NULL && p >= l->base && p < l->base + l->bytes;
 }
 
 void wst_landing_release(struct wst_landing *l, void *ptr)

@@ -11,8 +11,18 @@
  *                   ▲  event ──▶ waiter ──post──▶ progress thread
  *                   └────────────── room free again ◀───────────┘
  *
- * One per receiver, shared by its senders' receiving halves. Threads:
- * every function on the progress thread; stop waits for copies in flight.
+ * A device ring (wst_landing_create_device) serves a CUDA-aware UCX: its
+ * memory is this process's own cudaMalloc, which UCX's cuda_ipc can
+ * export, and each message is copied device to device into memory the
+ * receiver mapped from its engine by CUDA IPC, which UCX cannot export
+ * (gpu.h, wst_gpu_ipc_exportable): a rendezvous message straight into
+ * that memory makes UCX 1.13-1.16 fail to pack its remote key ("invalid
+ * argument" from cuIpcGetMemHandle) and fall back to a path ~100 times
+ * slower. The extra copy reads and writes each byte once more on the GPU.
+ *
+ * At most one of each per receiver, shared by its senders' receiving
+ * halves. Threads: every function on the progress thread; stop waits for
+ * copies in flight.
  */
 #ifndef WST_MOVERS_LANDING_H
 #define WST_MOVERS_LANDING_H
@@ -32,6 +42,9 @@
  * must not each hold a whole chunk's room. */
 #define WST_LANDING_BYTES (8 * WST_LANDING_MESSAGE_MAX)
 #define WST_LANDING_RECORDS 1024u
+/* The device ring: as many messages as a sender's window with 8 lanes
+ * (lane.c, wst_worker_window_auto), so a full window never waits on it. */
+#define WST_LANDING_DEVICE_BYTES (32 * WST_LANDING_MESSAGE_MAX)
 
 /* A landed message is in device memory (or its copy failed); 'tag' is what
  * wst_landing_copy was given. Progress thread. */
@@ -47,6 +60,14 @@ struct wst_landing;
 wst_status_t wst_landing_create(const struct wst_logger *log,
                                 wst_worker_t *worker, int device,
                                 struct wst_landing **landing_p);
+/* The same with a ring of 'bytes' (0: WST_LANDING_DEVICE_BYTES; at least
+ * WST_LANDING_MESSAGE_MAX) of device memory on 'device', not registered
+ * (UCX registers it on first use, once per UCX context, in its
+ * registration cache). */
+wst_status_t wst_landing_create_device(const struct wst_logger *log,
+                                       wst_worker_t *worker, int device,
+                                       size_t bytes,
+                                       struct wst_landing **landing_p);
 void wst_landing_stop(struct wst_landing *landing);
 void wst_landing_destroy(struct wst_landing *landing);
 

@@ -49,6 +49,10 @@ struct wst_rx_region {
     char *base;
     uint64_t length;
     enum wst_mem_type mem;
+    /* Device memory this process cannot export by CUDA IPC (mapped from
+     * its engine): UCX must not be handed it as a rendezvous destination
+     * (landing.h, the device ring). */
+    int no_export;
 };
 
 /* A receiving half's view of the plan, borrowed for its lifetime: this

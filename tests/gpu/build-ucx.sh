@@ -37,7 +37,10 @@
 # too (one typedef mapped, below) and is what the direct path needs on the
 # H200 (NOTES.md, 2026-12-02): 1.13's cuda_ipc exports every buffer it
 # registers, which engine memory the agent imported by CUDA IPC refuses;
-# 1.16 exports only when a key is packed. Binaries built against 1.13's
+# 1.16 exports only when a key is packed. v1.18.0 builds the same way;
+# its cuda_ipc locks the process-wide peer cache that 1.13-1.17 grow from
+# every lane's thread without one (NOTES.md, 2026-12-02: the agent crash
+# in the direct checkpoint case). Binaries built against 1.13's
 # headers run on 1.16 (UCX keeps its ABI backward compatible), so the build
 # keeps Debian's headers and only the loader path changes.
 set -euo pipefail

@@ -122,6 +122,33 @@ static int check_version(const struct wst_layout *l, uint64_t version)
     return result(ok, name, err);
 }
 
+/* CUDA's answer on exporting memory again: this process's own
+ * allocations can be, host memory cannot, and the agent must find that
+ * none of the device regions it mapped from here can (UCX's cuda_ipc would
+ * fail to pack their keys; a CUDA-aware agent lands their messages in a
+ * device ring instead). */
+static int check_exportable(const struct it_agent *a)
+{
+    size_t n_dev = 0;
+    char needle[128], detail[256];
+
+    for (size_t i = 0; i < a->layout.n_regions; i++) {
+        uint32_t k = a->layout.regions[i].allocation;
+        n_dev += k >= 1 && k <= N_DEVICE;
+    }
+    snprintf(needle, sizeof(needle), "%zu device regions (", n_dev);
+    int own = wst_gpu_ipc_exportable(eng.dev[0]);
+    int host = wst_gpu_ipc_exportable(eng.shm);
+    int says = it_agent_log_has(a, needle) &&
+               it_agent_log_has(a, "cannot be exported by CUDA IPC");
+    snprintf(detail, sizeof(detail),
+             "own allocation %d (want 1), shm %d (want 0), the agent says "
+             "its %zu device regions cannot be exported: %s",
+             own, host, n_dev, says ? "yes" : "no");
+    return result(own == 1 && host == 0 && n_dev > 0 && says, "exportable",
+                  detail);
+}
+
 static void release_engine(void)
 {
     for (size_t k = 0; k < N_DEVICE; k++)
@@ -166,6 +193,7 @@ int main(int argc, char **argv)
     snprintf(detail, sizeof(detail), "%d of %d handles imported by the agent",
              imports, N_DEVICE);
     failed |= result(imports == N_DEVICE, "import", detail);
+    failed |= check_exportable(&a);
     for (uint64_t v = 1; v <= 2; v++) {
         snprintf(detail, sizeof(detail), "refit of version %llu",
                  (unsigned long long)v);

@@ -404,11 +404,12 @@ if [ -n "$cuda_ucx" ]; then
         n_other=$(grep -cE "device path (bounce|nccl)" "$out/demo.tmp")
         # UCX's own complaints (a CUDA call on a thread without a context
         # made it fall back to slow paths, or crash) fail the case too,
-        # except one UCX 1.13 limitation, counted apart: its cuda_ipc
-        # registers a receive buffer by exporting it (cuIpcGetMemHandle),
-        # which memory the agent imported from its engine by CUDA IPC
-        # refuses ("invalid argument"); UCX then moves those messages on a
-        # slower path (UCX 1.16 exports only when a key is packed).
+        # except one UCX limitation, counted apart: its cuda_ipc exports a
+        # receive buffer (cuIpcGetMemHandle) to pack its key (1.13: when
+        # registering it), which memory the agent imported from its engine
+        # by CUDA IPC refuses ("invalid argument"); UCX then moves those
+        # messages on a path ~100 times slower. The agent's device ring
+        # keeps UCX off that memory: with it the count is 0.
         n_noipc=$(grep -c "cuIpcGetMemHandle.*invalid argument" "$out/demo.tmp")
         n_err=$(($(grep -c "UCX  ERROR" "$out/demo.tmp") - n_noipc))
         grep "UCX  ERROR" "$out/demo.tmp" | sed 's/^\[[^]]*\] \[[^]]*\] *//' |
@@ -416,6 +417,14 @@ if [ -n "$cuda_ucx" ]; then
         [ "$n_direct" -gt 0 ] && [ "$n_other" -eq 0 ] && [ "$n_err" -eq 0 ]
         result "direct $1: auto chose direct" $? \
             "($n_direct senders' lines say direct, $n_other another path, $n_err UCX errors, $n_noipc imported buffers UCX could not register)"
+        # The agents' lines on the last refit: where its bytes went (each
+        # way's rate), where a message's time went, the device ring.
+        local last
+        last=$(grep -oE 'version [0-9]+: [0-9]+ (rendezvous )?messages' "$out/demo.tmp" |
+            awk '{sub(":", "", $2); print $2}' | sort -n | tail -1)
+        [ -z "$last" ] ||
+            grep -E "agent\[0\]\] info: version $last: [0-9]+ (rendezvous )?messages" "$out/demo.tmp" |
+            sed 's/^[0-9.]* //' | sed 's/^/    /' | tee -a "$summary"
     }
     # WST_GPU_DIRECT_MIN=1: the qwen3 direct refit and perftest's am and
     # tag bandwidth only (the least device time that gives the ratio).
@@ -435,11 +444,41 @@ if [ -n "$cuda_ucx" ]; then
     [ "$min" = 1 ] ||
         direct "tiny dense 2->1" --preset tiny --senders 2 --receivers 1 \
             --refits 5
-    q3d="--preset qwen3-30b-a3b --layers 2 --senders 1 --receivers 1 --refits 5"
+    # WST_GPU_DIRECT_LAYERS: the refit's size (2 layers: 3.7 GB; each
+    # further one 1.24 GB), so that per-refit control is not all it times.
+    q3_layers=${WST_GPU_DIRECT_LAYERS:-2}
+    q3d="--preset qwen3-30b-a3b --layers $q3_layers --senders 1 --receivers 1 --refits 5"
     # shellcheck disable=SC2086
-    direct "qwen3-30b-a3b 2 layers 1->1" $q3d
+    direct "qwen3-30b-a3b $q3_layers layers 1->1" $q3d
     gbs_direct=$(median_gbs)
     timeline
+    # Without the device ring (WST_GPU_DIRECT_RING_OFF=1): UCX receives
+    # straight into the memory the agent imported from its engine, which
+    # it cannot export (NOTES.md, issue 19).
+    gbs_direct_noring=""
+    if [ "${WST_GPU_DIRECT_RING_OFF:-0}" = 1 ]; then
+        # shellcheck disable=SC2086
+        WST_DEVICE_RING=off direct "qwen3-30b-a3b $q3_layers layers 1->1, no device ring" $q3d
+        gbs_direct_noring=$(median_gbs)
+        timeline
+    fi
+    # Another device ring size in MiB (WST_GPU_DIRECT_RING_MIB; 256 by
+    # default) and sender window (WST_GPU_DIRECT_WINDOW, e.g. 1g; 256 MiB
+    # with 8 lanes by default): whether messages waiting for ring room, or
+    # the bytes a sender keeps in flight, bound the rate.
+    gbs_direct_ring=""
+    ring_case="${WST_GPU_DIRECT_RING_MIB:-256} MiB device ring, window ${WST_GPU_DIRECT_WINDOW:-default}"
+    if [ -n "${WST_GPU_DIRECT_RING_MIB:-}${WST_GPU_DIRECT_WINDOW:-}" ]; then
+        # shellcheck disable=SC2086
+        WST_DEVICE_RING=${WST_GPU_DIRECT_RING_MIB:-256} direct "qwen3-30b-a3b $q3_layers layers 1->1, $ring_case" $q3d --window "${WST_GPU_DIRECT_WINDOW:-0}"
+        gbs_direct_ring=$(median_gbs)
+        timeline
+    fi
+    # The same GPU's copy and digest ceilings, in this run.
+    if [ "$min" = 1 ] || [ "$only_direct" = 1 ]; then
+        "$bin/wst-gpu-check" --copy >>"$out/kernels.txt" 2>>"$log"
+        result "device copy and digest ceilings" $?
+    fi
     # One data lane (WST_GPU_DIRECT_ONE_LANE=1): cuda_ipc needs no
     # striping over TCP lanes, and each further lane is a UCX context of
     # its own (registering device memory again). On the H200 with UCX
@@ -449,9 +488,10 @@ if [ -n "$cuda_ucx" ]; then
         direct "qwen3-30b-a3b 2 layers 1->1, 1 lane" $q3d --lanes 1
         gbs_direct1=$(median_gbs)
     fi
-    if [ "$min" != 1 ]; then
+    # WST_GPU_DIRECT_BOUNCE=0 leaves the bounce comparison out.
+    if [ "$min" != 1 ] && [ "${WST_GPU_DIRECT_BOUNCE:-1}" != 0 ]; then
         # shellcheck disable=SC2086
-        demo "bounce on the same UCX: qwen3-30b-a3b 2 layers 1->1" \
+        demo "bounce on the same UCX: qwen3-30b-a3b $q3_layers layers 1->1" \
             --device 0 --sender-device 0 --transport auto \
             --device-path bounce $q3d --log-level info
         gbs_direct_bounce=$(median_gbs)
@@ -512,15 +552,23 @@ if [ -n "$cuda_ucx" ]; then
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}'; }
     {
         echo
-        echo "| direct path, one GPU, qwen3-30b-a3b 2 layers 1->1, 8 MiB messages (medians) | GB/s | direct / this |"
+        echo "| direct path, one GPU, qwen3-30b-a3b ${q3_layers:-2} layers 1->1, 8 MiB messages (medians) | GB/s | direct / this |"
         echo "|---|---|---|"
         echo "| refit device->device, direct (UCX moves device memory) | ${gbs_direct:-?} | 1.00 |"
+        [ -z "${gbs_direct_noring:-}" ] ||
+            echo "| refit device->device, direct, no device ring | $gbs_direct_noring | $(ratio "$gbs_direct" "$gbs_direct_noring") |"
+        [ -z "${gbs_direct_ring:-}" ] ||
+            echo "| refit device->device, direct, $ring_case | $gbs_direct_ring | $(ratio "$gbs_direct" "$gbs_direct_ring") |"
         [ -z "$gbs_direct1" ] ||
             echo "| refit device->device, direct, 1 data lane | $gbs_direct1 | $(ratio "$gbs_direct" "$gbs_direct1") |"
         echo "| refit device->device, bounce, same UCX | ${gbs_direct_bounce:-?} | $(ratio "$gbs_direct" "$gbs_direct_bounce") |"
         echo "| ucx_perftest -m cuda ucp_put_bw | ${perf_cuda[0]:-?} | $(ratio "$gbs_direct" "${perf_cuda[0]:-}") |"
         echo "| ucx_perftest -m cuda ucp_am_bw | ${perf_cuda[1]:-?} | $(ratio "$gbs_direct" "${perf_cuda[1]:-}") |"
         echo "| ucx_perftest -m cuda tag_bw | ${perf_cuda[2]:-?} | $(ratio "$gbs_direct" "${perf_cuda[2]:-}") |"
+        # The copy's row counts bytes read + written; a refit's, bytes moved.
+        copy_rw=$(stage 'device-to-device copy 2 GiB')
+        copy_moved=$(awk -v c="$copy_rw" 'BEGIN {if (c > 0) printf "%.1f", c / 2}')
+        echo "| device-to-device copy, bytes moved (read + written / 2) | ${copy_moved:-?} | $(ratio "$gbs_direct" "$copy_moved") |"
     } | tee -a "$summary"
 fi
 rm -f "$out/gbs.tmp" "$out/perf.tmp"

@@ -183,6 +183,58 @@ static void test_am_rx_device_no_ucx_cuda_needs_landing(void **state)
     assert_int_equal(f->n_failed, 1);
 }
 
+/* Device memory this process cannot export (mapped from its engine)
+ * with a CUDA-aware UCX but no device ring (WST_DEVICE_RING=off): UCX is
+ * handed the planned place itself, as before the ring existed. */
+static void test_am_rx_device_no_export_without_ring(void **state)
+{
+    struct fixture *f = *state;
+    void *d;
+
+    f->region.no_export = 1;
+    device_region(f, 1);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest_rndv(f, 1, 0, 2, 1, 200, 1, &d), WST_OK);
+    assert_ptr_equal(d, f->mem + 100);
+    assert_int_equal(f->n_failed, 0);
+}
+
+/* Each message counts in its destination's class once placed and once
+ * received, with its bytes; a refused one counts nowhere. */
+static void test_am_rx_stats_per_class(void **state)
+{
+    struct fixture *f = *state;
+    struct wst_rx_am_stats stats;
+    void *d;
+
+    memset(&stats, 0, sizeof(stats));
+    wst_rx_destroy(f->rx);
+    struct wst_rx_am_params p = {
+        .log = &f->log,
+        .plan = &f->plan,
+        .events = {.arg = f, .landed = on_landed, .failed = on_failed},
+        .stats = &stats,
+    };
+    assert_int_equal(wst_rx_am_create(&p, &f->rx), WST_OK);
+    assert_int_equal(f->rx->ops->begin(f->rx, 2), WST_OK);
+    assert_int_equal(dest(f, 1, 64, 2, 1, 136, &d), WST_OK);
+    const struct wst_am_class_stats *c = &stats.c[WST_AM_TO_HOST];
+    assert_int_equal(c->placed, 1);
+    assert_int_equal(c->received, 0);
+    struct wst_data_hdr h = {.item = 1, .offset = 64, .version = 2, .count = 1};
+    f->rx->ops->data_done(f->rx, &h, d, 136, WST_OK);
+    assert_int_equal(c->received, 1);
+    assert_int_equal(c->bytes, 136);
+    assert_true(c->last_ns >= c->first_ns);
+    assert_true(c->received_ns_sum >= c->placed_ns_sum);
+    /* Outside the plan: refused, not counted. */
+    assert_int_equal(dest(f, 1, 150, 2, 1, 100, &d), WST_ERR_PROTOCOL);
+    assert_int_equal(c->placed, 1);
+    for (int k = 0; k < WST_AM_DEST_CLASSES; k++)
+        if (k != WST_AM_TO_HOST)
+            assert_int_equal(stats.c[k].placed + stats.c[k].received, 0);
+}
+
 /* The version not in flight (before begin, an older or a newer one,
  * after abort): no destination, no failure. */
 static void test_am_rx_other_version_dropped(void **state)
@@ -362,6 +414,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_am_rx_device_no_ucx_cuda_needs_landing, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_am_rx_device_no_export_without_ring, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_stats_per_class, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_inside_plan, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_outside_plan_refused, setup,

@@ -425,6 +425,33 @@ static int pair_teardown(void **state)
     return 0;
 }
 
+struct timing_call {
+    wst_worker_t *w;
+    struct wst_rx_timing t;
+};
+
+static void do_timing(void *arg)
+{
+    struct timing_call *tc = arg;
+
+    wst_worker_rx_timing_take(tc->w, &tc->t);
+}
+
+/* The server's rendezvous timing since the last take (and a second take,
+ * which must find it reset). */
+static void srv_timing(struct pair *p, uint64_t messages, uint64_t bytes)
+{
+    struct timing_call tc = {.w = p->srv.w};
+
+    assert_int_equal(wst_worker_call(p->srv.w, do_timing, &tc), WST_OK);
+    assert_int_equal(tc.t.messages, messages);
+    assert_int_equal(tc.t.bytes, bytes);
+    assert_true(tc.t.max_ns > 0);
+    assert_true(tc.t.to_recv_ns > 0);
+    assert_int_equal(wst_worker_call(p->srv.w, do_timing, &tc), WST_OK);
+    assert_int_equal(tc.t.messages + tc.t.bytes + tc.t.max_ns, 0);
+}
+
 /* Sends 'text' from the client and waits until the server has it. */
 static void client_says(struct pair *p, const char *text)
 {
@@ -742,6 +769,8 @@ static void test_worker_data_lands_at_dest(void **state)
     assert_int_equal(p->srv.done_len, BIG_LEN);
     assert_memory_equal(p->srv.dest, big, BIG_LEN);
     assert_int_equal(side_count(&p->srv, &p->srv.n_dest_rndv), 1);
+    /* Only the rendezvous one is timed. */
+    srv_timing(p, 1, BIG_LEN);
     free(small);
     free(big);
 }
@@ -1454,6 +1483,8 @@ static void test_worker_lanes_stripe(void **state)
     assert_memory_equal(p->srv.dest + BIG_LEN, big2, BIG_LEN);
     assert_memory_equal(p->srv.dest + 2 * BIG_LEN, small1, 256);
     assert_memory_equal(p->srv.dest + 2 * BIG_LEN + 4096, small2, 256);
+    /* The two rendezvous messages, relayed by their lanes, are timed. */
+    srv_timing(p, 2, 2 * BIG_LEN);
     free(big1);
     free(big2);
     free(small1);

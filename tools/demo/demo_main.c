@@ -74,6 +74,7 @@ struct demo_settings {
     char *dump;
     uint64_t staging_slots;
     uint64_t lanes;
+    uint64_t window; /* senders' bytes in flight; 0: their default */
     int engine;
     char *device;        /* text: a GPU ordinal, or -1 for host shm */
     char *sender_device; /* text: a GPU ordinal, or -1 for host memory */
@@ -167,6 +168,11 @@ static const struct wst_config_entry demo_config[] = {
                           "with a progress thread each)",
                           offsetof(struct demo_settings, lanes),
                           &wst_recv_config[WST_RECV_CONFIG_LANES]),
+    WST_CONFIG_LIKE_ENTRY("window",
+                          "every sender's data bytes in flight (0: its "
+                          "default, 32 MiB a lane, at least 64 MiB)",
+                          offsetof(struct demo_settings, window),
+                          &wst_send_config[WST_SEND_CONFIG_WINDOW]),
     WST_CONFIG_LIKE_ENTRY("staging-slots",
                           "MoE layers the agents stage at once",
                           offsetof(struct demo_settings, staging_slots),
@@ -901,6 +907,7 @@ static int prepare(struct demo *d, const char *agent_bin)
         .moe = &d->moe,
         .staging_slots = (uint32_t)d->set.staging_slots,
         .lanes = (uint32_t)d->set.lanes,
+        .window_bytes = d->set.window,
         .engine_bin = d->set.engine ? engine_bin : NULL,
         .n_devices = d->n_devices,
         .n_sender_devices = d->n_sender_devices,
