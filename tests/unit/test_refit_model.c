@@ -295,6 +295,19 @@ static void test_predict_agent_cpu(void **state)
     assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
     assert_near(p.agent_cpu_s, 0.008);
     assert_near(p.steady_s, 0.0159836352);
+    /* Each sender then talks to 2 x 2 / 4 = 1 receiver: 4 layers x 2000
+     * us = 8 ms, under the transfer. On one shared core, the 2 agents'
+     * 8 ms and the 4 senders' 8 ms add up: 48 ms, 2 + 48 + 0.9441792 +
+     * 1.5 = 52.4441792 ms. */
+    in.sender_cpu_us = 2000;
+    assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
+    assert_near(p.receivers_out, 1.0);
+    assert_near(p.sender_cpu_s, 0.008);
+    assert_near(p.steady_s, 0.0159836352);
+    in.host_cores = 1;
+    assert_int_equal(wst_rm_predict(&m, &in, &p, err, sizeof(err)), WST_OK);
+    assert_near(p.shared_cpu_s, 0.048);
+    assert_near(p.steady_s, 0.0524441792);
     wst_rm_model_release(&m);
 }
 

@@ -49,8 +49,9 @@ struct model_settings {
     double rtt_ms;
     uint64_t round_trips;
     double commit_ms;
-    double agent_cpu_us;
+    double agent_cpu_us, sender_cpu_us;
     uint64_t senders_per_receiver;
+    double host_cores;
     char *bench_csv, *gpu_summary, *inputs_csv;
     int csv;
 };
@@ -169,11 +170,19 @@ static const struct wst_config_entry model_config[] = {
      OFF(round_trips), NULL, NULL},
     {"commit-ms", WST_CONFIG_DOUBLE, "1.5",
      "last layer in to commit acknowledged, ms", OFF(commit_ms), NULL, NULL},
-    {"agent-cpu-us", WST_CONFIG_DOUBLE, "40",
+    {"agent-cpu-us", WST_CONFIG_DOUBLE, "22",
      "an agent's CPU per sender and layer per refit, microseconds: its "
      "progress thread's messages (0: not counted; --inputs-csv of a "
      "wstream-demo --csv run derives it)",
      OFF(agent_cpu_us), NULL, NULL},
+    {"sender-cpu-us", WST_CONFIG_DOUBLE, "24",
+     "a sender's CPU per receiver and layer per refit, microseconds (0: not "
+     "counted; --inputs-csv of a wstream-demo --csv run derives it)",
+     OFF(sender_cpu_us), NULL, NULL},
+    {"host-cores", WST_CONFIG_DOUBLE, "0",
+     "cores every agent and sender shares, as on one machine running a "
+     "whole cluster (0: each process has its own)",
+     OFF(host_cores), NULL, NULL},
     {"senders-per-receiver", WST_CONFIG_UINT, "0",
      "trainer GPUs each inference GPU receives from (0: all of them, as "
      "FSDP shards give)",
@@ -215,6 +224,10 @@ static const struct {
     {"rtt-ms", "NOTES.md Two GPUs: 5.5 ms of control round trips in a "
                "refit over TCP, H200 x2"},
     {"commit-ms", "NOTES.md line rate: commit tail 1.2-1.7 ms, H200 host"},
+    {"agent-cpu-us", "NOTES.md 2026-12-02 scale test 64 -> 16 over tcp, "
+                     "this VM: agents' CPU per refit / pairs / layers"},
+    {"sender-cpu-us", "NOTES.md 2026-12-02 scale test 64 -> 16 over tcp, "
+                      "this VM: senders' CPU per refit / pairs / layers"},
     {"nvlink-gbps", "NVLink 4 (H100/H200): 450 GB/s each way, not "
                     "measured here"},
 };
@@ -460,10 +473,19 @@ static int agent_cpu_from_demo(struct model_run *r, int argc, char **argv,
         if (end == text || !(v[k] > 0))
             return 0;
     }
-    return from_file_double(r, argc, argv, "agent-cpu-us",
-                            v[0] / v[1] / v[2] / v[3] * 1e6,
-                            "--inputs-csv: agent_cpu_s_per_refit / receivers "
-                            "/ senders / layers");
+    if (from_file_double(r, argc, argv, "agent-cpu-us",
+                         v[0] / v[1] / v[2] / v[3] * 1e6,
+                         "--inputs-csv: agent_cpu_s_per_refit / receivers / "
+                         "senders / layers") != 0)
+        return -1;
+    const char *text = wst_rm_pairs_get(p, "sender_cpu_s_per_refit");
+    double sv = text != NULL ? strtod(text, NULL) : 0;
+    if (!(sv > 0))
+        return 0;
+    return from_file_double(r, argc, argv, "sender-cpu-us",
+                            sv / v[2] / v[1] / v[3] * 1e6,
+                            "--inputs-csv: sender_cpu_s_per_refit / senders / "
+                            "receivers / layers");
 }
 
 /* Any column named as a setting (underscores for dashes). */
@@ -616,6 +638,16 @@ static void print_prediction(const struct model_run *r,
            "layers x %.1f us |\n",
            p->agent_cpu_s * ms, (unsigned long long)p->senders_in,
            (unsigned long long)p->stage_layers, in->agent_cpu_us);
+    printf("| sender CPU (overlaps the transfer) | %.1f | %.1f receivers x "
+           "%llu layers x %.1f us |\n",
+           p->sender_cpu_s * ms, p->receivers_out,
+           (unsigned long long)p->stage_layers, in->sender_cpu_us);
+    if (in->host_cores > 0)
+        printf("| everyone's CPU on %g shared cores | %.1f | (%llu agents + "
+               "%llu senders) over the cores |\n",
+               in->host_cores, p->shared_cpu_s * ms,
+               (unsigned long long)p->inference_gpus,
+               (unsigned long long)p->trainer_gpus);
     printf("| finalize/repack not hidden | %.2f | last layer: %s of "
            "experts repacked at %g GB/s + %s checked at %g GB/s (0: hidden) "
            "|\n",
@@ -625,7 +657,7 @@ static void print_prediction(const struct model_run *r,
     printf("| commit | %.2f | measured |\n", p->commit_s * ms);
     printf(
         "| **steady refit** | **%.1f** | plans cached; control + max(transfer, "
-        "agent CPU) + tail + commit |\n",
+        "CPU) + tail + commit |\n",
         p->steady_s * ms);
     if (in->plan_s > 0)
         printf("| planning (first refit only) | %.1f | measured |\n",
@@ -745,6 +777,8 @@ static void fill_inputs(const struct model_settings *s,
     in->round_trips = s->round_trips;
     in->commit_s = s->commit_ms / 1e3;
     in->agent_cpu_us = s->agent_cpu_us;
+    in->sender_cpu_us = s->sender_cpu_us;
+    in->host_cores = s->host_cores;
     in->senders_per_receiver = s->senders_per_receiver;
 }
 

@@ -581,10 +581,21 @@ wst_status_t wst_rm_predict(const struct wst_rm_model *m,
     out->stage_layers = ceil_div(m->arch.n_layers, inf->pp);
     out->agent_cpu_s = (double)out->senders_in * (double)out->stage_layers *
                        in->agent_cpu_us * 1e-6;
-    out->steady_s = out->control_s +
-                    (out->agent_cpu_s > out->transfer_s ? out->agent_cpu_s
-                                                        : out->transfer_s) +
-                    out->tail_s + out->commit_s;
+    /* Pairs are pairs: each sender talks to senders_in x receivers /
+     * senders receivers. */
+    out->receivers_out = (double)out->senders_in * (double)out->inference_gpus /
+                         (double)out->trainer_gpus;
+    out->sender_cpu_s = out->receivers_out * (double)out->stage_layers *
+                        in->sender_cpu_us * 1e-6;
+    if (in->host_cores > 0)
+        out->shared_cpu_s = (out->agent_cpu_s * (double)out->inference_gpus +
+                             out->sender_cpu_s * (double)out->trainer_gpus) /
+                            in->host_cores;
+    out->cpu_s = max3(out->agent_cpu_s, out->sender_cpu_s, out->shared_cpu_s);
+    out->steady_s =
+        out->control_s +
+        (out->cpu_s > out->transfer_s ? out->cpu_s : out->transfer_s) +
+        out->tail_s + out->commit_s;
     out->first_s = out->steady_s + out->plan_s;
     return WST_OK;
 }

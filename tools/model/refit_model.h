@@ -23,7 +23,11 @@
  *   agent CPU    = senders each receiver hears x layers of its stage x
  *                  measured CPU per sender and layer (the progress
  *                  thread's messages: data, LAYER_DONE and its check; the
- *                  scale test measures it); it overlaps the transfer
+ *                  scale test measures it); it overlaps the transfer;
+ *                  a sender's the same per receiver and layer
+ *   shared cores   = when every process shares host_cores (one machine
+ *                  running a whole cluster, as the scale test does): all
+ *                  agents' and senders' CPU over those cores, a floor
  *   first refit  = steady refit + planning (plans are cached after it)
  *   transfer     = max(receiving GPU's bytes / its rate,
  *                      sending GPU's bytes / its rate)
@@ -168,7 +172,9 @@ struct wst_rm_inputs {
     uint64_t round_trips;
     double commit_s;
     double agent_cpu_us;           /* per sender and layer; 0: not counted */
+    double sender_cpu_us;          /* per receiver and layer; 0: idem */
     uint64_t senders_per_receiver; /* 0: every trainer GPU */
+    double host_cores;             /* > 0: every process shares these cores */
 };
 
 struct wst_rm_prediction {
@@ -192,6 +198,10 @@ struct wst_rm_prediction {
     uint64_t senders_in;   /* senders each receiver hears */
     uint64_t stage_layers; /* layers of the fullest stage */
     double agent_cpu_s;    /* its progress thread's CPU per refit */
+    double receivers_out;  /* receivers each sender sends to */
+    double sender_cpu_s;   /* a sender's, likewise */
+    double shared_cpu_s;   /* everyone's CPU over host_cores; 0: none */
+    double cpu_s;          /* the largest of the three */
     double steady_s, first_s;
 };
 
