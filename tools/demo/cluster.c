@@ -448,7 +448,7 @@ static void engine_exec(const struct wst_cluster *c,
                         const struct wst_cluster_agent *a)
 {
     char bytes[32], device[16], refuse[32];
-    const char *argv[18];
+    const char *argv[20];
     int n = 0;
 
     snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)live_size(a));
@@ -477,6 +477,8 @@ static void engine_exec(const struct wst_cluster *c,
         argv[n++] = "--refuse-version";
         argv[n++] = refuse;
     }
+    if (c->p.engine_no_ready_check)
+        argv[n++] = "--ready-check=no";
     argv[n] = NULL;
     execv(argv[0], (char *const *)argv);
     fprintf(stderr, "cluster: exec %s: %s\n", c->p.engine_bin, strerror(errno));

@@ -73,6 +73,9 @@ struct wst_cluster_params {
     const char *agent_lane_devices;
     const char *sender_lane_devices;
     const char *engine_bin; /* wstream-engine-standin; NULL: no engine */
+    /* The engines skip their check that nothing is written before READY
+     * (two hashes of the live memory at each BEGIN): a benchmark's. */
+    int engine_no_ready_check;
     /* Live memory on the GPUs 'devices' (needs engine_bin) when n_devices
      * is nonzero: agent k's on devices[k % n_devices]. Zeroed params keep
      * the host shm. */

@@ -76,6 +76,7 @@ struct demo_settings {
     uint64_t lanes;
     uint64_t window; /* senders' bytes in flight; 0: their default */
     int engine;
+    int engine_ready_check;
     char *device;        /* text: a GPU ordinal, or -1 for host shm */
     char *sender_device; /* text: a GPU ordinal, or -1 for host memory */
     int device_path;
@@ -180,6 +181,11 @@ static const struct wst_config_entry demo_config[] = {
     {"engine", WST_CONFIG_BOOL, "yes",
      "run a stand-in engine process per agent that owns its live memory",
      offsetof(struct demo_settings, engine), NULL, NULL},
+    {"engine-ready-check", WST_CONFIG_BOOL, "yes",
+     "the stand-in engines check that nothing writes the live memory "
+     "between BEGIN and READY by hashing it twice (no: for measuring "
+     "wstream alone; a real engine pauses without reading its weights)",
+     offsetof(struct demo_settings, engine_ready_check), NULL, NULL},
     {"device", WST_CONFIG_STRING, "-1",
      "GPU(s) for the engines' live memory, N or N,M,... (agent k on the "
      "(k mod n)-th): each stand-in engine allocates it there and its agent "
@@ -909,6 +915,7 @@ static int prepare(struct demo *d, const char *agent_bin)
         .lanes = (uint32_t)d->set.lanes,
         .window_bytes = d->set.window,
         .engine_bin = d->set.engine ? engine_bin : NULL,
+        .engine_no_ready_check = !d->set.engine_ready_check,
         .n_devices = d->n_devices,
         .n_sender_devices = d->n_sender_devices,
         .device_path = wst_send_device_path_names[d->set.device_path],
