@@ -101,8 +101,11 @@ static const struct wst_config_entry bench_config[] = {
     {"perftest-bin", WST_CONFIG_STRING, "ucx_perftest",
      "the ucx_perftest program: a path, or a name looked up on PATH",
      offsetof(struct bench_settings, perftest_bin), NULL, NULL},
-    {"perftest-tests", WST_CONFIG_STRING, "ucp_put_bw,ucp_am_bw,tag_bw",
-     "comma-separated ucx_perftest tests",
+    {"perftest-tests", WST_CONFIG_STRING,
+     "ucp_put_bw,ucp_am_bw,tag_bw,ucp_am_bw+e,tag_bw+e",
+     "comma-separated ucx_perftest tests; +e at the end: with -e, "
+     "endpoints with peer-error handling as wstream's data endpoints have "
+     "(fields named with _e)",
      offsetof(struct bench_settings, perftest_tests), NULL, NULL},
     {"chunk", WST_CONFIG_UINT, "8m",
      "perftest message size (wstream's data chunk: 8 MiB)",
@@ -344,6 +347,16 @@ static int run_refits(struct bench *b)
     return 0;
 }
 
+/* A test's name as a key of the summary line: "tag_bw+e" is tag_bw_e. */
+static const char *key_of(const char *test, char *key, size_t len)
+{
+    snprintf(key, len, "%s", test);
+    for (char *c = key; *c != '\0'; c++)
+        if (*c == '+')
+            *c = '_';
+    return key;
+}
+
 /* ---- the perftest side ---- */
 
 /* Splits --perftest-tests into b->r.tests. */
@@ -470,6 +483,7 @@ static void report_ceilings(const struct bench *b, double ws)
 
 static void report(const struct bench *b)
 {
+    char key[40];
     const struct bench_result *r = &b->r;
     uint64_t live = b->cluster.live_bytes;
     double ws = r->median_s > 0 ? live / r->median_s / 1e9 : 0;
@@ -536,9 +550,11 @@ static void report(const struct bench *b)
                wst_thread_cpu_table_process_s(&r->cpu[0]) / live * GIB,
                wst_thread_cpu_table_process_s(&r->cpu[1]) / live * GIB);
     for (int t = 0; t < r->n_tests; t++)
-        printf(" %s_gbps=%.3f", r->tests[t], r->chunk.gbps[t]);
+        printf(" %s_gbps=%.3f", key_of(r->tests[t], key, sizeof(key)),
+               r->chunk.gbps[t]);
     for (int t = 0; r->have_footprint && t < r->n_tests; t++)
-        printf(" %s_footprint_gbps=%.3f", r->tests[t], r->footprint.gbps[t]);
+        printf(" %s_footprint_gbps=%.3f", key_of(r->tests[t], key, sizeof(key)),
+               r->footprint.gbps[t]);
     printf(
         " agent_verify=%s digest_threads=%llu verify_threads=%llu "
         "verified=%s\n",

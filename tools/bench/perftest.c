@@ -159,21 +159,28 @@ static int run_client(const struct wst_perftest_params *p, uint16_t port,
                       pid_t server, char *out, size_t outlen, FILE *log)
 {
     char port_s[16], size_s[32], iters_s[32], warm_s[32], threads_s[16];
+    char test[32];
     char *argv[24];
     unsigned threads = wst_perftest_threads(p->test, p->threads);
+    size_t tn = strlen(p->test);
+    int errors = tn > 2 && strcmp(p->test + tn - 2, "+e") == 0;
     int n, rc = -1;
 
+    snprintf(test, sizeof(test), "%.*s", (int)(errors ? tn - 2 : tn), p->test);
     snprintf(port_s, sizeof(port_s), "%u", port);
     snprintf(size_s, sizeof(size_s), "%llu", (unsigned long long)p->msg_bytes);
     snprintf(iters_s, sizeof(iters_s), "%llu", (unsigned long long)p->iters);
     snprintf(warm_s, sizeof(warm_s), "%llu", (unsigned long long)p->warmup);
     n = build_argv(argv, p->client_netns, p->bin);
-    char *rest[] = {(char *)p->host, "-p", port_s, "-t",
-                    (char *)p->test, "-s", size_s, "-n",
-                    iters_s,         "-w", warm_s, NULL};
+    char *rest[] = {(char *)p->host, "-p", port_s,  "-t", test,   "-s",
+                    size_s,          "-n", iters_s, "-w", warm_s, NULL};
     memcpy(argv + n, rest, sizeof(rest));
+    n += (int)(sizeof(rest) / sizeof(rest[0])) - 1;
+    if (errors) {
+        argv[n++] = "-e";
+        argv[n] = NULL;
+    }
     if (threads > 1) {
-        n += (int)(sizeof(rest) / sizeof(rest[0])) - 1;
         snprintf(threads_s, sizeof(threads_s), "%u", threads);
         argv[n++] = "-T";
         argv[n++] = threads_s;

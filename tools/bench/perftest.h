@@ -13,7 +13,11 @@
  * sending ITERS messages: wstream's data lanes, which carry the am
  * mover's messages, as near as perftest comes (its threads share one UCP
  * context, hence -M multi). Its "Final:" line then holds the threads'
- * summed bandwidth, in fewer columns. Other tests run on one thread: the
+ * summed bandwidth, in fewer columns. A test named with "+e" at its end
+ * ("tag_bw+e") runs with `-e`: endpoints with peer-error handling, as
+ * wstream's data endpoints have (UCX 1.13 then gives up zero-copy
+ * rendezvous on tcp and cma, which was faster or slower than zero-copy
+ * by turns: NOTES.md). Other tests run on one thread: the
  * put mover uses no lanes, and UCX 1.13's ucp_put_bw over tcp hung in
  * about one run of six with -T 2, with or without -M multi.
  */
