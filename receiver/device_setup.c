@@ -68,8 +68,8 @@ static void log_ring(struct wst_receiver *r, struct wst_landing *ring,
         return;
     WST_INFO(&r->log,
              "version %llu: %llu messages (%.1f MiB) landed in the %s and "
-             "copied in place on GPU %d, %.3f ms mean and %.3f ms max from "
-             "copy to done; %llu waited for room to land",
+             "copied to their places on GPU %d, %.3f ms mean and %.3f ms max "
+             "from copy to done; %llu waited for room to land",
              (unsigned long long)version, (unsigned long long)ls.copies,
              (double)ls.bytes / (1 << 20), what, r->device,
              (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
@@ -80,25 +80,12 @@ static void log_ring(struct wst_receiver *r, struct wst_landing *ring,
  * is what a busy GPU or a slow host-to-device link shows in. */
 void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
 {
-    struct wst_landing_stats ls;
-
     if (r->dev != NULL)
         log_am_classes(r, version);
     if (r->device_landing != NULL)
         log_ring(r, r->device_landing, "device ring", version);
-    if (r->landing == NULL)
-        return;
-    wst_landing_take_stats(r->landing, &ls);
-    if (ls.copies == 0)
-        return;
-    WST_INFO(&r->log,
-             "version %llu: %llu messages (%.1f MiB) landed and copied to GPU "
-             "%d, %.3f ms mean and %.3f ms max from copy to on the GPU; %llu "
-             "waited for room to land",
-             (unsigned long long)version, (unsigned long long)ls.copies,
-             (double)ls.bytes / (1 << 20), r->device,
-             (double)ls.latency_sum_ns / (double)ls.copies / 1e6,
-             (double)ls.latency_max_ns / 1e6, (unsigned long long)ls.parked);
+    if (r->landing != NULL)
+        log_ring(r, r->landing, "pinned host ring", version);
 }
 
 /* The device ring, when UCX moves device memory and some device region
