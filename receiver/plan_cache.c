@@ -1,7 +1,8 @@
 /* plan_cache.c - the plan: built once every sender rank's manifest is
  * in (on the planner thread), kept while the inputs stay the same, each
- * sender's slice sent to it; and the per-layer lookups into it (progress
- * thread). */
+ * sender's slice encoded there too and sent to it (the progress thread
+ * only sends: encoding ~1 M items took it 110-130 ms, NOTES.md); and the
+ * per-layer lookups into it (progress thread). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,16 @@
 #include "planner.h"
 #include "receiver_internal.h"
 #include "worker.h"
+
+/* One sender's PLAN message, encoded: the buffer goes to its connection
+ * (NULL once sent, or when it could not be encoded), the hash and token
+ * to its peer. */
+struct encoded_plan {
+    uint8_t *buf;
+    size_t len;
+    uint64_t plan_hash;
+    uint64_t data_token;
+};
 
 uint64_t wst_recv_layer_count(const struct wst_receiver *r)
 {
@@ -97,71 +108,106 @@ static wst_status_t build_layer_index(struct wst_receiver *r)
     return WST_OK;
 }
 
-static void send_plan(struct wst_receiver *r, struct peer *p)
+/* What the receiver's side offers a sender (codec.h); progress thread. */
+static uint32_t plan_caps(struct wst_receiver *r)
 {
-    const struct wst_plan *pl = r->plan;
+    return (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
+           (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
+           (wst_recv_nccl_possible(r) ? WST_CAP_NCCL : 0) |
+           /* am_rx scatters into host memory only */
+           (r->device < 0 && !r->allow_put ? WST_CAP_SCATTER : 0) |
+           WST_CAP_LAYER_BATCH;
+}
+
+/* Sender 'rank''s PLAN, encoded into a new buffer (*buf_p, the caller's),
+ * with its plan hash and a new data token (a new secret with every plan:
+ * data that claims this rank must come from whoever read this message).
+ * Only the regions its items write go with base and length, the others
+ * with neither (indices stay the plan's), so a sender learns nothing of
+ * memory it has no business in; keys only with 'keys' (the put mover:
+ * they are the progress thread's, wst_recv_regions_rekey). Reads the plan
+ * and the regions' addresses, which are fixed: any thread. */
+static wst_status_t encode_plan(const struct wst_receiver *r,
+                                const struct wst_plan *pl, uint32_t rank,
+                                uint32_t caps, int keys, struct encoded_plan *e)
+{
     struct wst_msg m = {.type = WST_MSG_PLAN};
-    size_t first = pl->sender_first[p->rank];
-    size_t n = pl->sender_first[p->rank + 1] - first;
+    size_t first = pl->sender_first[rank];
+    size_t n = pl->sender_first[rank + 1] - first;
     struct wst_wire_region *regs =
         calloc(r->n_regions ? r->n_regions : 1, sizeof(*regs));
+    wst_status_t st;
 
-    if (regs == NULL) {
-        wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
-        return;
-    }
-    /* Only the regions this sender's items write: others go with length 0,
-     * no base and no key (indices stay the plan's), so a sender learns
-     * nothing of memory it has no business in, and can put nowhere else
-     * (each region is registered, and its key packed, on its own). */
+    if (regs == NULL)
+        return WST_ERR_NO_MEMORY;
     for (size_t k = first; k < first + n; k++) {
         uint32_t i = pl->items[k].region;
         if (i >= r->n_regions || regs[i].length != 0)
             continue;
         regs[i].base = (uint64_t)(uintptr_t)r->regions[i].data;
         regs[i].length = r->regions[i].length;
-        if (r->allow_put) {
+        if (keys) {
             regs[i].rkey.len = r->regions[i].rkey_len;
             regs[i].rkey.data = r->regions[i].rkey;
         }
     }
-    if (wst_recv_peer_rx_plan(r, p) != WST_OK) {
-        free(regs);
-        wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
-        return;
-    }
-    p->plan_hash =
+    e->plan_hash =
         wst_plan_hash_items(pl->n_senders, pl->n_layers, &pl->items[first], n);
-    /* A new secret with every plan: data that claims this rank must come
-     * from whoever read this message. */
-    if (getrandom(&p->data_token, sizeof(p->data_token), 0) !=
-        (ssize_t)sizeof(p->data_token)) {
+    if (getrandom(&e->data_token, sizeof(e->data_token), 0) !=
+        (ssize_t)sizeof(e->data_token)) {
         free(regs);
-        wst_recv_send_error(r, p, WST_ERR_IO, "no random data token");
-        return;
+        return WST_ERR_IO;
     }
-    m.u.plan.plan_hash = p->plan_hash;
-    m.u.plan.sender = p->rank;
+    m.u.plan.plan_hash = e->plan_hash;
+    m.u.plan.sender = rank;
     m.u.plan.n_senders = pl->n_senders;
     m.u.plan.n_layers = pl->n_layers;
-    m.u.plan.mover = r->allow_put ? WST_MOVER_PUT : WST_MOVER_AM;
-    m.u.plan.data_token = p->data_token;
-    m.u.plan.caps =
-        (r->device >= 0 ? WST_CAP_DEVICE_DST : 0) |
-        (wst_worker_supports_cuda(r->worker) ? WST_CAP_UCX_CUDA : 0) |
-        (wst_recv_nccl_possible(r) ? WST_CAP_NCCL : 0) |
-        /* am_rx scatters into host memory only */
-        (r->device < 0 && !r->allow_put ? WST_CAP_SCATTER : 0) |
-        WST_CAP_LAYER_BATCH;
+    m.u.plan.mover = keys ? WST_MOVER_PUT : WST_MOVER_AM;
+    m.u.plan.data_token = e->data_token;
+    m.u.plan.caps = caps;
     m.u.plan.n_items = n;
     m.u.plan.items = &pl->items[first];
     m.u.plan.n_regions = r->n_regions;
     m.u.plan.regions = regs;
-    wst_recv_send_msg(r, p, &m);
+    st = wst_msg_encode(&m, &e->buf, &e->len);
     free(regs);
+    return st;
+}
+
+/* Sends 'e' (its buffer goes to the connection) and takes its hash and
+ * token as the peer's. */
+static void send_encoded_plan(struct wst_receiver *r, struct peer *p,
+                              struct encoded_plan *e)
+{
+    if (wst_recv_peer_rx_plan(r, p) != WST_OK) {
+        wst_recv_send_error(r, p, WST_ERR_NO_MEMORY, "no memory for the plan");
+        return;
+    }
+    p->plan_hash = e->plan_hash;
+    p->data_token = e->data_token;
+    if (p->conn != NULL)
+        wst_conn_send(p->conn, e->buf, e->len);
+    else
+        free(e->buf);
+    e->buf = NULL;
     p->plan_sent = 1;
     struct wst_rm_event ev = {.kind = WST_RM_EV_PEER_PLANNED, .rank = p->rank};
     wst_recv_refit_event(r, &ev);
+}
+
+static void send_plan(struct wst_receiver *r, struct peer *p)
+{
+    struct encoded_plan e = {0};
+    wst_status_t st =
+        encode_plan(r, r->plan, p->rank, plan_caps(r), r->allow_put, &e);
+
+    if (st != WST_OK) {
+        WST_ERROR(&r->log, "cannot encode the plan for %s: %s", p->name,
+                  wst_status_string(st));
+        wst_recv_send_error(r, p, st, "cannot encode the plan");
+        return;
+    }
+    send_encoded_plan(r, p, &e);
 }
 
 void wst_recv_refuse_to_peer(struct wst_receiver *r, struct peer *p, void *arg)
@@ -205,10 +251,20 @@ struct plan_job {
     wst_status_t status;
     char reason[WST_ERROR_MSG_MAX];
     double seconds[2]; /* wall, and the planner thread's CPU */
+    /* Every sender's PLAN, encoded here too (am mover only: a put
+     * mover's keys are the progress thread's), so that the progress
+     * thread only sends them: [n_senders], owned; NULL: not encoded. */
+    uint32_t caps;
+    int encode;
+    struct encoded_plan *enc;
+    double encode_s;
 };
 
 static void plan_job_free(struct plan_job *j)
 {
+    for (uint32_t i = 0; j->enc != NULL && i < j->in.n_senders; i++)
+        free(j->enc[i].buf);
+    free(j->enc);
     wst_plan_destroy(j->plan);
     free(j->haves);
     free(j->n_haves);
@@ -275,10 +331,22 @@ static void plan_done(void *arg)
         plan_job_free(j);
         return;
     }
+    double t0 = wst_now_s(), c0 = wst_thread_cpu_s();
+    for (uint32_t i = 0; i < r->world_size; i++) {
+        struct peer *p = r->by_rank[i];
+        if (p == NULL || p->plan_sent)
+            continue;
+        if (j->enc != NULL && j->enc[i].buf != NULL)
+            send_encoded_plan(r, p, &j->enc[i]);
+        else
+            send_plan(r, p);
+    }
+    WST_DEBUG(&r->log,
+              "plans sent in %.3f ms (%.3f ms CPU) on the progress thread, "
+              "encoded on the planner thread in %.3f ms",
+              (wst_now_s() - t0) * 1e3, (wst_thread_cpu_s() - c0) * 1e3,
+              j->encode_s * 1e3);
     plan_job_free(j);
-    for (uint32_t i = 0; i < r->world_size; i++)
-        if (r->by_rank[i] != NULL && !r->by_rank[i]->plan_sent)
-            send_plan(r, r->by_rank[i]);
 }
 
 /* Planner thread: the input's key, and a plan unless the cached one is
@@ -296,6 +364,17 @@ static void plan_run(void *arg)
                                    sizeof(j->reason));
     j->seconds[0] = wst_now_s() - t0;
     j->seconds[1] = wst_thread_cpu_s() - c0;
+    /* The plan in force once this job is back: its own, or the cached
+     * one, which only plan_done replaces, after this job. */
+    const struct wst_plan *pl = j->plan != NULL ? j->plan : r->plan;
+    if (j->status == WST_OK && j->encode && pl != NULL) {
+        double e0 = wst_now_s();
+        j->enc = calloc(j->in.n_senders, sizeof(*j->enc));
+        for (uint32_t i = 0; j->enc != NULL && i < j->in.n_senders; i++)
+            if (encode_plan(r, pl, i, j->caps, 0, &j->enc[i]) != WST_OK)
+                j->enc[i].buf = NULL; /* sent the old way */
+        j->encode_s = wst_now_s() - e0;
+    }
     if (wst_worker_post(r->worker, plan_done, j) != WST_OK)
         WST_ERROR(&r->log, "cannot post a plan back to the progress thread");
 }
@@ -330,6 +409,8 @@ static struct plan_job *plan_job_new(struct wst_receiver *r)
     };
     j->has_cached = r->plan != NULL && r->have_plan_key;
     j->cached_key = r->plan_key;
+    j->caps = plan_caps(r);
+    j->encode = !r->allow_put;
     return j;
 }
 
