@@ -561,3 +561,28 @@ int it_refit(const struct it_agent *a, uint64_t version)
         return -1;
     return it_agent_wait_status(a, version, 10.0);
 }
+
+int it_agent_setup(void **state, const char *agent_bin)
+{
+    struct it_agent *a = calloc(1, sizeof(*a));
+
+    if (a == NULL)
+        return -1;
+    if (it_agent_start(a, agent_bin) != 0) {
+        fprintf(stderr, "setup: could not start wstream-agent '%s'\n",
+                agent_bin);
+        free(a);
+        return -1;
+    }
+    *state = a;
+    return 0;
+}
+
+int it_agent_teardown(void **state)
+{
+    struct it_agent *a = *state;
+
+    it_agent_stop(a);
+    free(a);
+    return 0;
+}

@@ -84,6 +84,12 @@ int it_agent_start_insecure(struct it_agent *a, const char *agent_bin);
  * half-started fixture. */
 void it_agent_stop(struct it_agent *a);
 
+/* cmocka set-up and tear-down of one agent per test: *state gets a new
+ * started fixture (owned by the tear-down, which stops and frees it).
+ * A test wraps the set-up to give it its agent_bin. */
+int it_agent_setup(void **state, const char *agent_bin);
+int it_agent_teardown(void **state);
+
 /* Sends 'sig' to the agent and reaps it (SIGKILL after 10 s), keeping its
  * folder, files and shm for it_agent_restart. Its wait status, or -1 when
  * there was no agent. */

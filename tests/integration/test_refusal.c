@@ -32,27 +32,7 @@ static const char *agent_bin;
 
 static int setup_agent(void **state)
 {
-    struct it_agent *a = calloc(1, sizeof(*a));
-
-    if (a == NULL)
-        return -1;
-    if (it_agent_start(a, agent_bin) != 0) {
-        fprintf(stderr, "setup: could not start wstream-agent '%s'\n",
-                agent_bin);
-        free(a);
-        return -1;
-    }
-    *state = a;
-    return 0;
-}
-
-static int teardown_agent(void **state)
-{
-    struct it_agent *a = *state;
-
-    it_agent_stop(a);
-    free(a);
-    return 0;
+    return it_agent_setup(state, agent_bin);
 }
 
 /* The agent is as it started: usable, nothing committed, no byte written. */
@@ -793,13 +773,13 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_refusal_coverage_gap, setup_agent,
-                                        teardown_agent),
+                                        it_agent_teardown),
         cmocka_unit_test_setup_teardown(test_refusal_dtype_mismatch,
-                                        setup_agent, teardown_agent),
+                                        setup_agent, it_agent_teardown),
         cmocka_unit_test_setup_teardown(test_refusal_shape_mismatch,
-                                        setup_agent, teardown_agent),
+                                        setup_agent, it_agent_teardown),
         cmocka_unit_test_setup_teardown(test_refusal_then_refit, setup_agent,
-                                        teardown_agent),
+                                        it_agent_teardown),
         cmocka_unit_test(test_refusal_non_linear_experts),
         cmocka_unit_test(test_refusal_part_of_a_group),
         cmocka_unit_test(test_refusal_rank_already_connected),

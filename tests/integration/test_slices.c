@@ -40,27 +40,7 @@ static const char *agent_bin;
 
 static int setup_agent(void **state)
 {
-    struct it_agent *a = calloc(1, sizeof(*a));
-
-    if (a == NULL)
-        return -1;
-    if (it_agent_start(a, agent_bin) != 0) {
-        fprintf(stderr, "setup: could not start wstream-agent '%s'\n",
-                agent_bin);
-        free(a);
-        return -1;
-    }
-    *state = a;
-    return 0;
-}
-
-static int teardown_agent(void **state)
-{
-    struct it_agent *a = *state;
-
-    it_agent_stop(a);
-    free(a);
-    return 0;
+    return it_agent_setup(state, agent_bin);
 }
 
 static uint64_t inner_elems(const struct wst_tensor_desc *t)
@@ -358,11 +338,11 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_slices_one_rank, setup_agent,
-                                        teardown_agent),
+                                        it_agent_teardown),
         cmocka_unit_test_setup_teardown(test_slices_two_ranks, setup_agent,
-                                        teardown_agent),
+                                        it_agent_teardown),
         cmocka_unit_test_setup_teardown(test_slices_refusals, setup_agent,
-                                        teardown_agent),
+                                        it_agent_teardown),
     };
 
     if (argc != 2) {
