@@ -93,6 +93,13 @@ int wst_plan_name_len(const char *name);
  * the haves. */
 wst_status_t wst_plan_index_haves(struct planner *p);
 
+/* plan_validate.c: the input arrays and every want (the haves are checked
+ * as they are indexed); then, before any intersection, the expert wants'
+ * layouts, so that a refused layout moves no byte. WST_OK, or the
+ * failure through wst_plan_fail. */
+wst_status_t wst_plan_validate_input(struct planner *p);
+wst_status_t wst_plan_check_expert_wants(struct planner *p);
+
 /* The refs of tensor 'name': p->refs[*lo_p .. *hi_p), in rank order
  * (empty when no sender has it). */
 void wst_plan_find_refs(const struct planner *p, const char *name, size_t *lo_p,
