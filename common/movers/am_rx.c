@@ -321,22 +321,16 @@ static void hash_back(void *arg)
     free(j);
 }
 
-static void hash_parts(struct hash_job *j)
+/* A hashing thread: reads only the landed bytes and the job. */
+static void hash_run(void *arg)
 {
+    struct hash_job *j = arg;
     const char *src = j->src;
 
     for (uint32_t k = 0; k < j->n_runs; k++) {
         j->sum += wst_digest_part(src, j->runs[k].len, j->runs[k].pos);
         src += j->runs[k].len;
     }
-}
-
-/* A hashing thread: reads only the landed bytes and the job. */
-static void hash_run(void *arg)
-{
-    struct hash_job *j = arg;
-
-    hash_parts(j);
     if (wst_worker_post(j->a->worker, hash_back, j) != WST_OK)
         WST_ERROR(j->a->log,
                   "a hashed message of layer %u is lost: no "
@@ -359,6 +353,19 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
         (hdr->offset % WST_DIGEST_CHUNK != 0 ||
          (len % WST_DIGEST_CHUNK != 0 && hdr->offset + len != it->length)))
         return 0;
+    if (len <= WST_HASH_INLINE_MAX) {
+        /* Cheaper here than a trip through the pool and back; no job. */
+        const char *src = dest;
+        uint64_t sum = 0;
+        if (hdr->count == 1)
+            sum = wst_digest_part(src, len, a->pos[hdr->item] + hdr->offset);
+        for (uint32_t k = 0; hdr->count > 1 && k < hdr->count; k++) {
+            sum += wst_digest_part(src, it[k].length, a->pos[hdr->item + k]);
+            src += it[k].length;
+        }
+        a->rx.ev.landed(a->rx.ev.arg, it->layer, len, len, sum);
+        return 1;
+    }
     j = malloc(sizeof(*j) + (size_t)hdr->count * sizeof(j->runs[0]));
     if (j == NULL)
         return 0;
@@ -376,13 +383,6 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
             j->runs[k].len = it[k].length;
             j->runs[k].pos = a->pos[hdr->item + k];
         }
-    }
-    if (len <= WST_HASH_INLINE_MAX) {
-        /* Cheaper here than a trip through the pool and back. */
-        hash_parts(j);
-        a->rx.ev.landed(a->rx.ev.arg, j->layer, j->len, j->len, j->sum);
-        free(j);
-        return 1;
     }
     if (wst_jobq_post(a->hashers, hash_run, j) != WST_OK) {
         free(j);
