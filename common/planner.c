@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* Haves of a tensor are touched this many ahead of their turn (each lies
  * in its sender's array: a cache and TLB miss apiece). */
@@ -78,26 +77,6 @@ static void fmt_dims(char *buf, size_t len, const uint64_t *v, uint32_t n)
 }
 
 /* ---- growable arrays ---------------------------------------------------- */
-
-/* The plan's array is written once, fresh: at hundreds of thousands of
- * items, 4 KiB page faults cost more than the planning itself on some
- * hosts (a VM measured ~40 us a fault). Where transparent huge pages are
- * "madvise", ask for them on the 2 MiB-aligned inside of a large array;
- * a hint only, whatever the kernel answers. */
-static void advise_huge(void *v, size_t len)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t a = ((uintptr_t)v + huge - 1) & ~(huge - 1);
-    uintptr_t b = ((uintptr_t)v + len) & ~(huge - 1);
-
-    if (len >= 2 * huge && b > a)
-        (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-#else
-    (void)v;
-    (void)len;
-#endif
-}
 
 static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
 {
@@ -787,7 +766,7 @@ static wst_status_t runs_alloc(struct planner *p, size_t *total_p)
     if (rs->out == NULL)
         return wst_plan_fail(p, WST_ERR_NO_MEMORY,
                              "planner: no memory for %zu items", total);
-    advise_huge(rs->out, total * sizeof(*rs->out));
+    wst_plan_advise_huge(rs->out, total * sizeof(*rs->out));
     *total_p = total;
     return WST_OK;
 }

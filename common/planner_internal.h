@@ -88,6 +88,10 @@ wst_plan_fail(struct planner *p, wst_status_t status, const char *fmt, ...);
 /* Tensor names may arrive unterminated: the bytes to print of one. */
 int wst_plan_name_len(const char *name);
 
+/* plan_index.c: asks for transparent huge pages on a large array about
+ * to be written (a hint; NULL is fine). */
+void wst_plan_advise_huge(void *v, size_t len);
+
 /* plan_index.c: builds p->refs, p->first and p->slots from every sender's
  * haves (refusing a have whose name is not terminated), in time linear in
  * the haves. */
