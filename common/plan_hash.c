@@ -105,7 +105,15 @@ uint64_t wst_plan_hash_items(uint32_t n_senders, uint32_t n_layers,
         put_u64(&h, items[i].dst_offset);
         put_u64(&h, items[i].length);
         put_u32(&h, items[i].layer);
-        put_u32(&h, items[i].staged != 0);
+        /* Bit 1 says two more fields follow: a plan of plain items
+         * hashes as it did before items had rows. */
+        if (items[i].more_rows == 0) {
+            put_u32(&h, items[i].staged != 0);
+        } else {
+            put_u32(&h, (uint32_t)(items[i].staged != 0) | 2u);
+            put_u32(&h, items[i].more_rows);
+            put_u64(&h, items[i].src_stride);
+        }
     }
     return hasher_digest(&h);
 }

@@ -21,7 +21,10 @@
  *
  * Runs: the largest suffix of dims contiguous in both layouts is one run;
  * the dims outside it are iterated. A dim-0 shard of a [151936, 2048] tensor
- * is therefore one run, not 151936.
+ * is therefore one run, not 151936. Where the next dim out steps short runs
+ * that follow each other in the destination only, they are the rows of one
+ * item: a dim-1 shard of a [7168, 16384] o_proj is one item of 7168 rows,
+ * not 7168 items.
  */
 #include "planner.h"
 #include "planner_internal.h"
@@ -89,7 +92,8 @@ static wst_status_t box_push(struct box_vec *bv, const struct wst_box *b)
 static int run_continues(const struct wst_plan_item *last,
                          const struct wst_plan_item *it)
 {
-    return last->sender == it->sender && last->have == it->have &&
+    return last->more_rows == 0 && it->more_rows == 0 &&
+           last->sender == it->sender && last->have == it->have &&
            last->region == it->region && last->layer == it->layer &&
            last->src_offset + last->length == it->src_offset &&
            last->dst_offset + last->length == it->dst_offset;
@@ -125,6 +129,8 @@ static void run_add(struct run_sink *rs, const struct wst_plan_item *it)
     last->length = it->length;
     last->layer = it->layer;
     last->staged = it->staged;
+    last->more_rows = it->more_rows;
+    last->src_stride = it->src_stride;
     rs->count[s]++;
 }
 
@@ -328,6 +334,8 @@ static int count_runs(struct planner *p, const struct run_ctx *rc,
     last->dst_offset =
         rc->dst_base + layout_offset(rc->dst, x, ndim) * rc->esize;
     last->length = len;
+    last->more_rows = 0;
+    last->src_stride = 0;
     rs->count[rc->sender] += k - 1;
     return 1;
 }
@@ -352,8 +360,29 @@ static wst_status_t emit_runs(struct planner *p, const struct run_ctx *rc,
     while (c > 0 && (ext[c - 1] == 1 || (rc->src->stride[c - 1] == run &&
                                          rc->dst->stride[c - 1] == run)))
         run *= ext[--c];
-    if (p->runs.out == NULL && c > 0 && count_runs(p, rc, in, ext, c, run))
+    /* Short runs that follow each other in the destination but not in the
+     * source (a column cut of a row-major tensor) become the rows of one
+     * item instead of an item each (planner.h). */
+    if (c > 0 && ext[c - 1] > 1 && ext[c - 1] - 1 <= UINT32_MAX &&
+        run * rc->esize < WST_PLAN_ROW_MAX && rc->dst->stride[c - 1] == run &&
+        rc->src->stride[c - 1] > run) {
+        it.more_rows = (uint32_t)(ext[c - 1] - 1);
+        it.src_stride = rc->src->stride[c - 1] * rc->esize;
+        c--;
+        if (p->runs.out == NULL && c > 0) {
+            /* counting: items of rows never join one another */
+            uint64_t k = 1;
+            for (d = 0; d < c; d++)
+                k *= ext[d];
+            it.length = run * rc->esize;
+            run_add(&p->runs, &it);
+            p->runs.count[rc->sender] += k - 1;
+            return WST_OK;
+        }
+    } else if (p->runs.out == NULL && c > 0 &&
+               count_runs(p, rc, in, ext, c, run)) {
         return WST_OK;
+    }
     it.length = run * rc->esize;
     memcpy(x, in->start, sizeof(x));
     for (;;) {
@@ -599,9 +628,9 @@ static void coalesce_items(struct item_vec *iv)
         struct wst_plan_item *last = n ? &iv->v[n - 1] : NULL;
         const struct wst_plan_item *it = &iv->v[i];
 
-        if (last != NULL && last->sender == it->sender &&
-            last->have == it->have && last->region == it->region &&
-            last->layer == it->layer &&
+        if (last != NULL && last->more_rows == 0 && it->more_rows == 0 &&
+            last->sender == it->sender && last->have == it->have &&
+            last->region == it->region && last->layer == it->layer &&
             last->src_offset + last->length == it->src_offset &&
             last->dst_offset + last->length == it->dst_offset)
             last->length += it->length;
@@ -663,8 +692,8 @@ static wst_status_t plan_assemble(struct planner *p, size_t total,
 
         plan->sender_first[it->sender + 1]++;
         plan->layer_bytes[(size_t)it->sender * n_layers + it->layer] +=
-            it->length;
-        plan->total_bytes += it->length;
+            wst_plan_item_bytes(it);
+        plan->total_bytes += wst_plan_item_bytes(it);
     }
     for (i = 0; i < n_senders; i++)
         plan->sender_first[i + 1] += plan->sender_first[i];

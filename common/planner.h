@@ -53,17 +53,43 @@
 #include "log.h"
 #include "manifest.h"
 
+/* A copy of one or more rows. Row r (0 <= r <= more_rows) is 'length'
+ * bytes from src_offset + r * src_stride in the source to dst_offset +
+ * r * length in the destination: the rows lie apart in the source and
+ * follow each other in the destination, so an item's destination is
+ * always one contiguous range of wst_plan_item_bytes() bytes. An item of
+ * one row (more_rows 0, src_stride 0) is a plain contiguous copy.
+ *
+ * The planner makes rows of the column cuts of an engine's row-parallel
+ * layers (o_proj and down_proj cut on dim 1: thousands of short rows per
+ * tensor, one item each before): only rows shorter than
+ * WST_PLAN_ROW_MAX, so that every data message of such an item carries
+ * whole rows. For the digest (digest.h) every row is a run of its own,
+ * as if it were an item: a layer digests as it did with one item a row. */
 struct wst_plan_item {
     uint32_t sender;     /* sender rank */
     uint32_t have;       /* index into that sender's have manifest */
     uint64_t src_offset; /* bytes into that have's shard buffer */
     uint32_t region;     /* receiver region index */
+    uint32_t more_rows;  /* rows after the first; 0: one contiguous run */
     uint64_t dst_offset; /* bytes into the region */
-    uint64_t length;     /* bytes, > 0 */
+    uint64_t length;     /* bytes of a row, > 0 */
     uint32_t layer;      /* 0..n_layers-1 */
     uint32_t staged;     /* 1: lands in expert staging (want.staged); the
                             sender waits for the layer's credit */
+    uint64_t src_stride; /* bytes from a row's start to the next's in the
+                            source, >= length; 0 when more_rows is 0 */
 };
+
+/* Rows of a strided item are shorter than this (a digest chunk): a
+ * message then never cuts a row, and each row is one digest part. */
+#define WST_PLAN_ROW_MAX (64u * 1024u)
+
+/* Bytes an item moves, all rows. */
+static inline uint64_t wst_plan_item_bytes(const struct wst_plan_item *it)
+{
+    return it->length * ((uint64_t)it->more_rows + 1);
+}
 
 struct wst_plan {
     uint64_t hash;

@@ -330,10 +330,38 @@ static wst_status_t check_plan_item(const Wst__Plan *m, size_t i, char *err,
                                     size_t errlen)
 {
     const Wst__PlanItem *it = m->items[i];
-    uint64_t dst_end = it->dst_offset + it->length;
+    uint64_t bytes = 0, src_last = 0, dst_end;
+    int rows_ok = !__builtin_mul_overflow(
+                      it->length, (uint64_t)it->more_rows + 1, &bytes) &&
+                  !__builtin_mul_overflow(it->src_stride,
+                                          (uint64_t)it->more_rows, &src_last);
+    dst_end = it->dst_offset + bytes;
 
     if (it->length == 0) {
         wst_errf(err, errlen, "plan item %zu: length 0", i);
+    } else if (it->more_rows != 0 && !(m->caps & WST_CAP_ROWS)) {
+        wst_errf(err, errlen,
+                 "plan item %zu: %" PRIu32 " more rows in a plan without "
+                 "the rows capability",
+                 i, it->more_rows);
+    } else if (it->more_rows == 0 ? it->src_stride != 0
+                                  : it->length >= WST_PLAN_ROW_MAX ||
+                                        it->src_stride < it->length) {
+        wst_errf(err, errlen,
+                 "plan item %zu: %" PRIu32 " more rows of %" PRIu64
+                 " bytes, %" PRIu64 " apart in the source (rows are shorter "
+                 "than %u bytes and do not overlap; one row has no stride)",
+                 i, it->more_rows, it->length, it->src_stride,
+                 WST_PLAN_ROW_MAX);
+    } else if (it->more_rows != 0 &&
+               (!rows_ok || it->src_offset + src_last < it->src_offset ||
+                it->src_offset + src_last + it->length <
+                    it->src_offset + src_last)) {
+        wst_errf(err, errlen,
+                 "plan item %zu: %" PRIu32 " more rows of %" PRIu64
+                 " bytes %" PRIu64 " apart from src_offset %" PRIu64
+                 " overflow",
+                 i, it->more_rows, it->length, it->src_stride, it->src_offset);
     } else if (it->src_offset + it->length < it->src_offset) {
         wst_errf(err, errlen,
                  "plan item %zu: src_offset %" PRIu64 " + length "
@@ -343,7 +371,7 @@ static wst_status_t check_plan_item(const Wst__Plan *m, size_t i, char *err,
         wst_errf(err, errlen,
                  "plan item %zu: dst_offset %" PRIu64 " + length "
                  "%" PRIu64 " overflows",
-                 i, it->dst_offset, it->length);
+                 i, it->dst_offset, bytes);
     } else if (it->region >= m->n_regions) {
         wst_errf(err, errlen, "plan item %zu: region %" PRIu32 " of %zu", i,
                  it->region, m->n_regions);
@@ -352,7 +380,7 @@ static wst_status_t check_plan_item(const Wst__Plan *m, size_t i, char *err,
                  "plan item %zu: dst_offset %" PRIu64 " + length "
                  "%" PRIu64 " past the end of region %" PRIu32 " (%" PRIu64
                  " bytes)",
-                 i, it->dst_offset, it->length, it->region,
+                 i, it->dst_offset, bytes, it->region,
                  m->regions[it->region]->length);
     } else if (it->layer >= m->n_layers) {
         wst_errf(err, errlen, "plan item %zu: layer %" PRIu32 " of %" PRIu32, i,
@@ -620,6 +648,8 @@ static void convert_plan_item(const Wst__PlanItem *it, uint32_t sender,
     out->length = it->length;
     out->layer = it->layer;
     out->staged = it->staged ? 1 : 0;
+    out->more_rows = it->more_rows;
+    out->src_stride = it->src_stride;
 }
 
 /* On failure the caller releases what was already attached to 'out'. */
@@ -1024,6 +1054,8 @@ static void build_plan_item(const struct wst_plan_item *it, Wst__PlanItem *m)
     m->length = it->length;
     m->layer = it->layer;
     m->staged = it->staged != 0;
+    m->more_rows = it->more_rows;
+    m->src_stride = it->src_stride;
 }
 
 static wst_status_t build_plan_arrays(const struct wst_plan_msg *p,
@@ -1243,8 +1275,10 @@ static wst_status_t check_item_local(const struct wst_plan_msg *plan, size_t i,
                                      size_t n_haves, char *err, size_t errlen)
 {
     const struct wst_plan_item *it = &plan->items[i];
-    uint64_t src_end = it->src_offset + it->length;
-    uint64_t dst_end = it->dst_offset + it->length;
+    /* The codec checked that rows neither overflow nor overlap. */
+    uint64_t src_end =
+        it->src_offset + (uint64_t)it->more_rows * it->src_stride + it->length;
+    uint64_t dst_end = it->dst_offset + wst_plan_item_bytes(it);
     uint64_t shard;
 
     if (it->sender != plan->sender) {
@@ -1262,10 +1296,9 @@ static wst_status_t check_item_local(const struct wst_plan_msg *plan, size_t i,
     shard = have_shard_bytes(&haves[it->have]);
     if (src_end < it->src_offset || src_end > shard) {
         wst_errf(err, errlen,
-                 "plan item %zu: src_offset %" PRIu64 " + length "
-                 "%" PRIu64 " past the end of have %" PRIu32 " '%s' (%" PRIu64
-                 " bytes)",
-                 i, it->src_offset, it->length, it->have,
+                 "plan item %zu: source bytes [%" PRIu64 ", %" PRIu64
+                 ") past the end of have %" PRIu32 " '%s' (%" PRIu64 " bytes)",
+                 i, it->src_offset, src_end, it->have,
                  haves[it->have].tensor.name, shard);
         return WST_ERR_PROTOCOL;
     }

@@ -120,7 +120,8 @@ enum wst_cap {
     WST_CAP_NCCL = 1u << 2,        /* built with NCCL and has a device */
     WST_CAP_SCATTER = 1u << 3,     /* takes WST_DATA_SCATTER messages */
     WST_CAP_LAYER_BATCH = 1u << 4, /* takes several layers a LAYER_DONE */
-    WST_CAP_ALL = (1u << 5) - 1,
+    WST_CAP_ROWS = 1u << 5,        /* items may have rows (more_rows) */
+    WST_CAP_ALL = (1u << 6) - 1,
 };
 
 /* The part of a plan one sender needs. */

@@ -134,11 +134,16 @@ void wst_recv_job_verify(void *arg)
      * sum is order-free, so host and device runs mix. */
     for (size_t k = first; k < last && j->status == WST_OK; k++) {
         const struct wst_plan_item *it = &r->plan->items[k];
-        const void *run = wst_recv_item_dest(r, it, 0);
-        if (r->regions[it->region].mem == WST_MEM_CUDA)
-            j->status = wst_recv_device_digest_add(r->dev, &d, run, it->length);
-        else
-            wst_digest_update(&d, run, it->length);
+        const char *run = wst_recv_item_dest(r, it, 0);
+        /* each row is a run of its own (planner.h) */
+        for (uint64_t row = 0; j->status == WST_OK && row <= it->more_rows;
+             row++, run += it->length) {
+            if (r->regions[it->region].mem == WST_MEM_CUDA)
+                j->status =
+                    wst_recv_device_digest_add(r->dev, &d, run, it->length);
+            else
+                wst_digest_update(&d, run, it->length);
+        }
     }
     if (r->dev != NULL && j->status == WST_OK)
         j->status = wst_recv_device_digest_flush(r->dev, &d);

@@ -116,7 +116,7 @@ static uint32_t plan_caps(struct wst_receiver *r)
            (wst_recv_nccl_possible(r) ? WST_CAP_NCCL : 0) |
            /* am_rx scatters into host memory only */
            (r->device < 0 && !r->allow_put ? WST_CAP_SCATTER : 0) |
-           WST_CAP_LAYER_BATCH;
+           WST_CAP_LAYER_BATCH | WST_CAP_ROWS;
 }
 
 /* Sender 'rank''s PLAN, encoded into a new buffer (*buf_p, the caller's),

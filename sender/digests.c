@@ -81,13 +81,17 @@ static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
         const struct wst_plan_item *it = &l->plan.items[k];
         const struct shard *sh = &s->shards[it->have];
         const char *run = (const char *)sh->data + it->src_offset;
-        if (sh->device >= 0) {
-            if (!device)
-                pthread_mutex_lock(&s->dev_hash_lock);
+        if (sh->device >= 0 && !device) {
+            pthread_mutex_lock(&s->dev_hash_lock);
             device = 1;
-            st = wst_send_device_digest_add(s->dev, &d, run, it->length);
-        } else {
-            wst_digest_update(&d, run, it->length);
+        }
+        /* each row is a run of its own (planner.h) */
+        for (uint64_t r = 0; st == WST_OK && r <= it->more_rows;
+             r++, run += it->src_stride) {
+            if (sh->device >= 0)
+                st = wst_send_device_digest_add(s->dev, &d, run, it->length);
+            else
+                wst_digest_update(&d, run, it->length);
         }
     }
     if (device) {

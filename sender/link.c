@@ -199,7 +199,7 @@ static wst_status_t index_layers(struct link *l)
     for (uint32_t layer = 0; layer < p->n_layers; layer++) {
         l->layer_first[layer] = i;
         for (; i < p->n_items && p->items[i].layer == layer; i++)
-            l->layer_bytes[layer] += p->items[i].length;
+            l->layer_bytes[layer] += wst_plan_item_bytes(&p->items[i]);
     }
     l->layer_first[p->n_layers] = i;
     return i == p->n_items ? WST_OK : WST_ERR_PROTOCOL;

@@ -77,6 +77,8 @@ struct hash_job {
     const char *src;
     uint64_t len;
     uint64_t sum;
+    uint64_t rows; /* > 0: runs[0] is the first of this many rows, each
+                      runs[0].len bytes, one after the other (planner.h) */
     uint32_t n_runs;
     struct hash_run {
         uint64_t len;
@@ -113,7 +115,7 @@ static int scatter_fits(const struct wst_rx_plan *pl,
     for (uint32_t k = 0; k < hdr->count; k++) {
         const struct wst_plan_item *x = &it[k];
         if (x->layer != it->layer || x->staged != it->staged ||
-            pl->regions[x->region].mem == WST_MEM_CUDA ||
+            x->more_rows != 0 || pl->regions[x->region].mem == WST_MEM_CUDA ||
             x->length > WST_SCATTER_BYTES - sum)
             return 0;
         sum += x->length;
@@ -122,26 +124,29 @@ static int scatter_fits(const struct wst_rx_plan *pl,
 }
 
 /* Whether a data message lands exactly where the plan puts it: 'len'
- * bytes at 'offset' into one item, or (count > 1) whole items [item,
- * item + count) of one layer and region whose destinations follow each
- * other, 'len' bytes in all. */
+ * bytes at 'offset' into one item (whole rows of an item of rows), or
+ * (count > 1) whole items [item, item + count) of one layer and region
+ * whose destinations follow each other, 'len' bytes in all. */
 static int data_fits(const struct wst_rx_plan *pl,
                      const struct wst_data_hdr *hdr, size_t len)
 {
     const struct wst_plan_item *it = &pl->items[hdr->item];
-    uint64_t sum = 0;
+    uint64_t sum = 0, bytes = wst_plan_item_bytes(it);
 
     if (hdr->flags & WST_DATA_SCATTER)
         return scatter_fits(pl, hdr, len);
     if (hdr->count == 1)
-        return hdr->offset <= it->length && len <= it->length - hdr->offset;
+        return hdr->offset <= bytes && len <= bytes - hdr->offset &&
+               (it->more_rows == 0 ||
+                (hdr->offset % it->length == 0 && len % it->length == 0));
     if (hdr->count == 0 || hdr->count > pl->n_items - hdr->item ||
         hdr->offset != 0)
         return 0;
     for (uint32_t k = 0; k < hdr->count; k++) {
         const struct wst_plan_item *x = &it[k];
         if (x->layer != it->layer || x->region != it->region ||
-            x->staged != it->staged || x->dst_offset != it->dst_offset + sum)
+            x->staged != it->staged || x->more_rows != 0 ||
+            x->dst_offset != it->dst_offset + sum)
             return 0;
         sum += x->length;
     }
@@ -327,7 +332,10 @@ static void hash_run(void *arg)
     struct hash_job *j = arg;
     const char *src = j->src;
 
-    for (uint32_t k = 0; k < j->n_runs; k++) {
+    for (uint64_t r = 0; r < j->rows; r++, src += j->runs[0].len)
+        j->sum += wst_digest_part(src, j->runs[0].len,
+                                  j->runs[0].pos + r * j->runs[0].len);
+    for (uint32_t k = 0; j->rows == 0 && k < j->n_runs; k++) {
         j->sum += wst_digest_part(src, j->runs[k].len, j->runs[k].pos);
         src += j->runs[k].len;
     }
@@ -349,16 +357,22 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
 
     if (a->hashers == NULL)
         return 0;
-    if (hdr->count == 1 &&
+    if (hdr->count == 1 && it->more_rows == 0 &&
         (hdr->offset % WST_DIGEST_CHUNK != 0 ||
          (len % WST_DIGEST_CHUNK != 0 && hdr->offset + len != it->length)))
         return 0;
+    /* whole rows (data_fits), each a run of its own */
+    uint64_t rows =
+        hdr->count == 1 && it->more_rows != 0 ? len / it->length : 0;
+    uint64_t pos = a->pos[hdr->item] + hdr->offset;
     if (len <= WST_HASH_INLINE_MAX) {
         /* Cheaper here than a trip through the pool and back; no job. */
         const char *src = dest;
         uint64_t sum = 0;
-        if (hdr->count == 1)
-            sum = wst_digest_part(src, len, a->pos[hdr->item] + hdr->offset);
+        for (uint64_t r = 0; r < rows; r++, src += it->length)
+            sum += wst_digest_part(src, it->length, pos + r * it->length);
+        if (hdr->count == 1 && rows == 0)
+            sum = wst_digest_part(src, len, pos);
         for (uint32_t k = 0; hdr->count > 1 && k < hdr->count; k++) {
             sum += wst_digest_part(src, it[k].length, a->pos[hdr->item + k]);
             src += it[k].length;
@@ -374,10 +388,14 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
                            .layer = it->layer,
                            .src = dest,
                            .len = len,
+                           .rows = rows,
                            .n_runs = hdr->count};
-    if (hdr->count == 1) {
+    if (rows > 0) {
+        j->runs[0].len = it->length;
+        j->runs[0].pos = pos;
+    } else if (hdr->count == 1) {
         j->runs[0].len = len;
-        j->runs[0].pos = a->pos[hdr->item] + hdr->offset;
+        j->runs[0].pos = pos;
     } else {
         for (uint32_t k = 0; k < hdr->count; k++) {
             j->runs[k].len = it[k].length;
@@ -524,7 +542,7 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
             for (size_t k = pl->layer_first[l]; k < pl->layer_first[l + 1];
                  k++) {
                 a->pos[k] = pos;
-                pos += pl->items[k].length;
+                pos += wst_plan_item_bytes(&pl->items[k]);
             }
         }
         a->hashers = p->hashers;

@@ -224,7 +224,7 @@ static size_t gather_count(const struct chunks_tx *c, size_t at, size_t limit,
 
     for (size_t k = at; k < limit; k++, n++) {
         const struct wst_plan_item *it = &pl->items[k];
-        if (it->length >= GATHER_ITEM_MAX ||
+        if (it->length >= GATHER_ITEM_MAX || it->more_rows != 0 ||
             (pl->srcs[k].device >= 0) != first_device ||
             bytes + it->length > WST_GATHER_BYTES ||
             it->layer != first->layer || it->region != first->region ||
@@ -250,8 +250,8 @@ static size_t scatter_count(const struct chunks_tx *c, size_t at, size_t limit,
 
     for (size_t k = at; k < limit; k++, n++) {
         const struct wst_plan_item *it = &pl->items[k];
-        if (it->length >= GATHER_ITEM_MAX || pl->srcs[k].device >= 0 ||
-            bytes + it->length > WST_SCATTER_BYTES ||
+        if (it->length >= GATHER_ITEM_MAX || it->more_rows != 0 ||
+            pl->srcs[k].device >= 0 || bytes + it->length > WST_SCATTER_BYTES ||
             it->layer != first->layer || it->staged != first->staged)
             break;
         bytes += it->length;
@@ -291,7 +291,7 @@ static void advance(const struct chunks_tx *c, struct wst_tx_cursor *cur,
         return;
     }
     cur->offset += len;
-    if (cur->offset == c->tx.plan->items[cur->item].length) {
+    if (cur->offset == wst_plan_item_bytes(&c->tx.plan->items[cur->item])) {
         cur->item++;
         cur->offset = 0;
     }
@@ -339,6 +339,28 @@ static wst_status_t post_move(struct chunks_tx *c, struct piece *p,
     return st;
 }
 
+/* Where row 'row' of item 'k' starts in its source. */
+static const char *row_src(const struct wst_tx_plan *pl, size_t k, uint64_t row)
+{
+    return (const char *)pl->srcs[k].ptr + row * pl->items[k].src_stride;
+}
+
+/* The whole rows of the cursor's item in its next 'len' bytes, into
+ * bounce slot 'slot', one after the other. */
+static wst_status_t fill_rows(struct chunks_tx *c, int slot,
+                              const struct wst_tx_cursor *cur, uint64_t len)
+{
+    const struct wst_tx_plan *pl = c->tx.plan;
+    uint64_t row_len = pl->items[cur->item].length;
+    uint64_t row = cur->offset / row_len;
+    wst_status_t st = WST_OK;
+
+    for (uint64_t at = 0; st == WST_OK && at < len; at += row_len, row++)
+        st = wst_bounce_ring_fill(c->ring, slot, at,
+                                  row_src(pl, cur->item, row), row_len);
+    return st;
+}
+
 /* Bounce: copies the device bytes of the next chunk (items 0, 'len' bytes)
  * or of 'items' gathered items into a free slot; the move follows in
  * bounce_filled. *posted_p stays 0 when blocked (window, or no free slot:
@@ -365,7 +387,9 @@ static wst_status_t post_bounce(struct chunks_tx *c, struct wst_tx_cursor *cur,
     p->layer = first->layer;
     p->mv = move_at(c, cur, items, len, wst_bounce_ring_slot(c->ring, slot),
                     wst_bounce_ring_memh(c->ring));
-    if (items == 0)
+    if (items == 0 && first->more_rows != 0)
+        st = fill_rows(c, slot, cur, len);
+    else if (items == 0)
         st = wst_bounce_ring_fill(
             c->ring, slot, 0,
             (const char *)pl->srcs[cur->item].ptr + cur->offset, len);
@@ -420,6 +444,55 @@ static wst_status_t post_gathered(struct chunks_tx *c,
     return post_move(c, p, &mv, cur, n);
 }
 
+/* The next whole rows of an item of rows (planner.h): gathered into one
+ * message whose destination is contiguous, through a gather buffer (host)
+ * or a bounce slot (device); a row at a time, straight from the source,
+ * where neither is there (device memory UCX moves itself). A message of
+ * such an item never cuts a row, so each row stays one digest part. */
+static wst_status_t post_rows(struct chunks_tx *c, struct wst_tx_cursor *cur,
+                              int bounce, int *posted_p)
+{
+    const struct wst_tx_plan *pl = c->tx.plan;
+    const struct wst_plan_item *it = &pl->items[cur->item];
+    const struct wst_tx_src *src = &pl->srcs[cur->item];
+    uint64_t left = wst_plan_item_bytes(it) - cur->offset;
+    uint64_t row = cur->offset / it->length;
+    uint64_t room = bounce                               ? WST_BOUNCE_SLOT_BYTES
+                    : src->device < 0 && gather_ready(c) ? WST_GATHER_BYTES
+                                                         : it->length;
+    uint64_t len = room / it->length * it->length;
+
+    if (len > left)
+        len = left;
+    if (bounce)
+        return post_bounce(c, cur, 0, len, posted_p);
+    if (len == it->length) {
+        if (window_full(c, len))
+            return WST_OK;
+        struct piece *p = piece_new(c);
+        if (p == NULL)
+            return WST_ERR_NO_MEMORY;
+        struct wst_move mv =
+            move_at(c, cur, 0, len, row_src(pl, cur->item, row), src->memh);
+        *posted_p = 1;
+        return post_move(c, p, &mv, cur, 0);
+    }
+    if (window_full(c, len) || c->gather_free == 0)
+        return WST_OK;
+    struct piece *p = piece_new(c);
+    if (p == NULL)
+        return WST_ERR_NO_MEMORY;
+    int g = __builtin_ctz(c->gather_free);
+    unsigned char *buf = c->gather + (size_t)g * WST_GATHER_BYTES;
+    for (uint64_t at = 0; at < len; at += it->length, row++)
+        memcpy(buf + at, row_src(pl, cur->item, row), it->length);
+    p->gather = g;
+    c->gather_free &= ~(1u << g);
+    struct wst_move mv = move_at(c, cur, 0, len, buf, c->gather_memh);
+    *posted_p = 1;
+    return post_move(c, p, &mv, cur, 0);
+}
+
 /* Posts the next chunk of the current item (or the next small items,
  * gathered). */
 static wst_status_t post_piece(struct chunks_tx *c, struct wst_tx_cursor *cur,
@@ -431,6 +504,8 @@ static wst_status_t post_piece(struct chunks_tx *c, struct wst_tx_cursor *cur,
     uint64_t len = it->length - cur->offset;
     int bounce = src->device >= 0 && c->ring != NULL;
 
+    if (it->more_rows != 0)
+        return post_rows(c, cur, bounce, posted_p);
     if (cur->offset == 0 && it->length < GATHER_ITEM_MAX) {
         uint64_t bytes;
         size_t n = gather_count(c, cur->item, limit, &bytes);

@@ -18,6 +18,24 @@
 #include "tx.h"
 #include "worker.h"
 
+/* Both halves move one run per row of an item (planner.h): NCCL pairs a
+ * send and a receive of the same size, and the sender's rows lie apart.
+ * Fills first[0..n_layers] with the index of each layer's first run
+ * (first[n_layers]: every run) from the plan's layer bounds. */
+static inline void wst_nccl_layer_runs(const struct wst_plan_item *items,
+                                       uint32_t n_layers,
+                                       const size_t *layer_first, size_t *first)
+{
+    size_t runs = 0;
+
+    for (uint32_t l = 0; l < n_layers; l++) {
+        first[l] = runs;
+        for (size_t k = layer_first[l]; k < layer_first[l + 1]; k++)
+            runs += (size_t)items[k].more_rows + 1;
+    }
+    first[n_layers] = runs;
+}
+
 struct wst_tx_nccl_params {
     const struct wst_logger *log;   /* borrowed for the tx's lifetime */
     wst_worker_t *worker;           /* borrowed for the tx's lifetime */

@@ -11,7 +11,8 @@
 struct nccl_rx {
     struct wst_rx rx;           /* first */
     struct wst_nccl_link *link; /* owned */
-    struct wst_nccl_run *runs;  /* [n_items], borrowed by the link */
+    struct wst_nccl_run *runs;  /* one a row, borrowed by the link */
+    size_t *run_first;          /* [n_layers + 1]: each layer's first run */
     uint32_t next;              /* next layer to post */
     uint32_t done;              /* next layer to complete */
 };
@@ -43,7 +44,7 @@ static void received(void *arg, wst_status_t status)
         return;
     }
     for (size_t k = pl->layer_first[layer]; k < pl->layer_first[layer + 1]; k++)
-        bytes += pl->items[k].length;
+        bytes += wst_plan_item_bytes(&pl->items[k]);
     n->rx.ev.landed(n->rx.ev.arg, layer, bytes, 0, 0);
     post_layers(n); /* room for the next */
 }
@@ -62,15 +63,18 @@ static void post_layers(struct nccl_rx *n)
         for (size_t k = 0; k < count; k++)
             if (!wst_rx_item_allowed(&n->rx, first + k))
                 return; /* allow() posts again */
-        struct wst_nccl_run *runs = n->runs + first;
+        struct wst_nccl_run *runs = n->runs + n->run_first[layer];
+        size_t r = 0;
         for (size_t k = 0; k < count; k++) {
             const struct wst_plan_item *it = &pl->items[first + k];
-            runs[k].ptr = wst_rx_item_dest(pl, it, 0);
-            runs[k].bytes = it->length;
-            runs[k].peer = 0; /* the sender */
+            for (uint64_t row = 0; row <= it->more_rows; row++, r++) {
+                runs[r].ptr = wst_rx_item_dest(pl, it, row * it->length);
+                runs[r].bytes = it->length;
+                runs[r].peer = 0; /* the sender */
+            }
         }
         wst_status_t st =
-            wst_nccl_link_post(n->link, NULL, 0, runs, count, received, n);
+            wst_nccl_link_post(n->link, NULL, 0, runs, r, received, n);
         if (st == WST_ERR_BUSY)
             return; /* received() makes room */
         if (st != WST_OK) {
@@ -118,6 +122,7 @@ static void nccl_destroy(struct wst_rx *rx)
     rx->receiving = 0;
     wst_nccl_link_destroy(n->link); /* before its borrowed runs go */
     free(n->runs);
+    free(n->run_first);
     free(n);
 }
 
@@ -139,8 +144,14 @@ wst_status_t wst_rx_nccl_create(const struct wst_rx_nccl_params *p,
 
     if (n == NULL)
         return st;
-    /* Room for every item's run, once: a refit fills and posts slices. */
-    n->runs = calloc(p->plan->n_items ? p->plan->n_items : 1, sizeof(*n->runs));
+    /* Room for every row's run, once: a refit fills and posts slices. */
+    const struct wst_rx_plan *pl = p->plan;
+    n->run_first = calloc((size_t)pl->n_layers + 1, sizeof(*n->run_first));
+    if (n->run_first == NULL)
+        goto err_free;
+    wst_nccl_layer_runs(pl->items, pl->n_layers, pl->layer_first, n->run_first);
+    size_t n_runs = n->run_first[pl->n_layers];
+    n->runs = calloc(n_runs ? n_runs : 1, sizeof(*n->runs));
     if (n->runs == NULL)
         goto err_free;
     n->rx.ops = &nccl_rx_ops;
@@ -156,6 +167,7 @@ wst_status_t wst_rx_nccl_create(const struct wst_rx_nccl_params *p,
 
 err_free:
     free(n->runs);
+    free(n->run_first);
     free(n);
     return st;
 }

@@ -6,7 +6,8 @@
 struct nccl_tx {
     struct wst_tx tx;           /* first */
     struct wst_nccl_link *link; /* owned; kept while the plan is */
-    struct wst_nccl_run *runs;  /* [n_items], borrowed by the link */
+    struct wst_nccl_run *runs;  /* one a row, borrowed by the link */
+    size_t *run_first;          /* [n_layers + 1]: each layer's first run */
     uint32_t next;              /* next layer to post */
     uint32_t done;              /* layers [0, done) sent */
     int fence_wanted;           /* fence_layer waits for its send */
@@ -19,6 +20,7 @@ static void nccl_free(struct nccl_tx *n)
 {
     wst_nccl_link_destroy(n->link); /* before its borrowed runs go */
     free(n->runs);
+    free(n->run_first);
     free(n);
 }
 
@@ -44,7 +46,7 @@ static void nccl_sent(void *arg, wst_status_t status)
     uint64_t bytes = 0;
 
     for (size_t k = pl->layer_first[layer]; k < pl->layer_first[layer + 1]; k++)
-        bytes += pl->items[k].length;
+        bytes += wst_plan_item_bytes(&pl->items[k]);
     /* Either event may destroy the tx (a link failing on it). */
     n->in_event++;
     n->tx.ev.moved(n->tx.ev.arg, bytes, status);
@@ -71,8 +73,10 @@ static wst_status_t nccl_post(struct wst_tx *tx, struct wst_tx_cursor *cur,
         return WST_OK; /* a credit wakes the pump */
     size_t first = pl->layer_first[layer];
     size_t count = pl->layer_first[layer + 1] - first;
-    wst_status_t st = wst_nccl_link_post(n->link, n->runs + first, count, NULL,
-                                         0, nccl_sent, n);
+    size_t run = n->run_first[layer];
+    wst_status_t st = wst_nccl_link_post(n->link, n->runs + run,
+                                         n->run_first[layer + 1] - run, NULL, 0,
+                                         nccl_sent, n);
     if (st == WST_ERR_BUSY)
         return WST_OK;
     if (st != WST_OK)
@@ -139,14 +143,22 @@ wst_status_t wst_tx_nccl_create(const struct wst_tx_nccl_params *p,
 
     if (n == NULL)
         return st;
-    /* Every item's run, once per plan: a refit posts slices of these. */
-    n->runs = calloc(pl->n_items ? pl->n_items : 1, sizeof(*n->runs));
+    /* Every row's run, once per plan: a refit posts slices of these. */
+    n->run_first = calloc((size_t)pl->n_layers + 1, sizeof(*n->run_first));
+    if (n->run_first == NULL)
+        goto err_free;
+    wst_nccl_layer_runs(pl->items, pl->n_layers, pl->layer_first, n->run_first);
+    size_t n_runs = n->run_first[pl->n_layers];
+    n->runs = calloc(n_runs ? n_runs : 1, sizeof(*n->runs));
     if (n->runs == NULL)
         goto err_free;
-    for (size_t k = 0; k < pl->n_items; k++) {
-        n->runs[k].ptr = (void *)pl->srcs[k].ptr;
-        n->runs[k].bytes = pl->items[k].length;
-        n->runs[k].peer = 1; /* the receiver */
+    for (size_t k = 0, r = 0; k < pl->layer_first[pl->n_layers]; k++) {
+        const struct wst_plan_item *it = &pl->items[k];
+        for (uint64_t row = 0; row <= it->more_rows; row++, r++) {
+            n->runs[r].ptr = (char *)pl->srcs[k].ptr + row * it->src_stride;
+            n->runs[r].bytes = it->length;
+            n->runs[r].peer = 1; /* the receiver */
+        }
     }
     n->tx.ops = &nccl_ops;
     n->tx.ev = p->events;
@@ -164,6 +176,7 @@ wst_status_t wst_tx_nccl_create(const struct wst_tx_nccl_params *p,
 
 err_free:
     free(n->runs);
+    free(n->run_first);
     free(n);
     return st;
 }

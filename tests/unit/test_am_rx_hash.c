@@ -297,6 +297,64 @@ static void test_am_rx_hash_device_memory_not_hashed(void **state)
     assert_int_equal(f->sum[0], 0);
 }
 
+/* Rebuilds the half with layer 1 as one item of 256 rows of 4 KiB
+ * (planner.h): worker thread. */
+static void make_rows_rx(void *arg)
+{
+    struct fixture *f = arg;
+
+    wst_rx_destroy(f->rx);
+    f->rx = NULL;
+    f->items[3] = (struct wst_plan_item){.dst_offset = 1u << 20,
+                                         .length = 4 * KIB,
+                                         .more_rows = 255,
+                                         .src_stride = 8 * KIB,
+                                         .layer = 1};
+    struct wst_rx_am_params p = {
+        .log = &f->log,
+        .plan = &f->plan,
+        .events = {.arg = f, .landed = on_landed, .failed = on_failed},
+        .hashers = f->hashers,
+        .worker = f->w,
+    };
+    assert_int_equal(wst_rx_am_create(&p, &f->rx), WST_OK);
+}
+
+/* An item of rows lands as whole rows, each hashed as a run of its own,
+ * both inline (a small message) and on the hashers: the parts add up to
+ * the digest the sender takes row by row, which differs from the digest
+ * of the same bytes taken as one run. A message that cuts a row is
+ * refused. */
+static void test_am_rx_hash_rows(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(wst_worker_call(f->w, make_rows_rx, f), WST_OK);
+    assert_int_equal(wst_worker_call(f->w, begin, f), WST_OK);
+    send_msg(f, 3, 1, 0, 64 * KIB);
+    send_msg(f, 3, 1, 64 * KIB, (1u << 20) - 64 * KIB);
+    drain(f);
+    assert_int_equal(f->n_failed, 0);
+    assert_int_equal(f->landed[1], 1u << 20);
+    assert_int_equal(f->hashed[1], 1u << 20);
+    struct wst_digest d;
+    wst_digest_init(&d);
+    for (size_t r = 0; r < 256; r++)
+        wst_digest_update(&d, f->mem + (1u << 20) + r * 4 * KIB, 4 * KIB);
+    uint64_t want = wst_digest_final(&d);
+    assert_true(wst_digest_from_sum(f->sum[1], f->landed[1]) == want);
+    assert_true(wst_digest_buffer(f->mem + (1u << 20), 1u << 20) != want);
+
+    struct msg m = {f, 3, 1, 100, 7, 4 * KIB, 0, 0, WST_OK};
+    assert_int_equal(wst_worker_call(f->w, land, &m), WST_OK);
+    assert_int_equal(m.status, WST_ERR_PROTOCOL);
+    assert_int_equal(f->n_failed, 1);
+    m.offset = 4 * KIB;
+    m.len = 6 * KIB;
+    assert_int_equal(wst_worker_call(f->w, land, &m), WST_OK);
+    assert_int_equal(m.status, WST_ERR_PROTOCOL);
+}
+
 /* A hash that comes back after its refit was aborted is not counted; one
  * that comes back after the half was destroyed frees it, once. */
 static void test_am_rx_hash_late_not_counted(void **state)
@@ -338,6 +396,7 @@ int main(void)
             test_am_rx_hash_device_memory_not_hashed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_hash_late_not_counted, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_am_rx_hash_rows, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1078,6 +1078,60 @@ static void test_codec_plan_src_overflow_refused(void **state)
         "plan item 0: src_offset 18446744073709551615 + length 128 overflows");
 }
 
+#define ROWS_RULE                                                              \
+    " (rows are shorter than 65536 bytes and do not overlap; one row has no "  \
+    "stride)"
+
+/* Items of rows (planner.h): they travel with their rows and stride, in
+ * a plan that says it has them, and the codec refuses rows it could not
+ * move row by row in bounds. */
+static void test_codec_plan_rows(void **state)
+{
+    struct pb_plan p;
+    struct wst_msg msg;
+
+    (void)state;
+    pb_plan_init(&p);
+    p.plan.caps = WST_CAP_ROWS;
+    p.item.length = 16;
+    p.item.more_rows = 7; /* 8 rows, 128 bytes in the destination */
+    p.item.src_stride = 48;
+    p.item.src_offset = 5;
+    decode_control(&p.ctl, &msg);
+    assert_int_equal(msg.u.plan.items[0].more_rows, 7);
+    assert_int_equal(msg.u.plan.items[0].src_stride, 48);
+    assert_int_equal(wst_plan_item_bytes(&msg.u.plan.items[0]), 128);
+    wst_msg_release(&msg);
+
+    p.item.dst_offset = 4096 - 127; /* the rows end a byte past it */
+    assert_control_refused(&p.ctl, "plan item 0: dst_offset 3969 + length 128 "
+                                   "past the end of region 0 (4096 bytes)");
+    p.item.dst_offset = 64;
+    p.plan.caps = 0;
+    assert_control_refused(&p.ctl, "plan item 0: 7 more rows in a plan "
+                                   "without the rows capability");
+    p.plan.caps = WST_CAP_ROWS;
+    p.item.src_stride = 15; /* rows would overlap */
+    assert_control_refused(&p.ctl, "plan item 0: 7 more rows of 16 bytes, 15 "
+                                   "apart in the source" ROWS_RULE);
+    p.item.src_stride = 48;
+    p.item.length = WST_PLAN_ROW_MAX;
+    p.item.src_stride = WST_PLAN_ROW_MAX;
+    p.item.dst_offset = 0;
+    p.region.length = 16u << 20;
+    assert_control_refused(&p.ctl, "plan item 0: 7 more rows of 65536 bytes, "
+                                   "65536 apart in the source" ROWS_RULE);
+    p.item.length = 16;
+    p.item.src_stride = UINT64_MAX / 4;
+    assert_control_refused(&p.ctl, "plan item 0: 7 more rows of 16 bytes "
+                                   "4611686018427387903 apart from "
+                                   "src_offset 5 overflow");
+    p.item.more_rows = 0;
+    p.item.src_stride = 16; /* one row has no stride */
+    assert_control_refused(&p.ctl, "plan item 0: 0 more rows of 16 bytes, 16 "
+                                   "apart in the source" ROWS_RULE);
+}
+
 static void test_codec_plan_item_past_region_refused(void **state)
 {
     struct pb_plan p;
@@ -1343,6 +1397,18 @@ static void test_codec_plan_check_source_past_shard_refused(void **state)
     m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
     assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
                      WST_ERR_PROTOCOL);
+    /* rows: the last row's end counts, not the destination's length */
+    memcpy(items, sample_items, sizeof(items));
+    items[0].length = 16;
+    items[0].more_rows = 3;
+    items[0].src_stride = 32; /* the last row ends at 3 * 32 + 16 = 112 */
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN), WST_OK);
+    items[0].src_stride = 40; /* ... at 136, past 128 bytes of have 0 */
+    m.u.plan.plan_hash = wst_plan_hash_items(2, 2, items, 2);
+    assert_int_equal(wst_plan_msg_check(&m.u.plan, h, 2, err, ERRLEN),
+                     WST_ERR_PROTOCOL);
+    assert_non_null(strstr(err, "plan item 0: source bytes [0, 136) past"));
 }
 
 /* Two slices of one tensor are two haves: an item is bounded by the slice
@@ -1680,6 +1746,7 @@ int main(void)
         cmocka_unit_test(test_codec_plan_dst_overflow_refused),
         cmocka_unit_test(test_codec_plan_unknown_caps_refused),
         cmocka_unit_test(test_codec_plan_src_overflow_refused),
+        cmocka_unit_test(test_codec_plan_rows),
         cmocka_unit_test(test_codec_plan_item_past_region_refused),
         cmocka_unit_test(test_codec_plan_withheld_region),
         cmocka_unit_test(test_codec_plan_region_out_of_range_refused),

@@ -200,6 +200,45 @@ static void layout_small(struct layout *l)
     }
 }
 
+/* Items of rows (planner.h), between plain items over two layers: rows
+ * of a byte, of odd lengths and just under WST_PLAN_ROW_MAX, a few rows
+ * and more than a gather buffer or a bounce slot holds, each row
+ * 'length + gap' bytes after the last in the source. */
+static void add_rows(struct layout *l, uint64_t len, uint32_t rows,
+                     uint64_t gap, uint32_t layer)
+{
+    struct wst_plan_item *it = &l->items[l->n_items++];
+
+    l->src_bytes += gap;
+    l->dst_bytes += 5;
+    *it = (struct wst_plan_item){
+        .src_offset = l->src_bytes,
+        .dst_offset = l->dst_bytes,
+        .length = len,
+        .more_rows = rows - 1,
+        .src_stride = len + gap,
+        .layer = layer,
+    };
+    l->src_bytes += rows * (len + gap);
+    l->dst_bytes += rows * len;
+}
+
+static void layout_rows(struct layout *l)
+{
+    l->items = calloc(10, sizeof(*l->items));
+    assert_non_null(l->items);
+    l->n_layers = 2;
+    add_item(l, 100, 3, 1, 0);
+    add_rows(l, 1, 3, 1, 0);
+    add_rows(l, 4096, 2100, 4096 * 7, 0); /* > 8 MiB: two bounce slots */
+    add_item(l, 7, 2, 0, 0);
+    add_rows(l, 13, 401, 2, 0);
+    add_rows(l, WST_PLAN_ROW_MAX - 1, 40, 1, 1);
+    add_rows(l, 2, 2, 1000, 1);
+    add_item(l, (1u << 20) + 3, 9, 0, 1);
+    add_rows(l, 4097, 300, 3, 1);
+}
+
 /* One item of 48 MiB and 5 bytes: six full chunks and a tail. */
 static void layout_huge(struct layout *l)
 {
@@ -768,7 +807,9 @@ static void prepare(struct fixture *f, void (*make)(struct layout *),
     memset(f->want, POISON, l->dst_bytes);
     for (size_t k = 0; k < l->n_items; k++) {
         const struct wst_plan_item *it = &l->items[k];
-        memcpy(f->want + it->dst_offset, f->src + it->src_offset, it->length);
+        for (uint64_t r = 0; r <= it->more_rows; r++)
+            memcpy(f->want + it->dst_offset + r * it->length,
+                   f->src + it->src_offset + r * it->src_stride, it->length);
     }
     assert_int_equal(
         wst_worker_mem_map(f->sw, f->src, l->src_bytes, &f->src_memh), WST_OK);
@@ -847,7 +888,7 @@ static uint64_t layer_bytes(const struct layout *l, uint32_t layer)
     uint64_t b = 0;
 
     for (size_t k = l->layer_first[layer]; k < l->layer_first[layer + 1]; k++)
-        b += l->items[k].length;
+        b += wst_plan_item_bytes(&l->items[k]);
     return b;
 }
 
@@ -939,6 +980,17 @@ static void case_huge(void **state)
         skip();
     prepare(f, layout_huge, 16ull << 20);
     run_and_check(f);
+}
+
+static void case_rows(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_rows, 64ull << 20);
+    run_and_check(f);
+    assert_int_equal(f->scattered, 0); /* items of rows never scatter */
 }
 
 /* A one-byte window: one piece in flight at a time, every later one
@@ -1044,6 +1096,7 @@ static void case_peer_lost(void **state)
     cmocka_unit_test_setup_teardown(case_odd, setup, teardown),                \
         cmocka_unit_test_setup_teardown(case_small, setup, teardown),          \
         cmocka_unit_test_setup_teardown(case_huge, setup, teardown),           \
+        cmocka_unit_test_setup_teardown(case_rows, setup, teardown),           \
         cmocka_unit_test_setup_teardown(case_window, setup, teardown),         \
         cmocka_unit_test_setup_teardown(case_cancel, setup, teardown),         \
         cmocka_unit_test_setup_teardown(case_peer_lost, setup, teardown)

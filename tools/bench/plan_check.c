@@ -88,25 +88,33 @@ static wst_status_t check_item(const struct wst_plan_input *in,
     }
     h = &in->haves[it->sender][it->have];
     es = wst_dtype_size(w->tensor.dtype);
-    end = it->dst_offset + it->length - es;
+    end = it->dst_offset + wst_plan_item_bytes(it) - es;
     if (h->flat || strcmp(h->tensor.name, w->tensor.name) != 0 ||
-        it->length % es != 0 || end - w->offset >= wst_want_span(w)) {
+        it->length % es != 0 || end - w->offset >= wst_want_span(w) ||
+        (it->more_rows != 0 && it->length >= WST_PLAN_ROW_MAX)) {
         snprintf(err, errlen,
-                 "item of %s: wrong tensor, or not inside one "
-                 "want",
+                 "item of %s: wrong tensor, not inside one "
+                 "want, or rows too long",
                  w->tensor.name);
         return WST_ERR_INTEGRITY;
     }
-    want_element(w, it->dst_offset, x0);
-    want_element(w, end, x1);
-    o0 = have_offset(h, x0);
-    o1 = have_offset(h, x1);
-    if (o0 != it->src_offset || o1 != it->src_offset + it->length - es) {
-        snprintf(err, errlen,
-                 "item of %s from sender %u have %u: source "
-                 "range does not hold the destination's elements",
-                 w->tensor.name, it->sender, it->have);
-        return WST_ERR_INTEGRITY;
+    /* every row's first and last element */
+    for (uint64_t r = 0; r <= it->more_rows; r++) {
+        uint64_t dst = it->dst_offset + r * it->length;
+        uint64_t src = it->src_offset + r * it->src_stride;
+
+        want_element(w, dst, x0);
+        want_element(w, dst + it->length - es, x1);
+        o0 = have_offset(h, x0);
+        o1 = have_offset(h, x1);
+        if (o0 != src || o1 != src + it->length - es) {
+            snprintf(err, errlen,
+                     "item of %s from sender %u have %u, row %llu: source "
+                     "range does not hold the destination's elements",
+                     w->tensor.name, it->sender, it->have,
+                     (unsigned long long)r);
+            return WST_ERR_INTEGRITY;
+        }
     }
     l = wst_tensor_layer(w->tensor.name);
     if (it->layer != (l == UINT32_MAX ? plan->n_layers - 1 : l) ||
@@ -166,7 +174,7 @@ wst_status_t pc_plan_check(const struct wst_plan_input *in,
 
         k[i] = (struct key){.region = it->region,
                             .dst = it->dst_offset,
-                            .len = it->length,
+                            .len = wst_plan_item_bytes(it),
                             .item = i};
         if (it->region >= in->n_regions) {
             snprintf(err, errlen, "item %zu: region %u out of range", i,
