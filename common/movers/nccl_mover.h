@@ -11,6 +11,8 @@
 #ifndef WST_MOVERS_NCCL_H
 #define WST_MOVERS_NCCL_H
 
+#include <stdlib.h>
+
 #include "log.h"
 #include "nccl_comm.h"
 #include "nccl_link.h"
@@ -20,20 +22,36 @@
 
 /* Both halves move one run per row of an item (planner.h): NCCL pairs a
  * send and a receive of the same size, and the sender's rows lie apart.
- * Fills first[0..n_layers] with the index of each layer's first run
- * (first[n_layers]: every run) from the plan's layer bounds. */
-static inline void wst_nccl_layer_runs(const struct wst_plan_item *items,
-                                       uint32_t n_layers,
-                                       const size_t *layer_first, size_t *first)
+ * Allocates *first_p ([n_layers + 1]: the index of each layer's first
+ * run, then the number of runs) from the plan's layer bounds, and *runs_p
+ * (one zeroed run a row, for the caller to fill); both are the caller's
+ * to free, and both stay NULL on failure. */
+static inline wst_status_t wst_nccl_runs_new(const struct wst_plan_item *items,
+                                             uint32_t n_layers,
+                                             const size_t *layer_first,
+                                             size_t **first_p,
+                                             struct wst_nccl_run **runs_p)
 {
+    size_t *first = calloc((size_t)n_layers + 1, sizeof(*first));
     size_t runs = 0;
 
+    *first_p = NULL;
+    *runs_p = NULL;
+    if (first == NULL)
+        return WST_ERR_NO_MEMORY;
     for (uint32_t l = 0; l < n_layers; l++) {
         first[l] = runs;
         for (size_t k = layer_first[l]; k < layer_first[l + 1]; k++)
             runs += (size_t)items[k].more_rows + 1;
     }
     first[n_layers] = runs;
+    *runs_p = calloc(runs ? runs : 1, sizeof(**runs_p));
+    if (*runs_p == NULL) {
+        free(first);
+        return WST_ERR_NO_MEMORY;
+    }
+    *first_p = first;
+    return WST_OK;
 }
 
 struct wst_tx_nccl_params {

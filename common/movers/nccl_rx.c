@@ -145,14 +145,9 @@ wst_status_t wst_rx_nccl_create(const struct wst_rx_nccl_params *p,
     if (n == NULL)
         return st;
     /* Room for every row's run, once: a refit fills and posts slices. */
-    const struct wst_rx_plan *pl = p->plan;
-    n->run_first = calloc((size_t)pl->n_layers + 1, sizeof(*n->run_first));
-    if (n->run_first == NULL)
-        goto err_free;
-    wst_nccl_layer_runs(pl->items, pl->n_layers, pl->layer_first, n->run_first);
-    size_t n_runs = n->run_first[pl->n_layers];
-    n->runs = calloc(n_runs ? n_runs : 1, sizeof(*n->runs));
-    if (n->runs == NULL)
+    st = wst_nccl_runs_new(p->plan->items, p->plan->n_layers,
+                           p->plan->layer_first, &n->run_first, &n->runs);
+    if (st != WST_OK)
         goto err_free;
     n->rx.ops = &nccl_rx_ops;
     n->rx.ev = p->events;

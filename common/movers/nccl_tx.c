@@ -144,13 +144,9 @@ wst_status_t wst_tx_nccl_create(const struct wst_tx_nccl_params *p,
     if (n == NULL)
         return st;
     /* Every row's run, once per plan: a refit posts slices of these. */
-    n->run_first = calloc((size_t)pl->n_layers + 1, sizeof(*n->run_first));
-    if (n->run_first == NULL)
-        goto err_free;
-    wst_nccl_layer_runs(pl->items, pl->n_layers, pl->layer_first, n->run_first);
-    size_t n_runs = n->run_first[pl->n_layers];
-    n->runs = calloc(n_runs ? n_runs : 1, sizeof(*n->runs));
-    if (n->runs == NULL)
+    st = wst_nccl_runs_new(pl->items, pl->n_layers, pl->layer_first,
+                           &n->run_first, &n->runs);
+    if (st != WST_OK)
         goto err_free;
     for (size_t k = 0, r = 0; k < pl->layer_first[pl->n_layers]; k++) {
         const struct wst_plan_item *it = &pl->items[k];

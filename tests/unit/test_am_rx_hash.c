@@ -256,24 +256,31 @@ static void test_am_rx_hash_unaligned_not_hashed(void **state)
     assert_int_equal(f->sum[1], 0);
 }
 
-/* Rebuilds the half over a region that is device memory, with a UCX that
- * writes device memory (the direct path): worker thread. */
-static void make_device_rx(void *arg)
+/* Rebuilds the half over the fixture's plan as it is now (a test changed
+ * it): worker thread. */
+static void remake_rx(struct fixture *f, int ucx_cuda)
 {
-    struct fixture *f = arg;
-
     wst_rx_destroy(f->rx);
     f->rx = NULL;
-    f->region.mem = WST_MEM_CUDA;
     struct wst_rx_am_params p = {
         .log = &f->log,
         .plan = &f->plan,
         .events = {.arg = f, .landed = on_landed, .failed = on_failed},
         .hashers = f->hashers,
         .worker = f->w,
-        .ucx_cuda = 1,
+        .ucx_cuda = ucx_cuda,
     };
     assert_int_equal(wst_rx_am_create(&p, &f->rx), WST_OK);
+}
+
+/* Rebuilds the half over a region that is device memory, with a UCX that
+ * writes device memory (the direct path): worker thread. */
+static void make_device_rx(void *arg)
+{
+    struct fixture *f = arg;
+
+    f->region.mem = WST_MEM_CUDA;
+    remake_rx(f, 1);
 }
 
 /* Device memory UCX wrote (rendezvous, direct path) lands where the plan
@@ -303,21 +310,12 @@ static void make_rows_rx(void *arg)
 {
     struct fixture *f = arg;
 
-    wst_rx_destroy(f->rx);
-    f->rx = NULL;
     f->items[3] = (struct wst_plan_item){.dst_offset = 1u << 20,
                                          .length = 4 * KIB,
                                          .more_rows = 255,
                                          .src_stride = 8 * KIB,
                                          .layer = 1};
-    struct wst_rx_am_params p = {
-        .log = &f->log,
-        .plan = &f->plan,
-        .events = {.arg = f, .landed = on_landed, .failed = on_failed},
-        .hashers = f->hashers,
-        .worker = f->w,
-    };
-    assert_int_equal(wst_rx_am_create(&p, &f->rx), WST_OK);
+    remake_rx(f, 0);
 }
 
 /* An item of rows lands as whole rows, each hashed as a run of its own,
