@@ -501,11 +501,11 @@ static wst_status_t post_piece(struct chunks_tx *c, struct wst_tx_cursor *cur,
     const struct wst_tx_plan *pl = c->tx.plan;
     const struct wst_plan_item *it = &pl->items[cur->item];
     const struct wst_tx_src *src = &pl->srcs[cur->item];
-    uint64_t len = it->length - cur->offset;
     int bounce = src->device >= 0 && c->ring != NULL;
 
     if (it->more_rows != 0)
         return post_rows(c, cur, bounce, posted_p);
+    uint64_t len = it->length - cur->offset;
     if (cur->offset == 0 && it->length < GATHER_ITEM_MAX) {
         uint64_t bytes;
         size_t n = gather_count(c, cur->item, limit, &bytes);
