@@ -256,6 +256,10 @@ struct plan_job {
      * thread only sends them: [n_senders], owned; NULL: not encoded. */
     uint32_t caps;
     int encode;
+    uint8_t *unsent; /* [n_senders]: no PLAN sent to that peer yet, as the
+                        progress thread saw it when the job began; only
+                        those are encoded (a sender that reconnects to a
+                        cached plan needs its own PLAN, not 256) */
     struct encoded_plan *enc;
     double encode_s;
 };
@@ -265,6 +269,7 @@ static void plan_job_free(struct plan_job *j)
     for (uint32_t i = 0; j->enc != NULL && i < j->in.n_senders; i++)
         free(j->enc[i].buf);
     free(j->enc);
+    free(j->unsent);
     wst_plan_destroy(j->plan);
     free(j->haves);
     free(j->n_haves);
@@ -371,7 +376,8 @@ static void plan_run(void *arg)
         double e0 = wst_now_s();
         j->enc = calloc(j->in.n_senders, sizeof(*j->enc));
         for (uint32_t i = 0; j->enc != NULL && i < j->in.n_senders; i++)
-            if (encode_plan(r, pl, i, j->caps, 0, &j->enc[i]) != WST_OK)
+            if (j->unsent[i] &&
+                encode_plan(r, pl, i, j->caps, 0, &j->enc[i]) != WST_OK)
                 j->enc[i].buf = NULL; /* sent the old way */
         j->encode_s = wst_now_s() - e0;
     }
@@ -387,7 +393,8 @@ static struct plan_job *plan_job_new(struct wst_receiver *r)
         return NULL;
     j->haves = calloc(r->world_size, sizeof(*j->haves));
     j->n_haves = calloc(r->world_size, sizeof(*j->n_haves));
-    if (j->haves == NULL || j->n_haves == NULL) {
+    j->unsent = calloc(r->world_size, sizeof(*j->unsent));
+    if (j->haves == NULL || j->n_haves == NULL || j->unsent == NULL) {
         plan_job_free(j);
         return NULL;
     }
@@ -396,6 +403,7 @@ static struct plan_job *plan_job_new(struct wst_receiver *r)
     for (uint32_t i = 0; i < r->world_size; i++) {
         j->haves[i] = r->by_rank[i]->have.entries;
         j->n_haves[i] = r->by_rank[i]->have.n_entries;
+        j->unsent[i] = !r->by_rank[i]->plan_sent;
     }
     j->in = (struct wst_plan_input){
         .wants = r->wants,
