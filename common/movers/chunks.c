@@ -415,29 +415,62 @@ static wst_status_t post_bounce(struct chunks_tx *c, struct wst_tx_cursor *cur,
     return WST_OK;
 }
 
+/* Posts 'len' bytes from the cursor as one move straight from 'src'
+ * (registered by 'memh', or NULL); *posted_p stays 0 when the window is
+ * full (a completion wakes the pump). */
+static wst_status_t post_direct(struct chunks_tx *c, struct wst_tx_cursor *cur,
+                                uint64_t len, const void *src, ucp_mem_h memh,
+                                int *posted_p)
+{
+    if (window_full(c, len))
+        return WST_OK;
+    struct piece *p = piece_new(c);
+    if (p == NULL)
+        return WST_ERR_NO_MEMORY;
+    struct wst_move mv = move_at(c, cur, 0, len, src, memh);
+    *posted_p = 1;
+    return post_move(c, p, &mv, cur, 0);
+}
+
+/* A piece holding a free gather buffer (*buf_p) for a message of 'bytes',
+ * or NULL: blocked (window, or every buffer busy: a completion wakes the
+ * pump; *st_p WST_OK) or out of memory (*st_p says so). */
+static struct piece *gather_piece(struct chunks_tx *c, uint64_t bytes,
+                                  unsigned char **buf_p, wst_status_t *st_p)
+{
+    *st_p = WST_OK;
+    if (window_full(c, bytes) || c->gather_free == 0)
+        return NULL;
+    struct piece *p = piece_new(c);
+    if (p == NULL) {
+        *st_p = WST_ERR_NO_MEMORY;
+        return NULL;
+    }
+    p->gather = __builtin_ctz(c->gather_free);
+    c->gather_free &= ~(1u << p->gather);
+    *buf_p = c->gather + (size_t)p->gather * WST_GATHER_BYTES;
+    return p;
+}
+
 /* Copies the items [cur, cur + n) into a gather buffer and posts them as
- * one message; *posted_p stays 0 when blocked (window, or every buffer
- * busy: a completion wakes the pump). */
+ * one message; *posted_p stays 0 when blocked (gather_piece). */
 static wst_status_t post_gathered(struct chunks_tx *c,
                                   struct wst_tx_cursor *cur, size_t n,
                                   uint64_t bytes, int scatter, int *posted_p)
 {
     const struct wst_tx_plan *pl = c->tx.plan;
+    unsigned char *buf, *at;
+    wst_status_t st;
+    struct piece *p = gather_piece(c, bytes, &buf, &st);
 
-    if (window_full(c, bytes) || c->gather_free == 0)
-        return WST_OK;
-    struct piece *p = piece_new(c);
     if (p == NULL)
-        return WST_ERR_NO_MEMORY;
-    int g = __builtin_ctz(c->gather_free);
-    unsigned char *buf = c->gather + (size_t)g * WST_GATHER_BYTES, *at = buf;
+        return st;
+    at = buf;
     for (size_t k = 0; k < n; k++) {
         memcpy(at, pl->srcs[cur->item + k].ptr,
                pl->items[cur->item + k].length);
         at += pl->items[cur->item + k].length;
     }
-    p->gather = g;
-    c->gather_free &= ~(1u << g);
     struct wst_move mv = move_at(c, cur, n, bytes, buf, c->gather_memh);
     mv.scatter = scatter;
     *posted_p = 1;
@@ -461,33 +494,21 @@ static wst_status_t post_rows(struct chunks_tx *c, struct wst_tx_cursor *cur,
                     : src->device < 0 && gather_ready(c) ? WST_GATHER_BYTES
                                                          : it->length;
     uint64_t len = room / it->length * it->length;
+    unsigned char *buf;
+    wst_status_t st;
 
     if (len > left)
         len = left;
     if (bounce)
         return post_bounce(c, cur, 0, len, posted_p);
-    if (len == it->length) {
-        if (window_full(c, len))
-            return WST_OK;
-        struct piece *p = piece_new(c);
-        if (p == NULL)
-            return WST_ERR_NO_MEMORY;
-        struct wst_move mv =
-            move_at(c, cur, 0, len, row_src(pl, cur->item, row), src->memh);
-        *posted_p = 1;
-        return post_move(c, p, &mv, cur, 0);
-    }
-    if (window_full(c, len) || c->gather_free == 0)
-        return WST_OK;
-    struct piece *p = piece_new(c);
+    if (len == it->length)
+        return post_direct(c, cur, len, row_src(pl, cur->item, row), src->memh,
+                           posted_p);
+    struct piece *p = gather_piece(c, len, &buf, &st);
     if (p == NULL)
-        return WST_ERR_NO_MEMORY;
-    int g = __builtin_ctz(c->gather_free);
-    unsigned char *buf = c->gather + (size_t)g * WST_GATHER_BYTES;
+        return st;
     for (uint64_t at = 0; at < len; at += it->length, row++)
         memcpy(buf + at, row_src(pl, cur->item, row), it->length);
-    p->gather = g;
-    c->gather_free &= ~(1u << g);
     struct wst_move mv = move_at(c, cur, 0, len, buf, c->gather_memh);
     *posted_p = 1;
     return post_move(c, p, &mv, cur, 0);
@@ -526,15 +547,8 @@ static wst_status_t post_piece(struct chunks_tx *c, struct wst_tx_cursor *cur,
         len = WST_DATA_CHUNK_MAX;
     if (bounce)
         return post_bounce(c, cur, 0, len, posted_p);
-    if (window_full(c, len))
-        return WST_OK;
-    struct piece *p = piece_new(c);
-    if (p == NULL)
-        return WST_ERR_NO_MEMORY;
-    struct wst_move mv = move_at(
-        c, cur, 0, len, (const char *)src->ptr + cur->offset, src->memh);
-    *posted_p = 1;
-    return post_move(c, p, &mv, cur, 0);
+    return post_direct(c, cur, len, (const char *)src->ptr + cur->offset,
+                       src->memh, posted_p);
 }
 
 static wst_status_t chunks_post(struct wst_tx *tx, struct wst_tx_cursor *cur,
