@@ -581,8 +581,8 @@ wst_status_t wst_rm_predict(const struct wst_rm_model *m,
     out->stage_layers = ceil_div(m->arch.n_layers, inf->pp);
     out->agent_cpu_s = (double)out->senders_in * (double)out->stage_layers *
                        in->agent_cpu_us * 1e-6;
-    /* Pairs are pairs: each sender talks to senders_in x receivers /
-     * senders receivers. */
+    /* A pair counts once from either side: trainer_gpus x receivers_out
+     * = inference_gpus x senders_in. */
     out->receivers_out = (double)out->senders_in * (double)out->inference_gpus /
                          (double)out->trainer_gpus;
     out->sender_cpu_s = out->receivers_out * (double)out->stage_layers *
