@@ -122,18 +122,20 @@ void wst_log_emit(FILE *out, enum wst_log_format format, const char *name,
 
     clock_gettime(CLOCK_REALTIME, &ts);
     if (format != WST_LOG_FORMAT_JSON) {
-        /* One fprintf per line so concurrent threads do not interleave. */
-        fprintf(out, "%ld.%03ld wstream[%s] %s: %s\n", (long)ts.tv_sec,
-                ts.tv_nsec / 1000000, name ? name : "-", lvl, line);
+        /* One fprintf per line so concurrent threads do not interleave.
+         * Microseconds: a refit's steps on the GPU are shorter than a
+         * millisecond, and their order is what a log is read for. */
+        fprintf(out, "%ld.%06ld wstream[%s] %s: %s\n", (long)ts.tv_sec,
+                ts.tv_nsec / 1000, name ? name : "-", lvl, line);
         return;
     }
     char msg[6 * 1024 + 1], who[6 * 64 + 1];
     json_escape(line, msg, sizeof(msg));
     json_escape(name ? name : "-", who, sizeof(who));
     fprintf(out,
-            "{\"ts\":%ld.%03ld,\"level\":\"%s\",\"component\":\"%s\","
+            "{\"ts\":%ld.%06ld,\"level\":\"%s\",\"component\":\"%s\","
             "\"msg\":\"%s\"}\n",
-            (long)ts.tv_sec, ts.tv_nsec / 1000000, lvl, who, msg);
+            (long)ts.tv_sec, ts.tv_nsec / 1000, lvl, who, msg);
 }
 
 void wst_log_stream_sink(void *arg, int level, const char *line)

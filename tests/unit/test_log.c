@@ -60,6 +60,9 @@ static void test_log_json_fields(void **state)
     assert_true(json_object_object_get_ex(o, "ts", &ts));
     assert_true(json_object_is_type(ts, json_type_double));
     assert_true(json_object_get_double(ts) > 1.6e9); /* seconds since 1970 */
+    const char *stamp = strstr(out, "\"ts\":");
+    assert_non_null(stamp);
+    assert_int_equal(strspn(stamp + 5, "0123456789."), 10 + 1 + 6);
     json_object_put(o);
     emit(WST_LOG_FORMAT_JSON, NULL, WST_LOG_ERROR, "x", out, sizeof(out));
     o = parse_line(out);
@@ -121,11 +124,14 @@ static void test_log_text_shape(void **state)
     (void)state;
     emit(WST_LOG_FORMAT_TEXT, "sender[1]", WST_LOG_INFO, "hello", out,
          sizeof(out));
-    /* "<s>.<ms> wstream[sender[1]] info: hello\n" */
+    /* "<s>.<us> wstream[sender[1]] info: hello\n" */
     char *sp = strchr(out, ' ');
     assert_non_null(sp);
     assert_string_equal(sp, " wstream[sender[1]] info: hello\n");
     assert_true(strspn(out, "0123456789.") == (size_t)(sp - out));
+    char *dot = strchr(out, '.');
+    assert_true(dot != NULL && dot < sp);
+    assert_int_equal(sp - dot - 1, 6); /* microseconds */
 }
 
 static void test_log_stream_sink(void **state)
