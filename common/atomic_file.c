@@ -1,4 +1,4 @@
-/* atomic_file.c - temporary file, fsync, rename, fsync the directory. */
+/* atomic_file.c - temporary file, (fsync,) rename, (fsync the directory). */
 #include "atomic_file.h"
 
 #include <errno.h>
@@ -66,8 +66,8 @@ out_free_copy:
     return status;
 }
 
-wst_status_t wst_atomic_write(const char *path, const void *data, size_t len,
-                              mode_t mode, char *err, size_t errlen)
+static wst_status_t replace(const char *path, const void *data, size_t len,
+                            mode_t mode, int durable, char *err, size_t errlen)
 {
     size_t tmplen;
     char *tmp = NULL;
@@ -90,7 +90,7 @@ wst_status_t wst_atomic_write(const char *path, const void *data, size_t len,
         goto out_free_tmp;
     }
     status = write_all(fd, data, len, err, errlen, tmp);
-    if (status == WST_OK && fsync(fd) != 0)
+    if (status == WST_OK && durable && fsync(fd) != 0)
         status = io_fail(err, errlen, tmp, "fsync", errno);
     if (close(fd) != 0 && status == WST_OK)
         status = io_fail(err, errlen, tmp, "close", errno);
@@ -100,7 +100,7 @@ wst_status_t wst_atomic_write(const char *path, const void *data, size_t len,
         status = io_fail(err, errlen, path, "rename", errno);
         goto err_unlink_tmp;
     }
-    status = sync_dir(path, err, errlen);
+    status = durable ? sync_dir(path, err, errlen) : WST_OK;
     goto out_free_tmp;
 
 err_unlink_tmp:
@@ -108,4 +108,16 @@ err_unlink_tmp:
 out_free_tmp:
     free(tmp);
     return status;
+}
+
+wst_status_t wst_atomic_write(const char *path, const void *data, size_t len,
+                              mode_t mode, char *err, size_t errlen)
+{
+    return replace(path, data, len, mode, 1, err, errlen);
+}
+
+wst_status_t wst_atomic_replace(const char *path, const void *data, size_t len,
+                                mode_t mode, char *err, size_t errlen)
+{
+    return replace(path, data, len, mode, 0, err, errlen);
 }

@@ -2,8 +2,11 @@
  * its state (--status-file, one JSON object, after every commit or failure)
  * and its bound ports (--port-file, --metrics-port-file).
  *
- * Each file is written whole with wst_atomic_write() (common/atomic_file.h),
- * so a reader never sees half of one.
+ * Each file is written whole with wst_atomic_replace() (common/atomic_file.h),
+ * so a reader never sees half of one. Not fsynced: the agent writes them
+ * again when it starts, and the status file is written inside the commit
+ * hook, before the senders hear the commit (the durable record of a
+ * version is the state file's, state_store.h).
  */
 #ifndef WST_STATUS_FILE_H
 #define WST_STATUS_FILE_H
