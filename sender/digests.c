@@ -82,7 +82,7 @@ static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
         const struct shard *sh = &s->shards[it->have];
         const char *run = (const char *)sh->data + it->src_offset;
         if (sh->device >= 0 && !device) {
-            pthread_mutex_lock(&s->dev_hash_lock);
+            wst_ticket_lock_enter(&s->dev_hash_lock);
             device = 1;
         }
         /* each row is a run of its own (planner.h) */
@@ -97,7 +97,7 @@ static wst_status_t layer_digest(struct wst_sender *s, const struct link *l,
     if (device) {
         if (st == WST_OK)
             st = wst_send_device_digest_flush(s->dev, &d);
-        pthread_mutex_unlock(&s->dev_hash_lock);
+        wst_ticket_lock_leave(&s->dev_hash_lock);
     }
     *digest_p = wst_digest_final(&d);
     return st;

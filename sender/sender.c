@@ -187,7 +187,7 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
         return WST_ERR_NO_MEMORY;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
-    pthread_mutex_init(&s->dev_hash_lock, NULL);
+    wst_ticket_lock_init(&s->dev_hash_lock);
     st = apply_params(s, params);
     if (st != WST_OK)
         goto err_free;
@@ -246,7 +246,7 @@ err_free_links:
 err_free:
     wst_pool_destroy(s->digest_pool);
     wst_auth_secret_release(&s->secret);
-    pthread_mutex_destroy(&s->dev_hash_lock);
+    wst_ticket_lock_destroy(&s->dev_hash_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -569,7 +569,7 @@ void wst_sender_destroy(wst_sender_t *s)
     wst_send_slices_free(s);
     free(s->links);
     wst_auth_secret_release(&s->secret);
-    pthread_mutex_destroy(&s->dev_hash_lock);
+    wst_ticket_lock_destroy(&s->dev_hash_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -40,6 +40,7 @@
 #include "manifest.h"
 #include "mover.h"
 #include "pool.h"
+#include "ticket_lock.h"
 #include "tx.h"
 #include "worker.h"
 
@@ -176,13 +177,16 @@ struct wst_sender {
      * hashed on the pool's threads while the refit streams, so push
      * returns at once. A job reads its link's plan and the shards
      * unlocked: no plan is dropped while a batch runs (digests.c). The
-     * GPU's digest calls are serialized by dev_hash_lock. */
+     * GPU's digest calls are serialized by dev_hash_lock, in the order
+     * the jobs asked for it: with a mutex one thread's layer waited while
+     * the others took every later one (layer 1's digest came last, 10 ms
+     * into a 16-layer refit on the H200, holding up its LAYER_DONE). */
     wst_pool_t *digest_pool;
     unsigned digest_threads;
     struct digest_job *digest_jobs;
     size_t n_digest_jobs, digest_jobs_cap;
     uint64_t digest_version;
-    pthread_mutex_t dev_hash_lock;
+    struct wst_ticket_lock dev_hash_lock;
     char last_error[WST_ERROR_MSG_MAX + 300];
 };
 

@@ -96,7 +96,7 @@ static int setup(void **state)
     wst_logger_init(&f->s.log, "test", WST_LOG_WARN);
     pthread_mutex_init(&f->s.lock, NULL);
     pthread_cond_init(&f->s.cond, NULL);
-    pthread_mutex_init(&f->s.dev_hash_lock, NULL);
+    wst_ticket_lock_init(&f->s.dev_hash_lock);
     for (size_t i = 0; i < sizeof(f->data); i++)
         ((uint8_t *)f->data)[i] = (uint8_t)(i * 131 + 7);
     for (int k = 0; k < 2; k++) {
@@ -154,7 +154,7 @@ static int teardown(void **state)
     wst_pool_destroy(f->s.digest_pool);
     wst_worker_destroy(f->s.worker);
     free(f->s.digest_jobs);
-    pthread_mutex_destroy(&f->s.dev_hash_lock);
+    wst_ticket_lock_destroy(&f->s.dev_hash_lock);
     pthread_cond_destroy(&f->s.cond);
     pthread_mutex_destroy(&f->s.lock);
     free(f);
