@@ -211,8 +211,10 @@ static void start(struct wst_refit_machine *m, const struct wst_rm_event *ev,
     m->progress_ns = now_ns;
     m->layers_final = 0;
     m->credit_next = 0;
-    if (m->lay.n_layers != 0)
+    if (m->lay.n_layers != 0) {
+        memset(m->lay.queued, 0, m->lay.n_layers * sizeof(*m->lay.queued));
         memset(m->lay.verified, 0, m->lay.n_layers * sizeof(*m->lay.verified));
+    }
     if (m->lay.n_moe != 0)
         memset(m->lay.repacked, 0, m->lay.n_moe);
     for (uint32_t rank = 0; rank < m->world; rank++)
@@ -338,14 +340,22 @@ static void on_rx_opened(struct wst_refit_machine *m,
     send_ready(m, out);
 }
 
+/* Whether MoE ordinal k is done with its staging slot: repacked, and
+ * every sender's check (which reads the slot too) is done. */
+static int slot_done(const struct wst_refit_machine *m, uint32_t k)
+{
+    return m->lay.repacked[k] &&
+           m->lay.verified[m->lay.moe_layers[k]] >= m->world;
+}
+
 /* Grants credits in MoE-layer order while slots are free: ordinal k needs
- * ordinal k - S repacked (its slot's previous tenant). */
+ * ordinal k - S done with the slot (its previous tenant). */
 static void grant_credits(struct wst_refit_machine *m,
                           struct wst_rm_actions *out)
 {
     while (m->credit_next < m->lay.n_moe &&
            (m->credit_next < m->lay.slots ||
-            m->lay.repacked[m->credit_next - m->lay.slots])) {
+            slot_done(m, m->credit_next - m->lay.slots))) {
         uint32_t layer = m->lay.moe_layers[m->credit_next++];
         emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_GRANT,
                                          .layer = layer,
@@ -459,6 +469,28 @@ static void queue_verify(struct wst_refit_machine *m, uint32_t rank,
                                      .bytes = expected(m, rank, layer),
                                      .hashed = m->cells.hashed[c],
                                      .sum = m->cells.sums[c]});
+    /* Every byte of a MoE layer is in: its repack runs beside the checks
+     * (refit_machine.h), so the slot's next credit waits for the longer of
+     * the two, not their sum. */
+    if (++m->lay.queued[layer] == m->world &&
+        m->lay.moe_ordinal[layer] != DENSE)
+        emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_REPACK,
+                                         .layer = layer,
+                                         .version = m->version,
+                                         .generation = m->generation});
+}
+
+/* A layer every sender verified, and repacked if it is a MoE layer: its
+ * slot may take the next tenant, and the engine finalizes it. */
+static void layer_complete(struct wst_refit_machine *m, uint32_t layer,
+                           struct wst_rm_actions *out)
+{
+    if (m->lay.moe_ordinal[layer] != DENSE)
+        grant_credits(m, out);
+    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_FINALIZE,
+                                     .layer = layer,
+                                     .version = m->version,
+                                     .generation = m->generation});
 }
 
 static void on_layer_done(struct wst_refit_machine *m,
@@ -543,12 +575,9 @@ static void on_verify_result(struct wst_refit_machine *m,
                                      .layer = layer,
                                      .version = m->version,
                                      .at = since(m->ack_ns, ev->now_ns)});
-    emit(out, (struct wst_rm_action){.kind = m->lay.moe_ordinal[layer] == DENSE
-                                                 ? WST_RM_ACT_FINALIZE
-                                                 : WST_RM_ACT_REPACK,
-                                     .layer = layer,
-                                     .version = m->version,
-                                     .generation = m->generation});
+    if (m->lay.moe_ordinal[layer] == DENSE ||
+        m->lay.repacked[m->lay.moe_ordinal[layer]])
+        layer_complete(m, layer, out);
 }
 
 static void on_repack_result(struct wst_refit_machine *m,
@@ -565,11 +594,8 @@ static void on_repack_result(struct wst_refit_machine *m,
                                      .seconds = ev->seconds});
     m->progress_ns = ev->now_ns;
     m->lay.repacked[m->lay.moe_ordinal[ev->layer]] = 1;
-    grant_credits(m, out);
-    emit(out, (struct wst_rm_action){.kind = WST_RM_ACT_FINALIZE,
-                                     .layer = ev->layer,
-                                     .version = m->version,
-                                     .generation = m->generation});
+    if (m->lay.verified[ev->layer] >= m->world)
+        layer_complete(m, ev->layer, out);
 }
 
 /* ---- commit ---- */

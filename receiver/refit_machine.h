@@ -26,12 +26,17 @@
  * sender of it is left to say COMMIT.
  *
  * Per (sender, layer): NONE ─LAYER_DONE─▶ WAITING (counted bytes still
- * landing) ─▶ CHECKING (digest check queued) ─▶ VERIFIED. A layer every
- * sender verified is repacked (MoE layers) and finalized; once every layer
- * is final the receiver is prepared, and once committed (COMMITTING) a late
- * failure loses nothing and is only logged. MoE layer k stages in slot k mod S:
- * its credit goes out once MoE layer k - S was repacked; the first S go out
- * with the begin acknowledgement. Jobs carry the refit's generation: results of
+ * landing) ─▶ CHECKING (digest check queued) ─▶ VERIFIED. A MoE layer is
+ * repacked once every sender's check of it is queued (all its bytes are
+ * in), beside the checks: both only read its staging slot, and a mismatch
+ * fails the refit either way, as it does for dense bytes, which land in
+ * live memory before they are checked. A layer is finalized once every
+ * sender verified it and (MoE layers) it is repacked; once every layer is
+ * final the receiver is prepared, and once committed (COMMITTING) a late
+ * failure loses nothing and is only logged. MoE layer k stages in slot k mod
+ * S: its credit goes out once MoE layer k - S was both repacked and verified
+ * (the slot's previous tenant is read by both); the first S go out with the
+ * begin acknowledgement. Jobs carry the refit's generation: results of
  * an older one are ignored, except that a begin hook which answers after
  * its refit was refused lets the engine resume only if the receiver is
  * usable (else the engine hears it is unusable, with the standing reason).
@@ -155,6 +160,7 @@ struct wst_rm_layers {
     uint32_t slots;
     uint32_t *moe_layers;  /* [n_moe] */
     uint32_t *moe_ordinal; /* [n_layers]: ordinal, or UINT32_MAX: dense */
+    uint32_t *queued;      /* [n_layers] senders whose check is queued */
     uint32_t *verified;    /* [n_layers] senders verified */
     uint8_t *repacked;     /* [n_moe] */
 };

@@ -40,6 +40,7 @@ static void free_layers(struct wst_rm_layers *l)
     free(l->staged);
     free(l->moe_layers);
     free(l->moe_ordinal);
+    free(l->queued);
     free(l->verified);
     free(l->repacked);
 }
@@ -58,10 +59,12 @@ static wst_status_t copy_plan(struct wst_rm_layers *l,
     l->staged = calloc(n + 1, 1);
     l->moe_layers = calloc(l->n_moe + 1, sizeof(*l->moe_layers));
     l->moe_ordinal = calloc(l->n_layers + 1, sizeof(*l->moe_ordinal));
+    l->queued = calloc(l->n_layers + 1, sizeof(*l->queued));
     l->verified = calloc(l->n_layers + 1, sizeof(*l->verified));
     l->repacked = calloc(l->n_moe + 1, 1);
     if (l->bytes == NULL || l->staged == NULL || l->moe_layers == NULL ||
-        l->moe_ordinal == NULL || l->verified == NULL || l->repacked == NULL) {
+        l->moe_ordinal == NULL || l->queued == NULL || l->verified == NULL ||
+        l->repacked == NULL) {
         free_layers(l);
         return WST_ERR_NO_MEMORY;
     }

@@ -372,7 +372,8 @@ static void test_refit_machine_dense_two_ranks(void **state)
 }
 
 /* One sender; layer 0 dense, layers 1-3 MoE (ordinals 0-2), one slot:
- * each credit waits for the previous MoE layer's repack. */
+ * each credit waits for the previous MoE layer's repack and check, which
+ * run side by side once its bytes are in, and finish in either order. */
 static void test_refit_machine_moe_one_slot(void **state)
 {
     static const uint64_t bytes[4] = {10, 20, 20, 20};
@@ -392,18 +393,23 @@ static void test_refit_machine_moe_one_slot(void **state)
     STEP(&g, layer_done(0, 3, 0, 10, 0), "verify r0 L0 0000000000000000 g1");
     STEP(&g, verified(1, 0, 0), "received L0 at 0.000", "finalize L0 g1");
     QUIET(&g, landed(0, 1, 20));
-    STEP(&g, layer_done(0, 3, 1, 20, 1), "verify r0 L1 0000000000000001 g1");
-    STEP(&g, verified(1, 0, 1), "received L1 at 0.000", "repack L1 g1");
+    STEP(&g, layer_done(0, 3, 1, 20, 1), "verify r0 L1 0000000000000001 g1",
+         "repack L1 g1");
+    /* Checked first: the slot is still the repack's. */
+    STEP(&g, verified(1, 0, 1), "received L1 at 0.000");
     STEP(&g, repacked(1, 1, 0.125), "repacked L1 at 0.000 in 0.125", "grant L2",
          "credit r0 L2", "rx allow r0 below L3", "finalize L1 g1");
     QUIET(&g, landed(0, 2, 20));
-    STEP(&g, layer_done(0, 3, 2, 20, 2), "verify r0 L2 0000000000000002 g1");
-    STEP(&g, verified(1, 0, 2), "received L2 at 0.000", "repack L2 g1");
-    STEP(&g, repacked(1, 2, 0), "repacked L2 at 0.000 in 0.000", "grant L3",
+    STEP(&g, layer_done(0, 3, 2, 20, 2), "verify r0 L2 0000000000000002 g1",
+         "repack L2 g1");
+    /* Repacked first: the slot is still the check's. */
+    STEP(&g, repacked(1, 2, 0), "repacked L2 at 0.000 in 0.000");
+    STEP(&g, verified(1, 0, 2), "received L2 at 0.000", "grant L3",
          "credit r0 L3", "rx allow r0 below all", "finalize L2 g1");
     QUIET(&g, landed(0, 3, 20));
-    STEP(&g, layer_done(0, 3, 3, 20, 3), "verify r0 L3 0000000000000003 g1");
-    STEP(&g, verified(1, 0, 3), "received L3 at 0.000", "repack L3 g1");
+    STEP(&g, layer_done(0, 3, 3, 20, 3), "verify r0 L3 0000000000000003 g1",
+         "repack L3 g1");
+    STEP(&g, verified(1, 0, 3), "received L3 at 0.000");
     STEP(&g, repacked(1, 3, 0), "repacked L3 at 0.000 in 0.000",
          "finalize L3 g1");
     for (uint32_t l = 0; l < 3; l++)
@@ -420,21 +426,27 @@ static void test_refit_machine_moe_one_slot(void **state)
     rig_free(&g);
 }
 
-/* Layer l of rank r in and verified; the verify action is checked. */
+/* Layer l of rank r in; its verify action is checked, and with 'last'
+ * (every sender's bytes of it in) the repack that starts beside it. */
 static void layer_in(struct rig *g, uint32_t rank, uint64_t v, uint32_t layer,
-                     uint64_t bytes)
+                     uint64_t bytes, int last)
 {
-    char want[64];
+    char want[64], repack[32];
 
     QUIET(g, landed(rank, layer, bytes));
     snprintf(want, sizeof(want), "verify r%u L%u %016llx g1", rank, layer,
              (unsigned long long)layer);
-    STEP(g, layer_done(rank, v, layer, bytes, layer), want);
+    snprintf(repack, sizeof(repack), "repack L%u g1", layer);
+    if (last)
+        STEP(g, layer_done(rank, v, layer, bytes, layer), want, repack);
+    else
+        STEP(g, layer_done(rank, v, layer, bytes, layer), want);
 }
 
 /* Two senders, four MoE layers, two slots; rank 1 stages nothing in
- * layer 3. Ordinal k needs ordinal k - 2 repacked, whatever order the
- * repacks finish in, and one repack may free more than one credit. */
+ * layer 3. Ordinal k needs ordinal k - 2 repacked and checked by every
+ * sender, whatever order those finish in, and one result may free more
+ * than one credit. */
 static void test_refit_machine_moe_two_slots(void **state)
 {
     static const uint64_t bytes[8] = {8, 8, 8, 8, 8, 8, 8, 0};
@@ -456,17 +468,18 @@ static void test_refit_machine_moe_two_slots(void **state)
     STEP(&g, go(1, 5), "ack r1 v5", "credit r1 L0", "credit r1 L1",
          "rx begin r1 v5 below L2");
     for (uint32_t l = 0; l < 2; l++) {
-        layer_in(&g, 0, 5, l, 8);
-        layer_in(&g, 1, 5, l, 8);
+        layer_in(&g, 0, 5, l, 8, 0);
+        layer_in(&g, 1, 5, l, 8, 1);
     }
     QUIET(&g, verified(1, 0, 1));
-    STEP(&g, verified(1, 1, 1), "received L1 at 0.000", "repack L1 g1");
-    QUIET(&g, verified(1, 1, 0));
-    STEP(&g, verified(1, 0, 0), "received L0 at 0.000", "repack L0 g1");
-    /* Ordinal 1 repacked first: ordinal 3 must still wait for 2. */
+    STEP(&g, verified(1, 1, 1), "received L1 at 0.000");
+    /* Ordinal 1 done first: ordinal 3 must still wait for 2. */
     STEP(&g, repacked(1, 1, 0), "repacked L1 at 0.000 in 0.000",
          "finalize L1 g1");
-    STEP(&g, repacked(1, 0, 0), "repacked L0 at 0.000 in 0.000", "grant L2",
+    /* Ordinal 0 repacked, but one sender's check still reads its slot. */
+    STEP(&g, repacked(1, 0, 0), "repacked L0 at 0.000 in 0.000");
+    QUIET(&g, verified(1, 1, 0));
+    STEP(&g, verified(1, 0, 0), "received L0 at 0.000", "grant L2",
          "credit r0 L2", "rx allow r0 below L3", "credit r1 L2",
          "rx allow r1 below L3", "grant L3", "credit r0 L3",
          "rx allow r0 below all", "rx allow r1 below all", "finalize L0 g1");
