@@ -54,6 +54,9 @@ int main(int argc, char **argv)
     char why[256] = "", name[128] = "";
     int n = 0;
 
+    /* Forks first: before this process touches CUDA. */
+    if (argc == 3 && strcmp(argv[1], "--ipc-copy") == 0)
+        return ipc_copy_main(strtoull(argv[2], NULL, 0));
     wst_logger_init(&log, "gpu-check", WST_LOG_INFO);
     if (wst_kernels_device_count(&n, why, sizeof(why)) != WST_OK) {
         fprintf(stderr, "SKIP wst-gpu-check: no usable CUDA device: %s\n", why);

@@ -70,5 +70,8 @@ void bench_pinned(struct gcheck *g);
  * 1 GiB as one run and as 4 MiB runs. */
 void bench_nccl_pair(struct gcheck *g, uint64_t bytes, uint64_t run,
                      uint64_t groups);
+/* The whole --ipc-copy BYTES run (check_ipc_copy.c): forks the owner of
+ * the buffer before this process touches CUDA; the exit status. */
+int ipc_copy_main(size_t bytes);
 
 #endif

@@ -380,9 +380,10 @@ rm -f "$out/demo.tmp" "$out/pair.tmp"
 #    log why), and every byte is verified (the agents hash device layers
 #    on the GPU; the demo compares the live memory with its sources). Next
 #    to it, on the same UCX and transports: the same refit over the bounce
-#    path, and ucx_perftest -m cuda (put, am and tag bandwidth) with the
+#    path, ucx_perftest -m cuda (put, am and tag bandwidth) with the
 #    senders' message size, 8 MiB (WST_DATA_CHUNK_MAX), the median of
-#    WST_GPU_DIRECT_PERF_RUNS runs each (3).
+#    WST_GPU_DIRECT_PERF_RUNS runs each (3), and cudaMemcpy between two
+#    processes' buffers through CUDA IPC.
 gbs_direct=""
 gbs_direct1=""
 gbs_direct_bounce=""
@@ -489,6 +490,16 @@ if [ -n "$cuda_ucx" ]; then
         "$bin/wst-gpu-check" --copy >>"$out/kernels.txt" 2>>"$log"
         result "device copy and digest ceilings" $?
     fi
+    # The copy the refit's two processes could make themselves: cudaMemcpy
+    # from one process's buffer into another's, mapped by CUDA IPC (2 GiB,
+    # each way; the owner checks the bytes landed).
+    "$bin/wst-gpu-check" --ipc-copy 2147483648 >"$out/ipc.tmp" 2>>"$log"
+    st=$?
+    cat "$out/ipc.tmp" >>"$log"
+    grep -E '^\| IPC copy' "$out/ipc.tmp" >>"$out/kernels.txt"
+    result "cudaMemcpy between two processes through CUDA IPC" $st \
+        "($(grep -E '^(PASS|FAIL)' "$out/ipc.tmp" | tr '\n' ' '))"
+    rm -f "$out/ipc.tmp"
     # One data lane (WST_GPU_DIRECT_ONE_LANE=1): cuda_ipc needs no
     # striping over TCP lanes, and each further lane is a UCX context of
     # its own (registering device memory again). On the H200 with UCX
@@ -591,6 +602,11 @@ if [ -n "$cuda_ucx" ]; then
         copy_rw=$(stage 'device-to-device copy 2 GiB')
         copy_moved=$(awk -v c="$copy_rw" 'BEGIN {if (c > 0) printf "%.1f", c / 2}')
         echo "| device-to-device copy, bytes moved (read + written / 2) | ${copy_moved:-?} | $(ratio "$gbs_direct" "$copy_moved") |"
+        for way in "own -> other process's" "other process's -> own"; do
+            ipc_rw=$(stage "IPC copy 2048 MiB, $way")
+            ipc_moved=$(awk -v c="$ipc_rw" 'BEGIN {if (c > 0) printf "%.1f", c / 2}')
+            echo "| cudaMemcpy through CUDA IPC between two processes, $way, bytes moved | ${ipc_moved:-?} | $(ratio "$gbs_direct" "$ipc_moved") |"
+        done
         best=$(printf '%s\n' "${gbs_direct:-0}" "${gbs_direct_ring:-0}" "${gbs_direct_nocheck:-0}" | sort -g | tail -1)
         echo
         echo "best direct refit $best GB/s: $(ratio "$best" "${perf_cuda[1]:-}") of ucp_am_bw, $(ratio "$best" "${perf_cuda[2]:-}") of tag_bw, $(ratio "$best" "${perf_cuda[0]:-}") of ucp_put_bw"
