@@ -163,8 +163,9 @@ void wst_recv_job_skip_verify(void *arg)
     wst_worker_post(j->r->worker, verify_done, j);
 }
 
-/* On the repack thread: the layer is complete and verified, and its slot
- * is not reused before its repack's result grants the next credit. */
+/* On the repack thread: every byte of the layer is in (its digest checks
+ * may still run beside this, reading the same slot), and its slot is not
+ * reused before both are done (refit_machine.h). */
 void wst_recv_job_repack(void *arg)
 {
     struct job *j = arg;
