@@ -636,7 +636,9 @@ static void commit(struct wst_refit_machine *m, uint64_t now_ns,
                               .version = m->version,
                               .text = m->committed_label,
                               .bytes = m->lay.total_bytes,
-                              .seconds = since(m->start_ns, now_ns)};
+                              /* as the layers' times: the engine's pause
+                               * and the group's barrier are not in it */
+                              .seconds = since(m->ack_ns, now_ns)};
     for (uint32_t rank = 0; rank < m->world; rank++) {
         const struct wst_rm_sender *s = &m->senders[rank];
         /* Senders gone since they prepared brought their bytes too. */

@@ -274,10 +274,39 @@ static uint32_t plan_layers(const struct it_agent *a)
     return n + global;
 }
 
+/* From the agent's status file: last_refit_seconds, and the latest
+ * "finalized" of its layer timeline (seconds after the begin's
+ * acknowledgement); 0 when both were found. */
+static int refit_times(const struct it_agent *a, double *refit_s,
+                       double *last_final_s)
+{
+    char text[65536];
+    size_t n;
+    FILE *f = fopen(a->status_path, "r");
+
+    if (f == NULL)
+        return -1;
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *p = strstr(text, "\"last_refit_seconds\": ");
+    if (p == NULL || sscanf(p, "\"last_refit_seconds\": %lf", refit_s) != 1)
+        return -1;
+    *last_final_s = -1;
+    for (p = strstr(text, "\"finalized\": "); p != NULL;
+         p = strstr(p + 1, "\"finalized\": ")) {
+        double t;
+        if (sscanf(p, "\"finalized\": %lf", &t) == 1 && t > *last_final_s)
+            *last_final_s = t;
+    }
+    return *last_final_s >= 0 ? 0 : -1;
+}
+
 static void test_engine_socket_refit(void **state)
 {
     struct eng_case *c = *state;
     char err[512], needle[128];
+    double refit_s, last_final_s;
     wst_status_t st;
 
     start_standin(c, "300", 0);
@@ -288,6 +317,13 @@ static void test_engine_socket_refit(void **state)
                          sizeof(err)) != WST_OK)
         fail_msg("version 1: %s", err);
     assert_int_equal(it_agent_wait_status(&c->a, 1, 5.0), 0);
+    /* The refit's time runs from the begin's acknowledgement, as its
+     * layers' times do: the stand-in's 300 ms before READY are not in it,
+     * so commit comes soon after the last layer is final. */
+    assert_int_equal(refit_times(&c->a, &refit_s, &last_final_s), 0);
+    if (refit_s < last_final_s || refit_s - last_final_s > 0.25)
+        fail_msg("last_refit_seconds %.3f, last layer final at %.3f", refit_s,
+                 last_final_s);
     snprintf(needle, sizeof(needle),
              "\"state\": \"serving\", \"committed_version\": 1, "
              "\"begins\": 1, \"layers\": %u,",
