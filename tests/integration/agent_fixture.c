@@ -325,20 +325,31 @@ int it_agent_alive(struct it_agent *a)
     return 0;
 }
 
+int it_agent_status_text(const struct it_agent *a, char *text, size_t len)
+{
+    size_t n;
+    FILE *f = fopen(a->status_path, "r");
+
+    if (f == NULL || len == 0) {
+        if (f != NULL)
+            fclose(f);
+        return -1;
+    }
+    n = fread(text, 1, len - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return 0;
+}
+
 int it_agent_status(const struct it_agent *a, uint64_t *committed_p,
                     int *usable_p)
 {
     char text[2048];
     unsigned long long v;
     const char *p;
-    size_t n;
-    FILE *f = fopen(a->status_path, "r");
 
-    if (f == NULL)
+    if (it_agent_status_text(a, text, sizeof(text)) != 0)
         return -1;
-    n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
     p = strstr(text, "\"committed_version\": ");
     if (p == NULL || sscanf(p, "\"committed_version\": %llu", &v) != 1)
         return -1;

@@ -104,6 +104,10 @@ int it_agent_restart(struct it_agent *a, const char *agent_bin, int *wstatus_p);
 /* Nonzero while the agent process is alive (waitpid WNOHANG == 0). */
 int it_agent_alive(struct it_agent *a);
 
+/* The whole status file (its first len - 1 bytes), NUL-terminated: 0, or
+ * -1 when it cannot be read. */
+int it_agent_status_text(const struct it_agent *a, char *text, size_t len);
+
 /* Reads the status file: 0 and the two fields, or -1. */
 int it_agent_status(const struct it_agent *a, uint64_t *committed_p,
                     int *usable_p);

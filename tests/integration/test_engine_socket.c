@@ -280,15 +280,10 @@ static uint32_t plan_layers(const struct it_agent *a)
 static int refit_times(const struct it_agent *a, double *refit_s,
                        double *last_final_s)
 {
-    char text[65536];
-    size_t n;
-    FILE *f = fopen(a->status_path, "r");
+    static char text[65536];
 
-    if (f == NULL)
+    if (it_agent_status_text(a, text, sizeof(text)) != 0)
         return -1;
-    n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
     const char *p = strstr(text, "\"last_refit_seconds\": ");
     if (p == NULL || sscanf(p, "\"last_refit_seconds\": %lf", refit_s) != 1)
         return -1;
@@ -306,7 +301,7 @@ static void test_engine_socket_refit(void **state)
 {
     struct eng_case *c = *state;
     char err[512], needle[128];
-    double refit_s, last_final_s;
+    double refit_s = 0, last_final_s = 0;
     wst_status_t st;
 
     start_standin(c, "300", 0);

@@ -505,14 +505,10 @@ static int status_reason(const struct it_agent *a, char *out, size_t len)
     static const char key[] = "\"reason\": \"";
     char text[16384];
     const char *p;
-    size_t n, k = 0;
-    FILE *f = fopen(a->status_path, "r");
+    size_t k = 0;
 
-    if (f == NULL)
+    if (it_agent_status_text(a, text, sizeof(text)) != 0)
         return -1;
-    n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
     if ((p = strstr(text, key)) == NULL)
         return -1;
     for (p += sizeof(key) - 1; *p != '\0' && *p != '"' && k + 1 < len; p++) {
