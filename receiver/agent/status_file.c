@@ -114,8 +114,8 @@ void wst_status_file_write(struct agent *a)
     if (text == NULL)
         WST_WARN(&a->log, "cannot write status file %s: out of memory",
                  a->set.status_file);
-    else if (wst_atomic_replace(a->set.status_file, text, strlen(text), 0644, err,
-                              sizeof(err)) != WST_OK)
+    else if (wst_atomic_replace(a->set.status_file, text, strlen(text), 0644,
+                                err, sizeof(err)) != WST_OK)
         WST_WARN(&a->log, "cannot write status file: %s", err);
     json_object_put(o);
     free(times);
@@ -131,7 +131,8 @@ wst_status_t wst_status_file_write_port(struct agent *a, const char *path,
     if (path[0] == '\0')
         return WST_OK;
     snprintf(text, sizeof(text), "%u\n", port);
-    status = wst_atomic_replace(path, text, strlen(text), 0644, err, sizeof(err));
+    status =
+        wst_atomic_replace(path, text, strlen(text), 0644, err, sizeof(err));
     if (status != WST_OK)
         WST_ERROR(&a->log, "cannot write %s file: %s", what, err);
     return status;

@@ -398,7 +398,7 @@ static void write_state(const struct standin *e)
         fprintf(stderr, "standin: cannot write %s: %s\n", e->set.state_file,
                 strerror(errno));
     else if (wst_atomic_replace(e->set.state_file, text, len, 0644, err,
-                              sizeof(err)) != WST_OK)
+                                sizeof(err)) != WST_OK)
         fprintf(stderr, "standin: cannot write state: %s\n", err);
     free(text);
 }
