@@ -16,8 +16,10 @@
 # tests/gpu/build-ucx.sh (its prefix/ folder). Everything above section 7
 # runs on the UCX the build found (Debian's, no CUDA); section 7, the
 # direct device path, runs on UCX_DIR, first on LD_LIBRARY_PATH and PATH.
-# Both must be UCX 1.13 (one ABI: the build compiles against Debian's
-# 1.13.1 headers). Each section says which UCX it ran on.
+# The build compiles against Debian's 1.13.1 headers; UCX_DIR may be that
+# release or a later one (UCX keeps its ABI backward compatible; the direct
+# path needs 1.18, tests/gpu/build-ucx.sh says why). Each section says
+# which UCX it ran on.
 # WST_GPU_ONLY_DIRECT=1 runs the build and section 7 alone.
 #
 # Exit status: 0 when every check passed, 1 otherwise, 77 with no GPU.
@@ -454,6 +456,20 @@ if [ -n "$cuda_ucx" ]; then
     direct "qwen3-30b-a3b $q3_layers layers 1->1" $q3d
     gbs_direct=$(median_gbs)
     timeline
+    # WST_GPU_DIRECT_TRACE=1: the same refit once more at --log-level trace
+    # (3 refits), its last one read back by tools/demo/refit_trace.sh into
+    # OUT_DIR/trace.txt: READY, credits, each layer's LAYER_DONE, check,
+    # repack and finalize, and the commit, in ms from the agent's BEGIN
+    # (NOTES.md, "The direct path, traced").
+    if [ "${WST_GPU_DIRECT_TRACE:-0}" = 1 ]; then
+        # shellcheck disable=SC2086
+        demo "direct qwen3-30b-a3b $q3_layers layers 1->1, traced" \
+            --device 0 --sender-device 0 --transport auto \
+            ${q3d/--refits 5/--refits 3} --log-level trace
+        "$root/tools/demo/refit_trace.sh" "$out/demo.tmp" >"$out/trace.txt" 2>>"$log"
+        result "refit_trace.sh of the traced refit" $? \
+            "($(wc -l <"$out/trace.txt") lines in $out/trace.txt)"
+    fi
     # Without the device ring (WST_GPU_DIRECT_RING_OFF=1): UCX receives
     # straight into the memory the agent imported from its engine, which
     # it cannot export (NOTES.md, issue 19).
