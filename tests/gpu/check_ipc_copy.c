@@ -30,18 +30,6 @@
 #define IMPORTER_FILL 0x5a
 #define PROBE 4096 /* bytes the owner checks at each end of its buffer */
 
-struct ipc_copy {
-    void *dst;
-    const void *src;
-    size_t bytes;
-};
-
-static int run_ipc_copy(void *arg, wst_gpu_stream_t stream)
-{
-    struct ipc_copy *c = arg;
-    return wst_gpu_copy_async(NULL, c->dst, c->src, c->bytes, stream) != WST_OK;
-}
-
 static int write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
@@ -175,15 +163,15 @@ int ipc_copy_main(size_t bytes)
     /* Into the other process's memory first: the owner checks those
      * bytes, so the copy back (which overwrites 'mine' with the same
      * pattern) leaves them as they are. */
-    struct ipc_copy in = {.dst = theirs, .src = mine, .bytes = bytes};
-    struct ipc_copy back = {.dst = mine, .src = theirs, .bytes = bytes};
+    struct gbench_copy in = {.dst = theirs, .src = mine, .bytes = bytes};
+    struct gbench_copy back = {.dst = mine, .src = theirs, .bytes = bytes};
     char what[96];
-    double ms = gbench_median_ms(&g, run_ipc_copy, &in, 3, 20);
+    double ms = gbench_median_ms(&g, gbench_copy_run, &in, 3, 20);
     snprintf(what, sizeof(what), "IPC copy %zu MiB, own -> other process's",
              bytes >> 20);
     if (ms > 0)
         gbench_row(what, 2.0 * (double)bytes, ms, 0);
-    double ms_back = gbench_median_ms(&g, run_ipc_copy, &back, 3, 20);
+    double ms_back = gbench_median_ms(&g, gbench_copy_run, &back, 3, 20);
     snprintf(what, sizeof(what), "IPC copy %zu MiB, other process's -> own",
              bytes >> 20);
     if (ms_back > 0)

@@ -13,29 +13,17 @@
 #include "gpu_check.h"
 #include "gpu_probe.h"
 
-struct copy_arg {
-    void *dst;
-    const void *src;
-    size_t bytes;
-};
-
-static int run_copy(void *arg, wst_gpu_stream_t stream)
-{
-    struct copy_arg *c = arg;
-    return wst_gpu_copy_async(NULL, c->dst, c->src, c->bytes, stream) != WST_OK;
-}
-
 /* Device-to-device copy GB/s (read + written): every kernel's ceiling. */
 static double bench_copy(struct gcheck *g)
 {
     const size_t bytes = 2ull << 30;
-    struct copy_arg c = {.bytes = bytes};
+    struct gbench_copy c = {.bytes = bytes};
     double ms = -1;
 
     if (wst_gpu_malloc(g->log, bytes, &c.dst) == WST_OK &&
         wst_gpu_malloc(g->log, bytes, (void **)&c.src) == WST_OK &&
         wst_gpu_memset(g->log, (void *)c.src, 0x5a, bytes) == WST_OK)
-        ms = gbench_median_ms(g, run_copy, &c, 3, 20);
+        ms = gbench_median_ms(g, gbench_copy_run, &c, 3, 20);
     wst_gpu_free(c.dst);
     wst_gpu_free((void *)c.src);
     if (ms <= 0)

@@ -90,6 +90,12 @@ out:
     return median;
 }
 
+int gbench_copy_run(void *arg, wst_gpu_stream_t stream)
+{
+    struct gbench_copy *c = arg;
+    return wst_gpu_copy_async(NULL, c->dst, c->src, c->bytes, stream) != WST_OK;
+}
+
 #define GBENCH_MAX_ROWS 64
 struct gbench_row_s {
     char name[96];

@@ -41,6 +41,15 @@ typedef int (*gbench_fn)(void *arg, wst_gpu_stream_t stream);
 double gbench_median_ms(struct gcheck *g, gbench_fn fn, void *arg, int warmup,
                         int reps);
 
+/* One cudaMemcpyAsync of 'bytes' from src to dst, as a gbench_fn (arg: a
+ * struct gbench_copy): the copy ceilings' benchmark. */
+struct gbench_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+int gbench_copy_run(void *arg, wst_gpu_stream_t stream);
+
 /* A row of the final table: what, bytes moved (read + written), median ms,
  * and the ceiling it is compared with (GB/s, 0 for none). */
 void gbench_row(const char *name, double bytes, double ms, double ceiling_gbs);
