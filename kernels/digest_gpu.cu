@@ -23,7 +23,6 @@
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
-#include <string.h>
 
 extern "C" {
 #include "digest_gpu.h"
@@ -41,7 +40,6 @@ struct dg_run {
     uint64_t length;
     uint64_t pos;
     uint64_t first; /* number of the run's first chunk among all runs' */
-    uint32_t slot;  /* the sum its chunk hashes go to */
 };
 
 struct wst_gpu_digest {
@@ -50,8 +48,8 @@ struct wst_gpu_digest {
     uint32_t max_runs;
     struct dg_run *host_runs; /* pinned staging of the table */
     struct dg_run *dev_runs;
-    unsigned long long *dev_sum;  /* [max_runs]: a sum per slot */
-    unsigned long long *host_sum; /* pinned [max_runs]; in stream order */
+    unsigned long long *dev_sum;
+    unsigned long long *host_sum; /* pinned; written in stream order */
 };
 
 __constant__ uint64_t dg_ksecret[WST_XXH3_SECRET_WORDS] = WST_XXH3_KSECRET_INIT;
@@ -97,12 +95,12 @@ __device__ static uint64_t dg_hash_long(const unsigned char *p, size_t len,
     return wst_xxh3_merge_final(share, len);
 }
 
-/* The hash of chunk c of run r as thread t of its group sees it: valid in
- * t == 0. */
-__device__ static uint64_t dg_hash_chunk(const struct dg_run *r, uint64_t c,
-                                         unsigned t, unsigned mask,
+/* The hash of chunk c as thread t of its group sees it: valid in t == 0. */
+__device__ static uint64_t dg_hash_chunk(const struct dg_run *runs, uint32_t n,
+                                         uint64_t c, unsigned t, unsigned mask,
                                          const uint64_t *ks)
 {
+    const struct dg_run *r = &runs[dg_find_run(runs, n, c)];
     uint64_t off = (c - r->first) * WST_DIGEST_CHUNK;
     uint64_t left = r->length - off;
     size_t len = left < WST_DIGEST_CHUNK ? (size_t)left : WST_DIGEST_CHUNK;
@@ -130,11 +128,10 @@ static __global__ void __launch_bounds__(DG_THREADS)
         ks[threadIdx.x] = dg_ksecret[threadIdx.x];
     __syncthreads();
     for (; c < chunks; c += stride) {
-        const struct dg_run *r = &runs[dg_find_run(runs, n, c)];
-        uint64_t h = dg_hash_chunk(r, c, t, mask, ks);
+        uint64_t h = dg_hash_chunk(runs, n, c, t, mask, ks);
 
         if (t == 0)
-            atomicAdd(&sum[r->slot], (unsigned long long)h);
+            atomicAdd(sum, (unsigned long long)h);
     }
 }
 
@@ -144,8 +141,8 @@ extern "C" wst_status_t wst_gpu_digest_create(const struct wst_logger *log,
                                               uint32_t max_runs,
                                               struct wst_gpu_digest **dg_p)
 {
-    size_t slots = max_runs > 0 ? max_runs : 1;
-    size_t table = slots * sizeof(struct dg_run);
+    size_t table =
+        (size_t)(max_runs > 0 ? max_runs : 1) * sizeof(struct dg_run);
     struct wst_gpu_digest *dg;
     wst_status_t status;
 
@@ -162,8 +159,8 @@ extern "C" wst_status_t wst_gpu_digest_create(const struct wst_logger *log,
                              "gpu digest: cudaMalloc(runs table)");
     if (status != WST_OK)
         goto err_destroy;
-    status = wst_cuda_status(cudaMalloc((void **)&dg->dev_sum, slots * 8), log,
-                             "gpu digest: cudaMalloc(sums)");
+    status = wst_cuda_status(cudaMalloc((void **)&dg->dev_sum, 8), log,
+                             "gpu digest: cudaMalloc(sum)");
     if (status != WST_OK)
         goto err_destroy;
     status = wst_cuda_status(
@@ -172,11 +169,11 @@ extern "C" wst_status_t wst_gpu_digest_create(const struct wst_logger *log,
     if (status != WST_OK)
         goto err_destroy;
     status = wst_cuda_status(
-        cudaHostAlloc((void **)&dg->host_sum, slots * 8, cudaHostAllocPortable),
-        log, "gpu digest: cudaHostAlloc(sums)");
+        cudaHostAlloc((void **)&dg->host_sum, 8, cudaHostAllocPortable), log,
+        "gpu digest: cudaHostAlloc(sum)");
     if (status != WST_OK)
         goto err_destroy;
-    memset(dg->host_sum, 0, slots * 8);
+    *dg->host_sum = 0;
     *dg_p = dg;
     return WST_OK;
 
@@ -214,8 +211,7 @@ extern "C" void wst_gpu_digest_destroy(struct wst_gpu_digest *dg)
 /* Copies runs[0..n) into the pinned table with their first chunk numbers;
  * *chunks_p is the total. A run with bytes but no pointer is refused. */
 static wst_status_t dg_stage(struct wst_gpu_digest *dg,
-                             const struct wst_digest_run *runs,
-                             const uint32_t *slots, uint32_t n,
+                             const struct wst_digest_run *runs, uint32_t n,
                              uint64_t *chunks_p)
 {
     uint64_t chunks = 0;
@@ -231,7 +227,6 @@ static wst_status_t dg_stage(struct wst_gpu_digest *dg,
         dg->host_runs[i].length = runs[i].length;
         dg->host_runs[i].pos = runs[i].pos;
         dg->host_runs[i].first = chunks;
-        dg->host_runs[i].slot = slots != NULL ? slots[i] : 0;
         chunks += (runs[i].length + WST_DIGEST_CHUNK - 1) / WST_DIGEST_CHUNK;
     }
     *chunks_p = chunks;
@@ -258,39 +253,33 @@ static wst_status_t dg_launch(struct wst_gpu_digest *dg, uint32_t n,
     return wst_cuda_launched(dg->log, "gpu digest: dg_kernel launch");
 }
 
-/* The pinned table and sums are reused by the next enqueue, which the
- * header's contract orders after this one's collect. slots NULL: every
- * run into slot 0. */
-static wst_status_t dg_enqueue(struct wst_gpu_digest *dg,
-                               const struct wst_digest_run *runs,
-                               const uint32_t *slots, uint32_t n,
-                               uint32_t n_slots, cudaStream_t s)
+/* The pinned table and sum word are reused by the next enqueue, which the
+ * header's contract orders after this one's collect. */
+extern "C" wst_status_t
+wst_gpu_digest_enqueue(struct wst_gpu_digest *dg,
+                       const struct wst_digest_run *runs, uint32_t n,
+                       wst_gpu_stream_t stream)
 {
+    cudaStream_t s = (cudaStream_t)stream;
     uint64_t chunks;
     wst_status_t status;
 
     if (dg == NULL || (n > 0 && runs == NULL))
         return WST_ERR_INVALID;
-    if (n > dg->max_runs || n_slots == 0 || n_slots > dg->max_runs) {
-        WST_ERROR(dg->log, "gpu digest: %u runs into %u sums, context holds %u",
-                  n, n_slots, dg->max_runs);
+    if (n > dg->max_runs) {
+        WST_ERROR(dg->log, "gpu digest: %u runs, context holds %u", n,
+                  dg->max_runs);
         return WST_ERR_INVALID;
     }
-    for (uint32_t i = 0; slots != NULL && i < n; i++)
-        if (slots[i] >= n_slots) {
-            WST_ERROR(dg->log, "gpu digest: run %u into sum %u of %u", i,
-                      slots[i], n_slots);
-            return WST_ERR_INVALID;
-        }
-    status = dg_stage(dg, runs, slots, n, &chunks);
+    status = dg_stage(dg, runs, n, &chunks);
     if (status != WST_OK)
         return status;
     status = wst_cuda_status(cudaSetDevice(dg->device), dg->log,
                              "gpu digest: cudaSetDevice");
     if (status != WST_OK)
         return status;
-    status = wst_cuda_status(cudaMemsetAsync(dg->dev_sum, 0, n_slots * 8, s),
-                             dg->log, "gpu digest: cudaMemsetAsync(sums)");
+    status = wst_cuda_status(cudaMemsetAsync(dg->dev_sum, 0, 8, s), dg->log,
+                             "gpu digest: cudaMemsetAsync(sum)");
     if (status != WST_OK)
         return status;
     if (chunks > 0) {
@@ -298,38 +287,9 @@ static wst_status_t dg_enqueue(struct wst_gpu_digest *dg,
         if (status != WST_OK)
             return status;
     }
-    return wst_cuda_status(cudaMemcpyAsync(dg->host_sum, dg->dev_sum,
-                                           n_slots * 8, cudaMemcpyDeviceToHost,
-                                           s),
-                           dg->log, "gpu digest: cudaMemcpyAsync(sums)");
-}
-
-extern "C" wst_status_t
-wst_gpu_digest_enqueue(struct wst_gpu_digest *dg,
-                       const struct wst_digest_run *runs, uint32_t n,
-                       wst_gpu_stream_t stream)
-{
-    return dg_enqueue(dg, runs, NULL, n, 1, (cudaStream_t)stream);
-}
-
-extern "C" wst_status_t
-wst_gpu_digest_enqueue_slots(struct wst_gpu_digest *dg,
-                             const struct wst_digest_run *runs,
-                             const uint32_t *slots, uint32_t n,
-                             uint32_t n_slots, wst_gpu_stream_t stream)
-{
-    if (n > 0 && slots == NULL)
-        return WST_ERR_INVALID;
-    return dg_enqueue(dg, runs, slots, n, n_slots, (cudaStream_t)stream);
-}
-
-extern "C" uint64_t wst_gpu_digest_slot_sum(const struct wst_gpu_digest *dg,
-                                            uint32_t slot)
-{
-    /* volatile: the words were written by a DMA the compiler cannot see. */
-    return slot < dg->max_runs
-               ? ((volatile const unsigned long long *)dg->host_sum)[slot]
-               : 0;
+    return wst_cuda_status(cudaMemcpyAsync(dg->host_sum, dg->dev_sum, 8,
+                                           cudaMemcpyDeviceToHost, s),
+                           dg->log, "gpu digest: cudaMemcpyAsync(sum)");
 }
 
 /* After the enqueued work is complete: adds the chunk-hash sum into
@@ -337,7 +297,8 @@ extern "C" uint64_t wst_gpu_digest_slot_sum(const struct wst_gpu_digest *dg,
 static void digest_collect(const struct wst_gpu_digest *dg,
                            struct wst_digest *d)
 {
-    d->sum += wst_gpu_digest_slot_sum(dg, 0);
+    /* volatile: the word was written by a DMA the compiler cannot see. */
+    d->sum += *(volatile const unsigned long long *)dg->host_sum;
 }
 
 extern "C" wst_status_t wst_gpu_digest_runs(struct wst_gpu_digest *dg,

@@ -7,9 +7,9 @@
  * by wst_digest_update) and runs in device memory can make up one digest:
  * the sum is order-free, and positions are explicit.
  *
- * A context owns device scratch for up to max_runs runs and as many sums,
- * and pinned host words for them; one enqueue at a time per context (one
- * thread owns it). Not thread-safe.
+ * A context owns device scratch for up to max_runs runs and a pinned host
+ * word for the sum; one enqueue at a time per context (one verifier thread
+ * owns it). Not thread-safe.
  */
 #ifndef WST_DIGEST_GPU_H
 #define WST_DIGEST_GPU_H
@@ -45,20 +45,6 @@ void wst_gpu_digest_destroy(struct wst_gpu_digest *dg);
 wst_status_t wst_gpu_digest_enqueue(struct wst_gpu_digest *dg,
                                     const struct wst_digest_run *runs,
                                     uint32_t n, wst_gpu_stream_t stream);
-
-/* The same with a sum per slot: the chunk hashes of runs[i] are summed
- * into slot slots[i] (< n_slots <= max_runs), so one launch hashes the
- * runs of many digests (a receiver's landed messages, digest_queue.h).
- * Once 'stream' is synchronized, wst_gpu_digest_slot_sum(dg, s) is slot
- * s's sum of chunk hashes (the S of digest.h, for its runs only).
- * WST_ERR_INVALID for a slot out of range. */
-wst_status_t wst_gpu_digest_enqueue_slots(struct wst_gpu_digest *dg,
-                                          const struct wst_digest_run *runs,
-                                          const uint32_t *slots, uint32_t n,
-                                          uint32_t n_slots,
-                                          wst_gpu_stream_t stream);
-uint64_t wst_gpu_digest_slot_sum(const struct wst_gpu_digest *dg,
-                                 uint32_t slot);
 
 /* enqueue, synchronize 'stream', collect: one call for a verifier thread. */
 wst_status_t wst_gpu_digest_runs(struct wst_gpu_digest *dg,

@@ -45,25 +45,3 @@ wst_status_t wst_gpu_digest_runs(struct wst_gpu_digest *dg,
     (void)d;
     return WST_ERR_NO_DEVICE;
 }
-
-wst_status_t wst_gpu_digest_enqueue_slots(struct wst_gpu_digest *dg,
-                                          const struct wst_digest_run *runs,
-                                          const uint32_t *slots, uint32_t n,
-                                          uint32_t n_slots,
-                                          wst_gpu_stream_t stream)
-{
-    (void)dg;
-    (void)runs;
-    (void)slots;
-    (void)n;
-    (void)n_slots;
-    (void)stream;
-    return WST_ERR_NO_DEVICE;
-}
-
-uint64_t wst_gpu_digest_slot_sum(const struct wst_gpu_digest *dg, uint32_t slot)
-{
-    (void)dg;
-    (void)slot;
-    return 0;
-}

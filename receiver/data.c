@@ -111,7 +111,6 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
             .events = ev,
             .hashers = r->hashers,
             .worker = r->worker,
-            .device_hashing = r->device_hashing,
         };
         st = wst_rx_am_create(&ap, &p->rx);
         break;

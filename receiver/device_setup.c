@@ -11,7 +11,6 @@
 #include "gpu.h"
 #include "gpu_probe.h"
 #include "gpu_worker.h"
-#include "digest_queue.h"
 #include "landing.h"
 #include "log.h"
 #include "receiver_internal.h"
@@ -42,16 +41,6 @@ static void log_am_classes(struct wst_receiver *r, uint64_t version)
                      : -1.0,
                  span > 0 ? (double)c->bytes / span / 1e9 : 0.0, span * 1e3);
     }
-    const struct wst_rx_am_stats *s = &r->am_stats;
-    if (s->gpu_hashed > 0)
-        WST_INFO(&r->log,
-                 "version %llu: %llu messages (%.1f MiB) hashed on GPU %d as "
-                 "they landed, %.3f ms mean and %.3f ms max from in place "
-                 "to hashed",
-                 (unsigned long long)version, (unsigned long long)s->gpu_hashed,
-                 (double)s->gpu_hashed_bytes / (1 << 20), r->device,
-                 (double)s->gpu_hash_ns_sum / (double)s->gpu_hashed / 1e6,
-                 (double)s->gpu_hash_ns_max / 1e6);
     memset(&r->am_stats, 0, sizeof(r->am_stats));
     wst_worker_rx_timing_take(r->worker, &t);
     if (t.messages == 0)
@@ -146,16 +135,9 @@ static wst_status_t prepare_device_ring(struct wst_receiver *r)
     return st;
 }
 
-/* The digest queue's thread: a hashed message goes to the progress
- * thread, where its half counts it (am_rx.c). */
-static wst_status_t post_hashed(void *arg, struct wst_digest_job *job)
-{
-    return wst_worker_post(arg, job->done, job);
-}
-
 /* The GPU side, when any region is device memory: the landing ring and
  * its copies (for every message when this UCX cannot write device memory,
- * for eager ones when it can), device digests, and hashing as data lands. */
+ * for eager ones when it can), device digests. */
 wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
 {
     char name[128] = "";
@@ -208,15 +190,6 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
         st = wst_landing_create(&r->log, r->worker, r->device, &r->landing);
     if (st == WST_OK)
         st = prepare_device_ring(r);
-    if (st == WST_OK && r->verify) {
-        st = wst_digest_queue_create(&r->log, r->device, post_hashed, r->worker,
-                                     &r->device_hashing);
-        if (st == WST_OK)
-            WST_INFO(&r->log,
-                     "device data is hashed on GPU %d as it lands, in "
-                     "batches; a layer's check adds up the parts",
-                     r->device);
-    }
     return st;
 }
 

@@ -19,7 +19,6 @@
 #include "planner.h"
 #include "receiver_config.h"
 #include "receiver_internal.h"
-#include "digest_queue.h"
 #include "landing.h"
 #include "timed_wait.h"
 #include "worker.h"
@@ -498,7 +497,6 @@ void wst_receiver_destroy(wst_receiver_t *r)
     wst_jobq_destroy(r->engine);
     /* Hashes still reading landed bytes end before the regions go. */
     wst_jobq_destroy(r->hashers);
-    wst_digest_queue_destroy(r->device_hashing);
     wst_landing_stop(r->landing); /* copies done, none posted after this */
     wst_landing_stop(r->device_landing);
     for (size_t i = 0; i < r->n_regions; i++) {

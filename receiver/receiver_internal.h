@@ -126,9 +126,6 @@ struct wst_receiver {
     void **region_data;          /* [n_regions] base addresses, for repacks */
     int device;                  /* GPU of the device regions, or -1 */
     struct wst_recv_device *dev; /* digests, repacks: when device >= 0 */
-    /* Device bytes hashed as they land (kernels/digest_queue.h): with
-     * device regions and verification on. NULL otherwise. */
-    struct wst_digest_queue *device_hashing;
     struct wst_landing *landing; /* am data for device regions lands here */
     /* With a CUDA-aware UCX and device regions it cannot export: their
      * rendezvous messages land here first (landing.h). NULL otherwise. */

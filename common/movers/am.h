@@ -9,7 +9,6 @@
 #ifndef WST_MOVERS_AM_H
 #define WST_MOVERS_AM_H
 
-#include "digest_queue.h"
 #include "jobq.h"
 #include "landing.h"
 #include "log.h"
@@ -36,10 +35,6 @@ struct wst_am_class_stats {
 };
 struct wst_rx_am_stats {
     struct wst_am_class_stats c[WST_AM_DEST_CLASSES];
-    /* Messages hashed on the GPU as they landed: how many, their bytes,
-     * and the time from in place to hashed (sum and max). */
-    uint64_t gpu_hashed, gpu_hashed_bytes;
-    uint64_t gpu_hash_ns_sum, gpu_hash_ns_max;
 };
 extern const char *const wst_am_dest_class_names[WST_AM_DEST_CLASSES];
 
@@ -64,11 +59,6 @@ struct wst_rx_am_params {
      * is posted to 'worker's progress thread. NULL hashers: not hashed. */
     wst_jobq_t *hashers;
     wst_worker_t *worker;
-    /* Messages into device memory are hashed as they land on the GPU by
-     * this queue (borrowed like hashers; its jobs come back through
-     * wst_worker_post to 'worker': the receiver's deliver function). NULL:
-     * their layer is read again when it is checked. */
-    struct wst_digest_queue *device_hashing;
 };
 
 /* On success *rx_p is owned by the caller (wst_rx_destroy). */

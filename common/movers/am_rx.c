@@ -21,10 +21,8 @@
  * (a serial pass over every byte at the end of the refit otherwise). It
  * counts as landed once hashed. A message not cut at digest chunk
  * boundaries (our senders always cut there) is not hashed, and its
- * layer is read again. A message into device memory is hashed the same
- * way on the GPU (kernels/digest_queue.h), once it is in its place: after
- * UCX wrote it, or after its copy from a ring. Without a digest queue its
- * layer is read again on the GPU when the layer is checked.
+ * layer is read again. Device memory is never read here: its layers are
+ * hashed on the GPU when the layer is checked.
  *
  * Copies to the GPU and hashes outlive a failed refit: each carries the
  * half's epoch (bumped by begin and abort), and a late one is not counted.
@@ -39,7 +37,6 @@
 
 #include "clock.h"
 #include "digest.h"
-#include "digest_queue.h"
 
 /* Messages up to this size are hashed on the progress thread as they
  * land: handing one to a hashing thread and back (a queue, a wake-up and
@@ -60,7 +57,6 @@ struct am_rx {
     struct wst_rx_am_stats *stats;      /* borrowed; may be NULL */
     wst_jobq_t *hashers;  /* borrowed; NULL: not hashed as it lands */
     wst_worker_t *worker; /* borrowed: hashes come back to it */
-    struct wst_digest_queue *device_hashing; /* borrowed; may be NULL */
     uint64_t *pos; /* [n_items]: each item's stream position in its layer */
     uint32_t epoch;
     unsigned char *scratch; /* WST_SCATTER_BYTES, on the first scatter
@@ -72,17 +68,22 @@ struct am_rx {
     int destroyed;
 };
 
-/* One landed message to hash, on a hashing thread (host memory) or the
- * GPU (device memory): its runs (one per item, or one per row) as the
- * digest queue takes them. Owned by the job until it is back. */
+/* One landed message to hash: runs of bytes from src, one per item, each
+ * with its stream position. Owned by the job until it is back. */
 struct hash_job {
-    struct wst_digest_job dj; /* src, runs; the sum comes back in it */
     struct am_rx *a;
     uint32_t epoch;
     uint32_t layer;
+    const char *src;
     uint64_t len;
-    uint64_t queued_ns; /* device: when it went to the GPU */
-    struct wst_digest_span spans[];
+    uint64_t sum;
+    uint64_t rows; /* > 0: runs[0] is the first of this many rows, each
+                      runs[0].len bytes, one after the other (planner.h) */
+    uint32_t n_runs;
+    struct hash_run {
+        uint64_t len;
+        uint64_t pos;
+    } runs[];
 };
 
 static void fail(struct am_rx *a, wst_status_t status, const char *fmt, ...)
@@ -320,20 +321,8 @@ static void hash_back(void *arg)
     struct am_rx *a = j->a;
 
     a->hashes--;
-    if (!am_gone(a) && j->epoch == a->epoch && a->rx.receiving) {
-        if (j->queued_ns != 0 && a->stats != NULL) {
-            uint64_t ns = wst_now_ns() - j->queued_ns;
-            a->stats->gpu_hashed++;
-            a->stats->gpu_hashed_bytes += j->len;
-            a->stats->gpu_hash_ns_sum += ns;
-            if (ns > a->stats->gpu_hash_ns_max)
-                a->stats->gpu_hash_ns_max = ns;
-        }
-        if (j->dj.status != WST_OK)
-            fail(a, j->dj.status, "hashing landed data on the GPU failed");
-        else
-            a->rx.ev.landed(a->rx.ev.arg, j->layer, j->len, j->len, j->dj.sum);
-    }
+    if (!am_gone(a) && j->epoch == a->epoch && a->rx.receiving)
+        a->rx.ev.landed(a->rx.ev.arg, j->layer, j->len, j->len, j->sum);
     free(j);
 }
 
@@ -341,18 +330,15 @@ static void hash_back(void *arg)
 static void hash_run(void *arg)
 {
     struct hash_job *j = arg;
-    const struct wst_digest_job *dj = &j->dj;
-    const unsigned char *src = dj->src;
-    uint64_t sum = 0;
+    const char *src = j->src;
 
-    for (uint64_t r = 0; r < dj->rows; r++, src += dj->spans[0].len)
-        sum += wst_digest_part(src, dj->spans[0].len,
-                               dj->spans[0].pos + r * dj->spans[0].len);
-    for (uint32_t k = 0; dj->rows == 0 && k < dj->n_spans; k++) {
-        sum += wst_digest_part(src, dj->spans[k].len, dj->spans[k].pos);
-        src += dj->spans[k].len;
+    for (uint64_t r = 0; r < j->rows; r++, src += j->runs[0].len)
+        j->sum += wst_digest_part(src, j->runs[0].len,
+                                  j->runs[0].pos + r * j->runs[0].len);
+    for (uint32_t k = 0; j->rows == 0 && k < j->n_runs; k++) {
+        j->sum += wst_digest_part(src, j->runs[k].len, j->runs[k].pos);
+        src += j->runs[k].len;
     }
-    j->dj.sum = sum;
     if (wst_worker_post(j->a->worker, hash_back, j) != WST_OK)
         WST_ERROR(j->a->log,
                   "a hashed message of layer %u is lost: no "
@@ -360,71 +346,27 @@ static void hash_run(void *arg)
                   j->layer);
 }
 
-/* Whether a message data_fits placed can be hashed in parts: a chunk of
- * one item must start and end on digest chunk boundaries of that item. */
-static int hashable(const struct am_rx *a, const struct wst_data_hdr *hdr,
-                    size_t len)
-{
-    const struct wst_plan_item *it = &a->rx.plan->items[hdr->item];
-
-    return a->pos != NULL && !(hdr->count == 1 && it->more_rows == 0 &&
-                               (hdr->offset % WST_DIGEST_CHUNK != 0 ||
-                                (len % WST_DIGEST_CHUNK != 0 &&
-                                 hdr->offset + len != it->length)));
-}
-
-/* The job that hashes a hashable message whose bytes are at 'at' (its
- * place, or the ring it landed in); NULL without memory. */
-static struct hash_job *hash_job_new(struct am_rx *a,
-                                     const struct wst_data_hdr *hdr,
-                                     const void *at, size_t len)
-{
-    const struct wst_plan_item *it = &a->rx.plan->items[hdr->item];
-    /* whole rows (data_fits), each a run of its own */
-    uint64_t rows =
-        hdr->count == 1 && it->more_rows != 0 ? len / it->length : 0;
-    struct hash_job *j =
-        malloc(sizeof(*j) + (size_t)hdr->count * sizeof(j->spans[0]));
-
-    if (j == NULL)
-        return NULL;
-    *j = (struct hash_job){
-        .a = a, .epoch = a->epoch, .layer = it->layer, .len = len};
-    j->dj.src = at;
-    j->dj.spans = j->spans;
-    j->dj.rows = rows;
-    j->dj.n_spans = rows > 0 ? 1 : hdr->count;
-    j->dj.done = hash_back;
-    if (rows > 0) {
-        j->spans[0].len = it->length;
-        j->spans[0].pos = a->pos[hdr->item] + hdr->offset;
-    } else if (hdr->count == 1) {
-        j->spans[0].len = len;
-        j->spans[0].pos = a->pos[hdr->item] + hdr->offset;
-    } else {
-        for (uint32_t k = 0; k < hdr->count; k++) {
-            j->spans[k].len = it[k].length;
-            j->spans[k].pos = a->pos[hdr->item + k];
-        }
-    }
-    return j;
-}
-
 /* Queues the hash of a message data_fits placed at dest in host memory;
- * 0 when it is not hashed (it has landed now). */
+ * 0 when it is not hashed (it has landed now). A chunk of one item must
+ * start and end on digest chunk boundaries of that item. */
 static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
                        const void *dest, size_t len)
 {
     const struct wst_plan_item *it = &a->rx.plan->items[hdr->item];
     struct hash_job *j;
 
-    if (a->hashers == NULL || !hashable(a, hdr, len))
+    if (a->hashers == NULL)
         return 0;
+    if (hdr->count == 1 && it->more_rows == 0 &&
+        (hdr->offset % WST_DIGEST_CHUNK != 0 ||
+         (len % WST_DIGEST_CHUNK != 0 && hdr->offset + len != it->length)))
+        return 0;
+    /* whole rows (data_fits), each a run of its own */
+    uint64_t rows =
+        hdr->count == 1 && it->more_rows != 0 ? len / it->length : 0;
+    uint64_t pos = a->pos[hdr->item] + hdr->offset;
     if (len <= WST_HASH_INLINE_MAX) {
         /* Cheaper here than a trip through the pool and back; no job. */
-        uint64_t rows =
-            hdr->count == 1 && it->more_rows != 0 ? len / it->length : 0;
-        uint64_t pos = a->pos[hdr->item] + hdr->offset;
         const char *src = dest;
         uint64_t sum = 0;
         for (uint64_t r = 0; r < rows; r++, src += it->length)
@@ -438,51 +380,34 @@ static int hash_landed(struct am_rx *a, const struct wst_data_hdr *hdr,
         a->rx.ev.landed(a->rx.ev.arg, it->layer, len, len, sum);
         return 1;
     }
-    j = hash_job_new(a, hdr, dest, len);
+    j = malloc(sizeof(*j) + (size_t)hdr->count * sizeof(j->runs[0]));
     if (j == NULL)
         return 0;
+    *j = (struct hash_job){.a = a,
+                           .epoch = a->epoch,
+                           .layer = it->layer,
+                           .src = dest,
+                           .len = len,
+                           .rows = rows,
+                           .n_runs = hdr->count};
+    if (rows > 0) {
+        j->runs[0].len = it->length;
+        j->runs[0].pos = pos;
+    } else if (hdr->count == 1) {
+        j->runs[0].len = len;
+        j->runs[0].pos = pos;
+    } else {
+        for (uint32_t k = 0; k < hdr->count; k++) {
+            j->runs[k].len = it[k].length;
+            j->runs[k].pos = a->pos[hdr->item + k];
+        }
+    }
     if (wst_jobq_post(a->hashers, hash_run, j) != WST_OK) {
         free(j);
         return 0;
     }
     a->hashes++;
     return 1;
-}
-
-/* Queues a job for the GPU: its bytes are in their place in device
- * memory. 0 when it could not (free it; the layer is read again). */
-static int hash_on_device(struct am_rx *a, struct hash_job *j)
-{
-    j->queued_ns = wst_now_ns();
-    if (wst_digest_queue_post(a->device_hashing, &j->dj) != WST_OK)
-        return 0;
-    a->hashes++;
-    return 1;
-}
-
-/* A copy from a ring whose message is hashed on the GPU once in place. */
-static void am_copied_hash(void *ctx, uint64_t tag, size_t len,
-                           wst_status_t status)
-{
-    struct hash_job *j = ctx;
-    struct am_rx *a = j->a;
-
-    (void)tag;
-    a->copies--;
-    if (am_gone(a) || j->epoch != a->epoch || !a->rx.receiving) {
-        free(j); /* a refit that is over */
-        return;
-    }
-    if (status != WST_OK) {
-        free(j);
-        fail(a, status, "copying data to the GPU failed");
-        return;
-    }
-    if (!hash_on_device(a, j)) {
-        uint32_t layer = j->layer;
-        free(j);
-        a->rx.ev.landed(a->rx.ev.arg, layer, len, 0, 0);
-    }
 }
 
 /* A scatter message's items, from the scratch to their places, hashed
@@ -525,17 +450,9 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
         return;
     }
     int on_device = rx->plan->regions[it->region].mem == WST_MEM_CUDA;
-    /* Device memory is hashed on the GPU once the message is in place. */
-    struct hash_job *j =
-        on_device && a->device_hashing != NULL && hashable(a, hdr, len)
-            ? hash_job_new(a, hdr, wst_rx_item_dest(rx->plan, it, hdr->offset),
-                           len)
-            : NULL;
     if (ring == NULL) {
         count_received(a, on_device ? WST_AM_TO_DEVICE : WST_AM_TO_HOST, len);
-        if (j != NULL && hash_on_device(a, j))
-            return;
-        free(j);
+        /* Device memory UCX wrote: hashed on the GPU with its layer. */
         if (on_device || !hash_landed(a, hdr, dest, len))
             rx->ev.landed(rx->ev.arg, it->layer, len, 0, 0);
         return;
@@ -543,14 +460,12 @@ static void am_done(struct wst_rx *rx, const struct wst_data_hdr *hdr,
     count_received(
         a, ring == a->landing ? WST_AM_TO_HOST_RING : WST_AM_TO_DEVICE_RING,
         len);
-    /* In a landing ring: counted once it is in place (am_copied), or
-     * once hashed there (am_copied_hash). */
+    /* In a landing ring: counted once it is in place (am_copied). */
     uint64_t tag = (uint64_t)a->epoch << 32 | it->layer;
     wst_status_t st = wst_landing_copy(
-        ring, dest, wst_rx_item_dest(rx->plan, it, hdr->offset), len,
-        j != NULL ? am_copied_hash : am_copied, j != NULL ? (void *)j : a, tag);
+        ring, dest, wst_rx_item_dest(rx->plan, it, hdr->offset), len, am_copied,
+        a, tag);
     if (st != WST_OK) {
-        free(j);
         fail(a, st, "copying data to the GPU failed");
         return;
     }
@@ -615,8 +530,7 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
     a->ucx_cuda = p->ucx_cuda;
     a->device_landing = p->ucx_cuda ? p->device_landing : NULL;
     a->stats = p->stats;
-    if ((p->hashers != NULL || p->device_hashing != NULL) &&
-        p->worker != NULL) {
+    if (p->hashers != NULL && p->worker != NULL) {
         const struct wst_rx_plan *pl = p->plan;
         a->pos = calloc(pl->n_items ? pl->n_items : 1, sizeof(*a->pos));
         if (a->pos == NULL) {
@@ -633,7 +547,6 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
         }
         a->hashers = p->hashers;
         a->worker = p->worker;
-        a->device_hashing = p->device_hashing;
     }
     *rx_p = &a->rx;
     return WST_OK;

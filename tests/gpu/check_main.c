@@ -73,7 +73,6 @@ int main(int argc, char **argv)
     }
     check_repack(&g);
     check_digest(&g);
-    check_digest_queue(&g);
     check_pack(&g);
     check_nccl(&g);
     check_nccl_link(&g);

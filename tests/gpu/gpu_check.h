@@ -59,8 +59,6 @@ void gbench_print_table(void);
  * recording its results in 'g'. */
 void check_repack(struct gcheck *g);
 void check_digest(struct gcheck *g);
-/* Sums per slot and the queue of landed device bytes (digest_queue.h). */
-void check_digest_queue(struct gcheck *g);
 void check_pack(struct gcheck *g);
 /* The NCCL mover on one rank; a build without NCCL fails it loudly. */
 void check_nccl(struct gcheck *g);
