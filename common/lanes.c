@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Appends to out[0..len) at *used, never past the end. */
 static void append(char *out, size_t len, size_t *used, const char *fmt, ...)
@@ -209,4 +210,19 @@ int wst_transports_rma_real(const struct wst_transport *transports,
 int wst_ucx_mem_types_have_cuda(uint64_t memory_types)
 {
     return (memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
+int wst_ucx_proto_v2(unsigned major, unsigned minor, const char *env)
+{
+    static const char *const yes[] = {"y", "yes", "on", "1", "true", NULL};
+    static const char *const no[] = {"n", "no", "off", "0", "false", NULL};
+
+    for (int i = 0; env != NULL && yes[i] != NULL; i++)
+        if (strcasecmp(env, yes[i]) == 0)
+            return 1;
+    for (int i = 0; env != NULL && no[i] != NULL; i++)
+        if (strcasecmp(env, no[i]) == 0)
+            return 0;
+    /* Unset, or a spelling UCX itself refuses: its default. */
+    return major > 1 || (major == 1 && minor >= 16);
 }

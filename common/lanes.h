@@ -67,4 +67,12 @@ int wst_transports_rma_real(const struct wst_transport *transports,
  * send this answer instead. */
 int wst_ucx_mem_types_have_cuda(uint64_t memory_types);
 
+/* 1 when a UCX of version major.minor runs its new protocols
+ * (UCX_PROTO_ENABLE, on by default from 1.16) under the environment's
+ * UCX_PROTO_ENABLE ('env'; NULL when unset; UCX's spellings of yes and
+ * no, any case), 0 otherwise. Over tcp they move a rendezvous with
+ * peer-failure handling, as the data endpoints have it, at under half
+ * the old protocols' rate (NOTES.md, UCX 1.18 on the 2-core VM). */
+int wst_ucx_proto_v2(unsigned major, unsigned minor, const char *env);
+
 #endif

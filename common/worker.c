@@ -230,6 +230,23 @@ static void log_memory_types(wst_worker_t *w, uint64_t types)
                  : "no CUDA support, device memory goes through host copies");
 }
 
+/* Once per process: UCX's new protocols carry tcp data with peer-error
+ * handling at under half the old ones' rate; say how to choose. */
+static void note_protocols(wst_worker_t *w)
+{
+    unsigned major = 0, minor = 0, release = 0;
+
+    ucp_get_version(&major, &minor, &release);
+    if (!wst_ucx_proto_v2(major, minor, getenv("UCX_PROTO_ENABLE")))
+        return;
+    WST_INFO(w->log,
+             "UCX %u.%u runs its new protocols (UCX_PROTO_ENABLE, on by "
+             "default from 1.16): over tcp they move data at under half the "
+             "old ones' rate (NOTES.md); set UCX_PROTO_ENABLE=n on agents "
+             "and senders whose data crosses tcp in host memory",
+             major, minor);
+}
+
 static wst_status_t ucx_init(wst_worker_t *w)
 {
     ucp_config_t *config = NULL;
@@ -257,6 +274,8 @@ static wst_status_t ucx_init(wst_worker_t *w)
         if (w->main == NULL)
             log_memory_types(w, ca.memory_types);
     }
+    if (w->main == NULL)
+        note_protocols(w);
 
     st = data_worker_open(w);
     if (st != UCS_OK)

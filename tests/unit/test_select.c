@@ -453,6 +453,27 @@ static void test_device_path_mem_types_mask(void **state)
         wst_ucx_mem_types_have_cuda(~(uint64_t)UCS_BIT(UCS_MEMORY_TYPE_CUDA)));
 }
 
+/* UCX's new protocols: on by default from 1.16, and as the environment
+ * says in any UCX (NOTES.md: they halve tcp data with peer errors). */
+static void test_ucx_proto_v2(void **state)
+{
+    (void)state;
+    assert_false(wst_ucx_proto_v2(1, 13, NULL));
+    assert_false(wst_ucx_proto_v2(1, 15, NULL));
+    assert_true(wst_ucx_proto_v2(1, 16, NULL));
+    assert_true(wst_ucx_proto_v2(1, 18, NULL));
+    assert_true(wst_ucx_proto_v2(2, 0, NULL));
+    assert_false(wst_ucx_proto_v2(1, 18, "n"));
+    assert_false(wst_ucx_proto_v2(1, 18, "NO"));
+    assert_false(wst_ucx_proto_v2(1, 18, "off"));
+    assert_false(wst_ucx_proto_v2(1, 18, "0"));
+    assert_true(wst_ucx_proto_v2(1, 13, "y"));
+    assert_true(wst_ucx_proto_v2(1, 14, "Yes"));
+    /* A spelling UCX refuses leaves its default. */
+    assert_true(wst_ucx_proto_v2(1, 18, "maybe"));
+    assert_false(wst_ucx_proto_v2(1, 13, ""));
+}
+
 /* The masks real UCX builds report (the worker logs them at start):
  * tests/gpu/build-ucx.sh's UCX 1.13.1 with CUDA on the H200 host, 0x7
  * (host, cuda, cuda-managed); Debian's 1.13.1, and the CUDA build on a
@@ -661,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_device_path_names),
         cmocka_unit_test(test_device_path_pref_parse),
         cmocka_unit_test(test_device_path_mem_types_mask),
+        cmocka_unit_test(test_ucx_proto_v2),
         cmocka_unit_test(test_device_path_real_ucx_masks),
         cmocka_unit_test(test_device_path_worker_reports_ucx_cuda),
         cmocka_unit_test(test_device_path_log_bounce),
