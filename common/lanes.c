@@ -226,3 +226,9 @@ int wst_ucx_proto_v2(unsigned major, unsigned minor, const char *env)
     /* Unset, or a spelling UCX itself refuses: its default. */
     return major > 1 || (major == 1 && minor >= 16);
 }
+
+int wst_ucx_old_protocols(unsigned major, unsigned minor, const char *env,
+                          int cuda)
+{
+    return env == NULL && !cuda && wst_ucx_proto_v2(major, minor, NULL);
+}

@@ -75,4 +75,12 @@ int wst_ucx_mem_types_have_cuda(uint64_t memory_types);
  * the old protocols' rate (NOTES.md, UCX 1.18 on the 2-core VM). */
 int wst_ucx_proto_v2(unsigned major, unsigned minor, const char *env);
 
+/* 1 when wstream asks a UCX of version major.minor for its old protocols
+ * itself: the environment leaves UCX_PROTO_ENABLE unset ('env' NULL), the
+ * new ones would run, and the UCX moves no device memory ('cuda' 0), so
+ * the new ones would only slow its tcp data. A CUDA-aware UCX keeps them:
+ * the direct GPU path was measured with them. */
+int wst_ucx_old_protocols(unsigned major, unsigned minor, const char *env,
+                          int cuda);
+
 #endif

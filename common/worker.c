@@ -230,21 +230,52 @@ static void log_memory_types(wst_worker_t *w, uint64_t types)
                  : "no CUDA support, device memory goes through host copies");
 }
 
-/* Once per process: UCX's new protocols carry tcp data with peer-error
- * handling at under half the old ones' rate; say how to choose. */
+/* The main worker's choice of UCX protocols (wst_ucx_old_protocols):
+ * whether its UCX moves device memory is known only from a context, so a
+ * UCX that would run its new protocols by default is asked once with one
+ * of its own first. */
+static int want_old_protocols(void)
+{
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_params_t cp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                       .features = UCP_FEATURE_AM};
+    ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    ucp_context_h probe = NULL;
+    int cuda;
+
+    ucp_get_version(&major, &minor, &release);
+    if (!wst_ucx_old_protocols(major, minor, getenv("UCX_PROTO_ENABLE"), 0))
+        return 0;
+    if (ucp_init(&cp, NULL, &probe) != UCS_OK)
+        return 0; /* the real context will say why */
+    cuda = ucp_context_query(probe, &ca) == UCS_OK &&
+           wst_ucx_mem_types_have_cuda(ca.memory_types);
+    ucp_cleanup(probe);
+    return wst_ucx_old_protocols(major, minor, NULL, cuda);
+}
+
+/* Once per process: which protocols carry the data, and how to choose
+ * (the new ones move tcp data with peer-error handling at under half the
+ * old ones' rate). */
 static void note_protocols(wst_worker_t *w)
 {
     unsigned major = 0, minor = 0, release = 0;
 
     ucp_get_version(&major, &minor, &release);
-    if (!wst_ucx_proto_v2(major, minor, getenv("UCX_PROTO_ENABLE")))
-        return;
-    WST_INFO(w->log,
-             "UCX %u.%u runs its new protocols (UCX_PROTO_ENABLE, on by "
-             "default from 1.16): over tcp they move data at under half the "
-             "old ones' rate (NOTES.md); set UCX_PROTO_ENABLE=n on agents "
-             "and senders whose data crosses tcp in host memory",
-             major, minor);
+    if (w->old_protocols)
+        WST_INFO(w->log,
+                 "UCX %u.%u moves no device memory here: its old protocols "
+                 "carry the data (UCX_PROTO_ENABLE=n; its new ones, its "
+                 "default from 1.16, move tcp data at under half their "
+                 "rate: NOTES.md); set UCX_PROTO_ENABLE to choose",
+                 major, minor);
+    else if (wst_ucx_proto_v2(major, minor, getenv("UCX_PROTO_ENABLE")))
+        WST_INFO(w->log,
+                 "UCX %u.%u runs its new protocols (UCX_PROTO_ENABLE, on by "
+                 "default from 1.16): over tcp they move data at under half "
+                 "the old ones' rate (NOTES.md); set UCX_PROTO_ENABLE=n on "
+                 "agents and senders whose data crosses tcp in host memory",
+                 major, minor);
 }
 
 static wst_status_t ucx_init(wst_worker_t *w)
@@ -253,10 +284,18 @@ static wst_status_t ucx_init(wst_worker_t *w)
     ucs_status_t st;
 
     decide_rma(w);
+    w->old_protocols =
+        w->main != NULL ? w->main->old_protocols : want_old_protocols();
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         goto err;
     confine_ucx(w, config);
+    if (w->old_protocols)
+        st = ucp_config_modify(config, "PROTO_ENABLE", "n");
+    if (st != UCS_OK) {
+        ucp_config_release(config);
+        goto err;
+    }
     ucp_params_t cp = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP |

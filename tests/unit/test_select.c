@@ -474,6 +474,22 @@ static void test_ucx_proto_v2(void **state)
     assert_false(wst_ucx_proto_v2(1, 13, ""));
 }
 
+/* wstream turns the new protocols off itself only where they would run by
+ * UCX's default and its UCX moves no device memory. */
+static void test_ucx_old_protocols(void **state)
+{
+    (void)state;
+    assert_true(wst_ucx_old_protocols(1, 16, NULL, 0));
+    assert_true(wst_ucx_old_protocols(1, 18, NULL, 0));
+    assert_false(wst_ucx_old_protocols(1, 18, NULL, 1)); /* CUDA-aware */
+    assert_false(wst_ucx_old_protocols(1, 13, NULL, 0)); /* old by default */
+    assert_false(wst_ucx_old_protocols(1, 15, NULL, 0));
+    /* Whatever the environment says is left to UCX. */
+    assert_false(wst_ucx_old_protocols(1, 18, "y", 0));
+    assert_false(wst_ucx_old_protocols(1, 18, "n", 0));
+    assert_false(wst_ucx_old_protocols(1, 18, "", 0));
+}
+
 /* The masks real UCX builds report (the worker logs them at start):
  * tests/gpu/build-ucx.sh's UCX 1.13.1 with CUDA on the H200 host, 0x7
  * (host, cuda, cuda-managed); Debian's 1.13.1, and the CUDA build on a
@@ -683,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_device_path_pref_parse),
         cmocka_unit_test(test_device_path_mem_types_mask),
         cmocka_unit_test(test_ucx_proto_v2),
+        cmocka_unit_test(test_ucx_old_protocols),
         cmocka_unit_test(test_device_path_real_ucx_masks),
         cmocka_unit_test(test_device_path_worker_reports_ucx_cuda),
         cmocka_unit_test(test_device_path_log_bounce),
