@@ -8,7 +8,9 @@
 #include "perftest.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -266,10 +269,45 @@ static int executable(const char *path)
     return access(path, X_OK) == 0;
 }
 
+/* The folder of the libucp this process loaded (as the loader found it:
+ * an LD_LIBRARY_PATH entry names its own folder) into dir; -1 unknown. */
+static int ucx_lib_dir(char *dir, size_t len)
+{
+    Dl_info info;
+    const char *slash;
+
+    if (dladdr((void *)ucp_get_version, &info) == 0 || info.dli_fname == NULL ||
+        (slash = strrchr(info.dli_fname, '/')) == NULL)
+        return -1;
+    int n = snprintf(dir, len, "%.*s", (int)(slash - info.dli_fname),
+                     info.dli_fname);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* 'bin' in the bin/ folder beside the loaded UCX's lib folder. */
+static int beside_ucx(const char *bin, const char *libdir, char *path,
+                      size_t len)
+{
+    static const char *const up[] = {"..", "../..", NULL};
+
+    for (int i = 0; up[i] != NULL; i++) {
+        char dir[PATH_MAX], real[PATH_MAX];
+        int w = snprintf(dir, sizeof(dir), "%s/%s/bin", libdir, up[i]);
+        /* The folder without its ".." (said in the bench's output). */
+        if (w <= 0 || (size_t)w >= sizeof(dir) || realpath(dir, real) == NULL)
+            continue;
+        w = snprintf(path, len, "%s/%s", real, bin);
+        if (w > 0 && (size_t)w < len && executable(path))
+            return 0;
+    }
+    return -1;
+}
+
 int wst_perftest_locate(const char *bin, char *path, size_t len, char *err,
                         size_t errlen)
 {
     const char *dirs = getenv("PATH"), *d;
+    char libdir[PATH_MAX] = "";
     size_t n;
 
     if (strchr(bin, '/') != NULL) {
@@ -279,6 +317,9 @@ int wst_perftest_locate(const char *bin, char *path, size_t len, char *err,
                  PERFTEST_HINT);
         return -1;
     }
+    if (ucx_lib_dir(libdir, sizeof(libdir)) == 0 &&
+        beside_ucx(bin, libdir, path, len) == 0)
+        return 0;
     for (d = dirs != NULL ? dirs : ""; *d != '\0'; d += n + (d[n] == ':')) {
         n = strcspn(d, ":");
         /* An empty entry is the current folder, as for the shell. */
@@ -287,7 +328,9 @@ int wst_perftest_locate(const char *bin, char *path, size_t len, char *err,
         if (w > 0 && (size_t)w < len && executable(path))
             return 0;
     }
-    wst_errf(err, errlen, "%s not found on PATH (%s); %s", bin,
-             dirs != NULL ? dirs : "unset", PERFTEST_HINT);
+    wst_errf(err, errlen,
+             "%s not found on PATH (%s), nor beside the loaded UCX (%s); %s",
+             bin, dirs != NULL ? dirs : "unset",
+             libdir[0] != '\0' ? libdir : "its folder unknown", PERFTEST_HINT);
     return -1;
 }

@@ -53,11 +53,16 @@ unsigned wst_perftest_threads(const char *test, unsigned threads);
 int wst_perftest_run(const struct wst_perftest_params *p, double *mib_s_p,
                      char *err, size_t errlen);
 
-/* The program to run for 'bin': a name without a slash is looked up in
- * each folder of $PATH, as a shell would; a path is taken as it is. Writes
- * the executable's path to 'path' (len bytes, caller's) and returns 0;
- * returns -1 when there is none, saying what was searched and what to do
- * in 'err'. Run under `ip netns exec` too, so the name is resolved here. */
+/* The program to run for 'bin': a name without a slash is looked up first
+ * in the bin/ folder of the UCX this process loaded (its libucp's folder's
+ * ../bin or ../../bin: a UCX prefix, or /usr/bin for Debian's multiarch
+ * /usr/lib/x86_64-linux-gnu), then in each folder of $PATH, as a shell
+ * would; a path is taken as it is. A ucx_perftest of another UCX than
+ * the one loaded (LD_LIBRARY_PATH) fails against its libraries, and would
+ * not measure the same UCX if it ran. Writes the executable's path to
+ * 'path' (len bytes, caller's) and returns 0; returns -1 when there is
+ * none, saying what was searched and what to do in 'err'. Run under
+ * `ip netns exec` too, so the name is resolved here. */
 int wst_perftest_locate(const char *bin, char *path, size_t len, char *err,
                         size_t errlen);
 
