@@ -230,11 +230,10 @@ static void log_memory_types(wst_worker_t *w, uint64_t types)
                  : "no CUDA support, device memory goes through host copies");
 }
 
-/* The main worker's choice of UCX protocols (wst_ucx_old_protocols):
- * whether its UCX moves device memory is known only from a context, so a
+/* Whether its UCX moves device memory is known only from a context, so a
  * UCX that would run its new protocols by default is asked once with one
  * of its own first. */
-static int want_old_protocols(void)
+int wst_worker_old_protocols(void)
 {
     unsigned major = 0, minor = 0, release = 0;
     ucp_params_t cp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
@@ -285,7 +284,7 @@ static wst_status_t ucx_init(wst_worker_t *w)
 
     decide_rma(w);
     w->old_protocols =
-        w->main != NULL ? w->main->old_protocols : want_old_protocols();
+        w->main != NULL ? w->main->old_protocols : wst_worker_old_protocols();
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         goto err;

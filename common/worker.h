@@ -285,6 +285,15 @@ wst_status_t wst_worker_rkey_pack(wst_worker_t *worker, ucp_mem_h memh,
  * wst_ucx_mem_types_have_cuda). Queried once when the context is created. */
 int wst_worker_supports_cuda(const wst_worker_t *worker);
 
+/* 1 when this process's workers ask UCX for its old protocols
+ * (UCX_PROTO_ENABLE=n) by wstream's rule, wst_ucx_old_protocols in
+ * lanes.h: the variable unset, a UCX that would run its new ones, and no
+ * device memory moved by it. Asks UCX with a context of its own when the
+ * version and the variable leave it open: once per process, not per
+ * message. A tool that compares wstream with ucx_perftest gives perftest
+ * the same protocols. Any thread. */
+int wst_worker_old_protocols(void);
+
 /* Progress thread: count UCX requests in flight (delta +1 / -1). While
  * any are, the thread sleeps at most 1 ms between progress calls: some
  * completions (a flush over shared memory, a cma transfer) raise no event

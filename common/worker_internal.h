@@ -105,7 +105,7 @@ struct wst_worker {
     size_t address_len;
     int supports_cuda;
     /* UCX's old protocols asked for (UCX_PROTO_ENABLE=n): decided by the
-     * main worker (worker.c, want_old_protocols), followed by its lanes. */
+     * main worker (wst_worker_old_protocols), followed by its lanes. */
     int old_protocols;
     struct wst_transport *transports; /* probed when the context is made */
     size_t n_transports;

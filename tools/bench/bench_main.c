@@ -394,6 +394,12 @@ static int run_perftest(struct bench *b)
     snprintf(log, sizeof(log), "%s/perftest.log", b->workdir);
     printf("perftest: %s, log %s\n", b->perftest_path,
            b->own_workdir ? "(removed)" : log);
+    /* The same UCX protocols as wstream's own processes (worker.h). */
+    if (getenv("UCX_PROTO_ENABLE") == NULL && wst_worker_old_protocols()) {
+        setenv("UCX_PROTO_ENABLE", "n", 1);
+        printf("perftest: UCX_PROTO_ENABLE=n, the protocols wstream's "
+               "processes chose (their UCX moves no device memory)\n");
+    }
     struct wst_perftest_params base = {
         .bin = b->perftest_path,
         .tls = transport_tls[b->set.transport],
