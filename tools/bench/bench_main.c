@@ -99,7 +99,8 @@ static const struct wst_config_entry bench_config[] = {
     {"perftest", WST_CONFIG_BOOL, "y", "measure the ucx_perftest ceiling",
      offsetof(struct bench_settings, perftest), NULL, NULL},
     {"perftest-bin", WST_CONFIG_STRING, "ucx_perftest",
-     "the ucx_perftest program: a path, or a name looked up on PATH",
+     "the ucx_perftest program: a path, or a name looked up beside the "
+     "UCX loaded (its lib's ../bin, ../../bin), then on PATH",
      offsetof(struct bench_settings, perftest_bin), NULL, NULL},
     {"perftest-tests", WST_CONFIG_STRING,
      "ucp_put_bw,ucp_am_bw,tag_bw,ucp_am_bw+e,tag_bw+e",
