@@ -384,8 +384,9 @@ rm -f "$out/demo.tmp" "$out/pair.tmp"
 #    to it, on the same UCX and transports: the same refit over the bounce
 #    path, ucx_perftest -m cuda (put, am and tag bandwidth) with the
 #    senders' message size, 8 MiB (WST_DATA_CHUNK_MAX), the median of
-#    WST_GPU_DIRECT_PERF_RUNS runs each (3), and cudaMemcpy between two
-#    processes' buffers through CUDA IPC.
+#    WST_GPU_DIRECT_PERF_RUNS runs each (3), am bandwidth with peer-error
+#    handling at 32 MiB (UCX's rate when the message count does not bound
+#    it), and cudaMemcpy between two processes' buffers through CUDA IPC.
 gbs_direct=""
 gbs_direct1=""
 gbs_direct_bounce=""
@@ -542,26 +543,38 @@ if [ -n "$cuda_ucx" ]; then
     # kept: on the H200 one mode moved 30-50% between runs a minute apart
     # (NOTES.md, issue 19), more than the gap a ratio is meant to show.
     perf_runs=${WST_GPU_DIRECT_PERF_RUNS:-3}
-    for t in $perf_tests; do
-        tls=$UCX_TLS
+    # perf_cuda_run TEST SIZE [ARGS]: the median of perf_runs runs, appended to
+    # perf_cuda.
+    perf_cuda_run() {
+        local t=$1 size=$2 tls=$UCX_TLS runs=() st=0
+        shift 2
         [ "$t" != ucp_put_bw ] || tls=${WST_GPU_DIRECT_PUT_TLS:-sm,cuda_copy,cuda_ipc}
-        runs=()
-        st=0
         for _ in $(seq "$perf_runs"); do
             UCX_TLS=$tls timeout 60 ucx_perftest -p 13378 >>"$log" 2>&1 &
             srv=$!
             sleep 1
             UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p 13378 -t "$t" -m cuda \
-                -s 8388608 -n 400 -w 40 >"$out/perf.tmp" 2>&1 || st=$?
+                -s "$size" -n 400 -w 40 "$@" >"$out/perf.tmp" 2>&1 || st=$?
             cat "$out/perf.tmp" >>"$log"
             wait $srv
             runs+=("$(awk '/Final:/ {printf "%.2f", $7 * 1048576 / 1e9}' "$out/perf.tmp")")
         done
         perf_cuda+=("$(printf '%s\n' "${runs[@]}" | grep . | sort -g |
             awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}')")
-        result "ucx_perftest -t $t -m cuda, 8 MiB, UCX_TLS=$tls" $st \
+        result "ucx_perftest -t $t -m cuda${*:+ $*}, $((size >> 20)) MiB, UCX_TLS=$tls" $st \
             "(${perf_cuda[-1]:-?} GB/s, median of ${runs[*]})"
+    }
+    for t in $perf_tests; do
+        perf_cuda_run "$t" 8388608
     done
+    # UCX's rate when messages are not what bounds it: am_bw with peer-error
+    # handling (-e, as wstream's data endpoints) and 32 MiB messages
+    # (WST_GPU_DIRECT_PERF_BIG). At 8 MiB each message costs UCX ~20 us
+    # here whatever its size, so larger ones move more: on the H200 with
+    # UCX 1.18 am_bw -e gave 390-470 GB/s at 8 MiB, 1735-1754 at 32 MiB
+    # and 1885 at 64 MiB (NOTES.md, "what bounds the direct path").
+    perf_big=${WST_GPU_DIRECT_PERF_BIG:-33554432}
+    perf_cuda_run ucp_am_bw "$perf_big" -e
     unset UCX_TLS
     export LD_LIBRARY_PATH=$saved_ld PATH=$saved_path
 else
@@ -614,6 +627,7 @@ if [ -n "$cuda_ucx" ]; then
         echo "| ucx_perftest -m cuda ucp_put_bw | ${perf_cuda[0]:-?} | $(ratio "$gbs_direct" "${perf_cuda[0]:-}") |"
         echo "| ucx_perftest -m cuda ucp_am_bw | ${perf_cuda[1]:-?} | $(ratio "$gbs_direct" "${perf_cuda[1]:-}") |"
         echo "| ucx_perftest -m cuda tag_bw | ${perf_cuda[2]:-?} | $(ratio "$gbs_direct" "${perf_cuda[2]:-}") |"
+        echo "| ucx_perftest -m cuda ucp_am_bw -e, $((perf_big >> 20)) MiB messages | ${perf_cuda[3]:-?} | $(ratio "$gbs_direct" "${perf_cuda[3]:-}") |"
         # The copy's row counts bytes read + written; a refit's, bytes moved.
         copy_rw=$(stage 'device-to-device copy 2 GiB')
         copy_moved=$(awk -v c="$copy_rw" 'BEGIN {if (c > 0) printf "%.1f", c / 2}')
@@ -625,7 +639,7 @@ if [ -n "$cuda_ucx" ]; then
         done
         best=$(printf '%s\n' "${gbs_direct:-0}" "${gbs_direct_ring:-0}" "${gbs_direct_nocheck:-0}" | sort -g | tail -1)
         echo
-        echo "best direct refit $best GB/s: $(ratio "$best" "${perf_cuda[1]:-}") of ucp_am_bw, $(ratio "$best" "${perf_cuda[2]:-}") of tag_bw, $(ratio "$best" "${perf_cuda[0]:-}") of ucp_put_bw"
+        echo "best direct refit $best GB/s: $(ratio "$best" "${perf_cuda[1]:-}") of ucp_am_bw, $(ratio "$best" "${perf_cuda[2]:-}") of tag_bw, $(ratio "$best" "${perf_cuda[0]:-}") of ucp_put_bw (8 MiB); $(ratio "$best" "${perf_cuda[3]:-}") of ucp_am_bw -e at $((perf_big >> 20)) MiB"
     } | tee -a "$summary"
 fi
 rm -f "$out/gbs.tmp" "$out/perf.tmp"
