@@ -3,6 +3,7 @@
  */
 #include "lanes.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,4 +232,57 @@ int wst_ucx_old_protocols(unsigned major, unsigned minor, const char *env,
                           int cuda)
 {
     return env == NULL && !cuda && wst_ucx_proto_v2(major, minor, NULL);
+}
+
+int wst_ucx_memunits_parse(const char *s, uint64_t *bytes_p)
+{
+    static const char prefixes[] = "bkmgt";
+    uint64_t value = 0, unit = 1;
+    const char *p = s;
+
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (value > (UINT64_MAX - 9) / 10)
+            return -1;
+        value = value * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p != '\0') {
+        const char *at = strchr(prefixes, tolower((unsigned char)*p));
+        if (at == NULL)
+            return -1;
+        unit = 1ull << (10 * (at - prefixes));
+        p++;
+        if (*p != '\0' && tolower((unsigned char)*p) == 'b')
+            p++;
+        if (*p != '\0')
+            return -1;
+    }
+    if (value > UINT64_MAX / unit)
+        return -1;
+    *bytes_p = value * unit;
+    return 0;
+}
+
+const char *wst_ucx_tcp_seg_key(unsigned major, unsigned minor)
+{
+    if (major == 1 && minor == 13)
+        return "RX_SEG_SIZE";
+    if (major == 1 && minor == 18)
+        return "TCP_RX_SEG_SIZE";
+    return NULL;
+}
+
+uint64_t wst_ucx_tcp_rx_seg(const char *env, int settable)
+{
+    uint64_t bytes;
+
+    if (env == NULL)
+        return settable ? WST_UCX_TCP_RX_SEG : WST_UCX_TCP_RX_SEG_UCX;
+    return wst_ucx_memunits_parse(env, &bytes) == 0 ? bytes : 0;
+}
+
+int wst_ucx_tcp_seg_fits(uint64_t sender, uint64_t receiver)
+{
+    return sender == 0 || receiver == 0 || sender <= receiver;
 }

@@ -23,6 +23,7 @@
 #define WST_LANES_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <ucp/api/ucp.h>
 
 #include "transports.h"
@@ -82,5 +83,44 @@ int wst_ucx_proto_v2(unsigned major, unsigned minor, const char *env);
  * the direct GPU path was measured with them. */
 int wst_ucx_old_protocols(unsigned major, unsigned minor, const char *env,
                           int cuda);
+
+/* The receive segment wstream gives UCX's tcp transport when
+ * UCX_TCP_RX_SEG_SIZE is unset (UCX's own default: 64 KiB). With
+ * peer-failure handling, as the data endpoints have it, UCX moves a
+ * rendezvous over tcp in fragments of one segment; 1 MiB fragments moved
+ * a refit over tcp ~30% faster on the 2-core VM (NOTES.md). */
+#define WST_UCX_TCP_RX_SEG (1ull << 20)
+
+/* A size as UCX reads one (ucs_str_to_memunits): digits, then optionally
+ * one of b, k, m, g, t (any case), optionally followed by b ("64k",
+ * "64KB", "1m", "65536"). 0 and *bytes_p set on success; -1 for anything
+ * else, "inf" and "auto" among them, and on overflow. */
+int wst_ucx_memunits_parse(const char *s, uint64_t *bytes_p);
+
+/* UCX's own default tcp receive segment (1.13 to 1.18). */
+#define WST_UCX_TCP_RX_SEG_UCX (64ull << 10)
+
+/* The key that sets the tcp receive segment through ucp_config_modify in
+ * a UCX of version major.minor, or NULL where it is not known. UCP hands a
+ * key it does not know to the transports' configs: UCX 1.13 matches it
+ * against the field's own name ("RX_SEG_SIZE"), 1.18 against the name
+ * with the transport's prefix ("TCP_RX_SEG_SIZE"), and warns about a key
+ * nothing took. Both were checked by what a larger fragment does to a
+ * receiver (NOTES.md); versions between were not run here. */
+const char *wst_ucx_tcp_seg_key(unsigned major, unsigned minor);
+
+/* The tcp receive segment this process's UCX runs with: 'env' is
+ * UCX_TCP_RX_SEG_SIZE; when it is unset (NULL), WST_UCX_TCP_RX_SEG where
+ * the workers set it ('settable': wst_ucx_tcp_seg_key knows the version),
+ * else UCX's default. 0 when 'env' does not parse here (unknown). */
+uint64_t wst_ucx_tcp_rx_seg(const char *env, int settable);
+
+/* 1 when a sender whose UCX runs tcp receive segments of 'sender' bytes
+ * may send data to a receiver whose UCX runs 'receiver' (0: unknown, not
+ * checked). UCX sizes a fragment by its own segment and the peer
+ * receives it into a buffer sized by the peer's: a larger fragment trips
+ * an assertion in UCX's tcp transport and aborts the receiver (UCX 1.13,
+ * tcp_ep.c; without assertions it would overrun the buffer). */
+int wst_ucx_tcp_seg_fits(uint64_t sender, uint64_t receiver);
 
 #endif

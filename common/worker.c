@@ -253,6 +253,27 @@ int wst_worker_old_protocols(void)
     return wst_ucx_old_protocols(major, minor, NULL, cuda);
 }
 
+uint64_t wst_worker_tcp_rx_seg(const wst_worker_t *worker)
+{
+    return worker->tcp_rx_seg;
+}
+
+/* The key for ucp_config_modify when this process sets the segment. */
+static const char *tcp_seg_key_to_set(void)
+{
+    unsigned major = 0, minor = 0, release = 0;
+
+    if (getenv("UCX_TCP_RX_SEG_SIZE") != NULL)
+        return NULL;
+    ucp_get_version(&major, &minor, &release);
+    return wst_ucx_tcp_seg_key(major, minor);
+}
+
+uint64_t wst_worker_tcp_rx_seg_set(void)
+{
+    return tcp_seg_key_to_set() != NULL ? WST_UCX_TCP_RX_SEG : 0;
+}
+
 /* Once per process: which protocols carry the data, and how to choose
  * (the new ones move tcp data with peer-error handling at under half the
  * old ones' rate). */
@@ -275,6 +296,20 @@ static void note_protocols(wst_worker_t *w)
                  "the old ones' rate (NOTES.md); set UCX_PROTO_ENABLE=n on "
                  "agents and senders whose data crosses tcp in host memory",
                  major, minor);
+    if (getenv("UCX_TCP_RX_SEG_SIZE") == NULL)
+        WST_INFO(w->log,
+                 "UCX's tcp transport receives in %llu KiB segments (UCX's "
+                 "default 64 KiB%s: NOTES.md); set UCX_TCP_RX_SEG_SIZE to "
+                 "choose, no larger on a sender than on its agents",
+                 (unsigned long long)(w->tcp_rx_seg >> 10),
+                 w->tcp_rx_seg == WST_UCX_TCP_RX_SEG_UCX
+                     ? ", kept: wstream sets it on UCX 1.13 and 1.18 only"
+                     : "");
+    else if (w->tcp_rx_seg == 0)
+        WST_WARN(w->log,
+                 "UCX_TCP_RX_SEG_SIZE=%s does not parse as a size here: "
+                 "peers cannot check that their tcp fragments fit",
+                 getenv("UCX_TCP_RX_SEG_SIZE"));
 }
 
 static wst_status_t ucx_init(wst_worker_t *w)
@@ -291,6 +326,18 @@ static wst_status_t ucx_init(wst_worker_t *w)
     confine_ucx(w, config);
     if (w->old_protocols)
         st = ucp_config_modify(config, "PROTO_ENABLE", "n");
+    /* Every worker of a process gets the same segment (its lanes' peers
+     * are told one value); a UCP key it does not know goes to the UCT
+     * transports' configs. */
+    const char *seg_key = tcp_seg_key_to_set();
+    w->tcp_rx_seg =
+        wst_ucx_tcp_rx_seg(getenv("UCX_TCP_RX_SEG_SIZE"), seg_key != NULL);
+    if (st == UCS_OK && seg_key != NULL) {
+        char seg[32];
+        snprintf(seg, sizeof(seg), "%llu",
+                 (unsigned long long)WST_UCX_TCP_RX_SEG);
+        st = ucp_config_modify(config, seg_key, seg);
+    }
     if (st != UCS_OK) {
         ucp_config_release(config);
         goto err;

@@ -294,6 +294,18 @@ int wst_worker_supports_cuda(const wst_worker_t *worker);
  * the same protocols. Any thread. */
 int wst_worker_old_protocols(void);
 
+/* Any thread: the size of UCX's tcp receive segments in this worker
+ * (wst_ucx_tcp_rx_seg in lanes.h; 0: unknown). A hello carries it so that
+ * a receiver can refuse a sender whose tcp fragments would not fit its
+ * buffers (wst_ucx_tcp_seg_fits). */
+uint64_t wst_worker_tcp_rx_seg(const wst_worker_t *worker);
+
+/* The tcp receive segment this process's workers set in their UCX
+ * configs, or 0 when they set none (UCX_TCP_RX_SEG_SIZE set, or a UCX
+ * version whose key is not known: lanes.h). A tool that compares wstream
+ * with ucx_perftest gives perftest the same. Any thread. */
+uint64_t wst_worker_tcp_rx_seg_set(void);
+
 /* Progress thread: count UCX requests in flight (delta +1 / -1). While
  * any are, the thread sleeps at most 1 ms between progress calls: some
  * completions (a flush over shared memory, a cma transfer) raise no event

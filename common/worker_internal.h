@@ -107,6 +107,11 @@ struct wst_worker {
     /* UCX's old protocols asked for (UCX_PROTO_ENABLE=n): decided by the
      * main worker (wst_worker_old_protocols), followed by its lanes. */
     int old_protocols;
+    /* UCX's tcp receive segment in this process (wst_ucx_tcp_rx_seg): set
+     * to WST_UCX_TCP_RX_SEG in every worker's config when the environment
+     * leaves it unset and the version's key is known; 0: the
+     * environment's value did not parse here. */
+    uint64_t tcp_rx_seg;
     struct wst_transport *transports; /* probed when the context is made */
     size_t n_transports;
     enum wst_worker_rma rma_rule;

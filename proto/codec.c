@@ -583,6 +583,7 @@ static wst_status_t convert_hello(const Wst__Hello *m, struct wst_hello *out)
     out->rank = m->rank;
     out->world_size = m->world_size;
     out->session = m->session;
+    out->tcp_rx_seg = m->tcp_rx_seg;
     status = copy_blob(&out->auth, &m->auth);
     if (status != WST_OK) {
         return status;
@@ -976,6 +977,7 @@ static void build_hello(const struct wst_hello *h, struct pb_build *b)
     m->rank = h->rank;
     m->world_size = h->world_size;
     m->session = h->session;
+    m->tcp_rx_seg = h->tcp_rx_seg;
     m->auth = pb_blob(&h->auth);
     m->worker_address = pb_blob(&h->worker_address);
     for (i = 0; i < h->n_lane_addresses; i++) {

@@ -28,8 +28,9 @@
  * plans carry a data token, and data headers that token and the rank; 5:
  * an ERROR may carry WST_ERR_STALE_VERSION (a peer of 4 refuses it as
  * unknown), BEGIN a label, WANT_SUMMARY the committed one's (a peer of 4
- * would drop them unseen) */
-#define WST_PROTOCOL_VERSION 5
+ * would drop them unseen); 6: HELLO carries the peer's UCX tcp receive
+ * segment, which a receiver checks (a peer of 5 would send none) */
+#define WST_PROTOCOL_VERSION 6
 #define WST_MSG_MAX_DEFAULT (64u << 20) /* bytes */
 #define WST_MAX_HAVES (1u << 20)        /* entries per have manifest */
 #define WST_MAX_PLAN_ITEMS (1u << 24)
@@ -83,6 +84,9 @@ struct wst_hello {
      * ...); none from senders, or from a receiver with one lane. */
     size_t n_lane_addresses; /* <= WST_HELLO_LANES_MAX */
     struct wst_blob lane_addresses[WST_HELLO_LANES_MAX];
+    /* Bytes of UCX's tcp receive segment in the peer (wst_ucx_tcp_rx_seg,
+     * common/lanes.h); 0: unknown. */
+    uint64_t tcp_rx_seg;
 };
 
 struct wst_have_manifest {

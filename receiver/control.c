@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "codec.h"
+#include "lanes.h"
 #include "dtype.h"
 #include "log.h"
 #include "manifest.h"
@@ -72,6 +73,7 @@ static void reply_hello(struct wst_receiver *r, struct peer *p)
     m.u.hello.role = WST_ROLE_RECEIVER;
     m.u.hello.rank = r->rank;
     m.u.hello.world_size = 1;
+    m.u.hello.tcp_rx_seg = wst_worker_tcp_rx_seg(r->worker);
     m.u.hello.worker_address.len = len;
     m.u.hello.worker_address.data = (uint8_t *)addr;
     fill_lane_addresses(r, p, &m.u.hello);
@@ -115,8 +117,9 @@ static uint64_t live_ns(const struct wst_receiver *r)
 static int on_hello(struct wst_receiver *r, struct peer *p,
                     const struct wst_hello *h)
 {
-    char why[160] = "";
+    char why[320] = "";
     wst_status_t st = WST_ERR_PROTOCOL;
+    uint64_t seg = wst_worker_tcp_rx_seg(r->worker);
 
     if (h->protocol_version != WST_PROTOCOL_VERSION) {
         st = WST_ERR_VERSION;
@@ -128,6 +131,14 @@ static int on_hello(struct wst_receiver *r, struct peer *p,
                h->rank >= h->world_size) {
         snprintf(why, sizeof(why), "rank %u of world %u is invalid", h->rank,
                  h->world_size);
+    } else if (!wst_ucx_tcp_seg_fits(h->tcp_rx_seg, seg)) {
+        /* Its fragments would abort this process inside UCX (lanes.h). */
+        st = WST_ERR_CONFIG;
+        snprintf(why, sizeof(why),
+                 "its UCX tcp segments (%llu bytes, UCX_TCP_RX_SEG_SIZE) "
+                 "exceed this agent's (%llu): give the sender a value no "
+                 "larger than the agent's",
+                 (unsigned long long)h->tcp_rx_seg, (unsigned long long)seg);
     } else if (r->world_size != h->world_size && wst_recv_any_peer(r)) {
         snprintf(why, sizeof(why), "world size %u, other senders say %u",
                  h->world_size, r->world_size);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "lanes.h"
 #include "log.h"
 #include "manifest.h"
 #include "mover.h"
@@ -121,6 +122,7 @@ static wst_status_t send_hello_and_have(struct link *l)
     m.u.hello.rank = s->rank;
     m.u.hello.world_size = s->world_size;
     m.u.hello.session = s->session;
+    m.u.hello.tcp_rx_seg = wst_worker_tcp_rx_seg(s->worker);
     st = wst_link_send(l, &m);
     if (st != WST_OK)
         return st;
@@ -155,6 +157,18 @@ static void on_hello(struct link *l, struct wst_msg *m)
     if (m->u.hello.role != WST_ROLE_RECEIVER ||
         m->u.hello.worker_address.len == 0) {
         wst_link_fail(l, WST_ERR_PROTOCOL, "hello without a receiver address");
+        return;
+    }
+    /* The receiver refuses us first (control.c); this says it here too. */
+    uint64_t seg = wst_worker_tcp_rx_seg(l->s->worker);
+    if (!wst_ucx_tcp_seg_fits(seg, m->u.hello.tcp_rx_seg)) {
+        wst_link_fail(l, WST_ERR_CONFIG,
+                      "our UCX tcp segments (%llu bytes, "
+                      "UCX_TCP_RX_SEG_SIZE) exceed the receiver's (%llu): "
+                      "its UCX would abort on our fragments; give the "
+                      "sender a value no larger than the agent's",
+                      (unsigned long long)seg,
+                      (unsigned long long)m->u.hello.tcp_rx_seg);
         return;
     }
     wst_link_drop_addresses(l);

@@ -195,6 +195,7 @@ static void test_codec_roundtrip_hello(void **state)
     in.u.hello.rank = 3;
     in.u.hello.world_size = 8;
     in.u.hello.session = 0x0123456789abcdefull;
+    in.u.hello.tcp_rx_seg = 1ull << 20;
     in.u.hello.auth.len = sizeof(auth_bytes);
     in.u.hello.auth.data = auth_bytes;
     in.u.hello.worker_address.len = sizeof(addr_bytes);
@@ -205,6 +206,7 @@ static void test_codec_roundtrip_hello(void **state)
     assert_int_equal(out.u.hello.rank, 3);
     assert_int_equal(out.u.hello.world_size, 8);
     assert_true(out.u.hello.session == 0x0123456789abcdefull);
+    assert_true(out.u.hello.tcp_rx_seg == 1ull << 20);
     assert_int_equal(out.u.hello.auth.len, 3);
     assert_memory_equal(out.u.hello.auth.data, auth_bytes, 3);
     assert_int_equal(out.u.hello.worker_address.len, 5);

@@ -474,6 +474,68 @@ static void test_ucx_proto_v2(void **state)
     assert_false(wst_ucx_proto_v2(1, 13, ""));
 }
 
+/* Sizes as UCX reads them (ucs_str_to_memunits), and nothing else. */
+static void test_ucx_memunits(void **state)
+{
+    uint64_t b = 7;
+
+    (void)state;
+    assert_int_equal(wst_ucx_memunits_parse("65536", &b), 0);
+    assert_int_equal(b, 65536);
+    assert_int_equal(wst_ucx_memunits_parse("64k", &b), 0);
+    assert_int_equal(b, 65536);
+    assert_int_equal(wst_ucx_memunits_parse("64KB", &b), 0);
+    assert_int_equal(b, 65536);
+    assert_int_equal(wst_ucx_memunits_parse("1m", &b), 0);
+    assert_int_equal(b, 1u << 20);
+    assert_int_equal(wst_ucx_memunits_parse("2Gb", &b), 0);
+    assert_int_equal(b, 2ull << 30);
+    assert_int_equal(wst_ucx_memunits_parse("100b", &b), 0);
+    assert_int_equal(b, 100);
+    assert_int_equal(wst_ucx_memunits_parse("0", &b), 0);
+    assert_int_equal(b, 0);
+    b = 7;
+    const char *bad[] = {"",
+                         "k",
+                         "-1",
+                         " 64k",
+                         "64 k",
+                         "64kk",
+                         "64x",
+                         "64kbb",
+                         "inf",
+                         "auto",
+                         "1.5m",
+                         "99999999999999999999",
+                         "17179869184g",
+                         NULL};
+    for (int i = 0; bad[i] != NULL; i++) {
+        assert_int_equal(wst_ucx_memunits_parse(bad[i], &b), -1);
+        assert_int_equal(b, 7);
+    }
+    assert_int_equal(wst_ucx_memunits_parse(NULL, &b), -1);
+}
+
+/* The segment each side says it runs, and which pairs may exchange tcp
+ * data: a sender's fragments must fit its receiver's segments. */
+static void test_ucx_tcp_seg(void **state)
+{
+    (void)state;
+    assert_string_equal(wst_ucx_tcp_seg_key(1, 13), "RX_SEG_SIZE");
+    assert_string_equal(wst_ucx_tcp_seg_key(1, 18), "TCP_RX_SEG_SIZE");
+    assert_null(wst_ucx_tcp_seg_key(1, 16)); /* not run here */
+    assert_null(wst_ucx_tcp_seg_key(2, 0));
+    assert_int_equal(wst_ucx_tcp_rx_seg(NULL, 1), WST_UCX_TCP_RX_SEG);
+    assert_int_equal(wst_ucx_tcp_rx_seg(NULL, 0), WST_UCX_TCP_RX_SEG_UCX);
+    assert_int_equal(wst_ucx_tcp_rx_seg("64k", 1), 65536);
+    assert_int_equal(wst_ucx_tcp_rx_seg("auto", 1), 0); /* unknown */
+    assert_true(wst_ucx_tcp_seg_fits(65536, 1u << 20));
+    assert_true(wst_ucx_tcp_seg_fits(1u << 20, 1u << 20));
+    assert_false(wst_ucx_tcp_seg_fits(1u << 20, 65536));
+    assert_true(wst_ucx_tcp_seg_fits(0, 65536)); /* unknown: unchecked */
+    assert_true(wst_ucx_tcp_seg_fits(1u << 20, 0));
+}
+
 /* wstream turns the new protocols off itself only where they would run by
  * UCX's default and its UCX moves no device memory. */
 static void test_ucx_old_protocols(void **state)
@@ -699,6 +761,8 @@ int main(void)
         cmocka_unit_test(test_device_path_pref_parse),
         cmocka_unit_test(test_device_path_mem_types_mask),
         cmocka_unit_test(test_ucx_proto_v2),
+        cmocka_unit_test(test_ucx_memunits),
+        cmocka_unit_test(test_ucx_tcp_seg),
         cmocka_unit_test(test_ucx_old_protocols),
         cmocka_unit_test(test_device_path_real_ucx_masks),
         cmocka_unit_test(test_device_path_worker_reports_ucx_cuda),

@@ -401,6 +401,16 @@ static int run_perftest(struct bench *b)
         printf("perftest: UCX_PROTO_ENABLE=n, the protocols wstream's "
                "processes chose (their UCX moves no device memory)\n");
     }
+    /* And the tcp receive segment they set. */
+    uint64_t seg_bytes = wst_worker_tcp_rx_seg_set();
+    if (seg_bytes != 0) {
+        char seg[32];
+        snprintf(seg, sizeof(seg), "%llu", (unsigned long long)seg_bytes);
+        setenv("UCX_TCP_RX_SEG_SIZE", seg, 1);
+        printf("perftest: UCX_TCP_RX_SEG_SIZE=%s, the tcp receive segment "
+               "wstream's processes set\n",
+               seg);
+    }
     struct wst_perftest_params base = {
         .bin = b->perftest_path,
         .tls = transport_tls[b->set.transport],
