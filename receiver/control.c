@@ -8,8 +8,8 @@
 
 #include "clock.h"
 #include "codec.h"
-#include "lanes.h"
 #include "dtype.h"
+#include "lanes.h"
 #include "log.h"
 #include "manifest.h"
 #include "receiver_internal.h"
