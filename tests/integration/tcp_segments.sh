@@ -2,7 +2,8 @@
 # tcp_segments.sh - a sender whose UCX tcp fragments would not fit its
 # agent's receive segments is refused at hello, with a message naming both
 # sizes and the variable, and the agent keeps running; a sender with
-# smaller segments than its agent refits, every byte verified.
+# smaller segments than its agent refits, every byte verified; an agent on
+# the segment wstream sets runs it in UCX (a 1 MiB sender refits into it).
 #
 # usage: tcp_segments.sh BENCH AGENT
 #
@@ -75,3 +76,18 @@ rc=$?
 grep -q "verified=yes" "$work/small.txt" ||
     { cat "$work/small.txt"; fail "smaller sender segment: not verified"; }
 echo "tcp_segments: a 64 KiB sender refits into a larger-segment agent, verified"
+
+# 4. Sender 1 MiB, agent left to wstream: where wstream sets 1 MiB itself
+#    (case 2 refused), the agent must really run it, or the sender's 1 MiB
+#    fragments would abort it (the key that sets it differs between UCX
+#    versions: common/lanes.h).
+if grep -q "exceed this agent's (65536)" "$work/default.txt"; then
+    UCX_TCP_RX_SEG_SIZE=1m bench "$work/set.txt"
+    rc=$?
+    grep -E "Assertion|Caught signal" "$work/set.txt" &&
+        fail "the agent's own 1 MiB segment is not what its UCX runs (above)"
+    [ "$rc" -eq 0 ] || { cat "$work/set.txt"; fail "1 MiB sender into wstream's default agent: bench exit $rc, want 0"; }
+    grep -q "verified=yes" "$work/set.txt" ||
+        { cat "$work/set.txt"; fail "1 MiB sender into wstream's default agent: not verified"; }
+    echo "tcp_segments: a 1 MiB sender refits into an agent on wstream's 1 MiB, verified"
+fi
