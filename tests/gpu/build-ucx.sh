@@ -46,6 +46,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${1:-$root/build-ucx-cuda}
+# Absolute: configure runs from DEST/obj.
+dest=$(mkdir -p "$dest" && cd "$dest" && pwd)
 tag=${UCX_TAG:-v1.13.1}
 ucx_git=${UCX_GIT:-/work/.mirror/openucx+ucx/repo}
 nvml_git=${NVML_GIT:-/work/.mirror/NVIDIA+go-nvml/repo}
