@@ -315,6 +315,17 @@ static wst_status_t check_region(const Wst__Region *r, size_t i, char *err,
                  r->rkey.len, WST_MAX_BLOB);
         return WST_ERR_PROTOCOL;
     }
+    if (r->message_max != 0 &&
+        (r->message_max % WST_REGION_MESSAGE_ALIGN != 0 ||
+         r->message_max < WST_REGION_MESSAGE_MIN ||
+         r->message_max > WST_REGION_MESSAGE_MAX)) {
+        wst_errf(err, errlen,
+                 "plan region %zu: messages of at most %" PRIu64
+                 " bytes (0, or a multiple of %llu from %llu to %llu)",
+                 i, r->message_max, WST_REGION_MESSAGE_ALIGN,
+                 WST_REGION_MESSAGE_MIN, WST_REGION_MESSAGE_MAX);
+        return WST_ERR_PROTOCOL;
+    }
     /* No real mapping wraps around the address space. */
     if (r->address + r->length < r->address) {
         wst_errf(err, errlen,
@@ -686,6 +697,7 @@ static wst_status_t convert_plan(const Wst__Plan *m, struct wst_plan_msg *out)
     for (i = 0; i < m->n_regions; i++) {
         out->regions[i].base = m->regions[i]->address;
         out->regions[i].length = m->regions[i]->length;
+        out->regions[i].message_max = m->regions[i]->message_max;
         status = copy_blob(&out->regions[i].rkey, &m->regions[i]->rkey);
         if (status != WST_OK) {
             return status;
@@ -1082,6 +1094,7 @@ static wst_status_t build_plan_arrays(const struct wst_plan_msg *p,
         b->regions[i].address = p->regions[i].base;
         b->regions[i].length = p->regions[i].length;
         b->regions[i].rkey = pb_blob(&p->regions[i].rkey);
+        b->regions[i].message_max = p->regions[i].message_max;
         b->region_ptrs[i] = &b->regions[i];
     }
     return WST_OK;

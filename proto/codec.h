@@ -114,7 +114,16 @@ struct wst_wire_region {
     uint64_t base;        /* remote virtual address of the region */
     uint64_t length;      /* bytes */
     struct wst_blob rkey; /* packed UCX remote key; may be empty for AM */
+    uint64_t message_max; /* largest data message into it; 0: the default */
 };
+
+/* Region.message_max's bounds, checked at decode: 0, or a multiple of
+ * WST_REGION_MESSAGE_ALIGN (a digest chunk: a message of one item starts
+ * and ends on one) from WST_REGION_MESSAGE_MIN (mover.h's
+ * WST_DATA_CHUNK_MAX) to WST_REGION_MESSAGE_MAX (WST_DATA_DEVICE_CHUNK_MAX). */
+#define WST_REGION_MESSAGE_ALIGN (64ull << 10)
+#define WST_REGION_MESSAGE_MIN (8ull << 20)
+#define WST_REGION_MESSAGE_MAX (32ull << 20)
 
 /* What a receiver's side of the data path can do (Plan.caps). Our own
  * bits: UCX's enum values changed between versions and never travel. */

@@ -8,12 +8,18 @@
 #include <stdlib.h>
 #include <sys/random.h>
 
+#include "am.h"
 #include "clock.h"
 #include "codec.h"
 #include "log.h"
 #include "planner.h"
 #include "receiver_internal.h"
 #include "worker.h"
+
+_Static_assert(WST_DATA_CHUNK_MAX == WST_REGION_MESSAGE_MIN &&
+                   WST_DATA_DEVICE_CHUNK_MAX <= WST_REGION_MESSAGE_MAX &&
+                   WST_DATA_DEVICE_CHUNK_MAX % WST_REGION_MESSAGE_ALIGN == 0,
+               "a region's message_max must pass the codec's check");
 
 /* One sender's PLAN message, encoded: the buffer goes to its connection
  * (NULL once sent, or when it could not be encoded), the hash and token
@@ -125,8 +131,10 @@ static uint32_t plan_caps(struct wst_receiver *r)
  * Only the regions its items write go with base and length, the others
  * with neither (indices stay the plan's), so a sender learns nothing of
  * memory it has no business in; keys only with 'keys' (the put mover:
- * they are the progress thread's, wst_recv_regions_rekey). Reads the plan
- * and the regions' addresses, which are fixed: any thread. */
+ * they are the progress thread's, wst_recv_regions_rekey); otherwise the
+ * larger messages device regions that UCX writes itself take (mover.h).
+ * Reads the plan, the regions and whether a device ring exists, which are
+ * fixed: any thread. */
 static wst_status_t encode_plan(const struct wst_receiver *r,
                                 const struct wst_plan *pl, uint32_t rank,
                                 uint32_t caps, int keys, struct encoded_plan *e)
@@ -149,6 +157,11 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
         if (keys) {
             regs[i].rkey.len = r->regions[i].rkey_len;
             regs[i].rkey.data = r->regions[i].rkey;
+        } else if (r->rx_regions != NULL &&
+                   wst_am_lands_direct(&r->rx_regions[i],
+                                       (caps & WST_CAP_UCX_CUDA) != 0,
+                                       r->device_landing != NULL)) {
+            regs[i].message_max = WST_DATA_DEVICE_CHUNK_MAX;
         }
     }
     e->plan_hash =

@@ -72,6 +72,7 @@ static wst_status_t make_tx_plan(struct link *l)
             .ptr = (const char *)sh->data + it->src_offset,
             .memh = sh->memh,
             .device = sh->device,
+            .chunk = l->plan.regions[it->region].message_max,
         };
     }
     l->tx_plan = (struct wst_tx_plan){

@@ -61,6 +61,18 @@ struct wst_rx_am_params {
     wst_worker_t *worker;
 };
 
+/* Whether a rendezvous message for 'reg' lands where it is going, moved by
+ * UCX itself (WST_AM_TO_DEVICE), given the receiving half's ucx_cuda and
+ * whether it has a device ring: device memory a CUDA-aware UCX can export,
+ * or any device memory when there is no ring to land it in. The receiver
+ * offers such regions larger messages (mover.h), which rings cannot take. */
+static inline int wst_am_lands_direct(const struct wst_rx_region *reg,
+                                      int ucx_cuda, int device_ring)
+{
+    return reg->mem == WST_MEM_CUDA && ucx_cuda &&
+           (!reg->no_export || !device_ring);
+}
+
 /* On success *rx_p is owned by the caller (wst_rx_destroy). */
 wst_status_t wst_rx_am_create(const struct wst_rx_am_params *params,
                               struct wst_rx **rx_p);

@@ -248,8 +248,8 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
     if (reg->mem != WST_MEM_CUDA) {
         cls = WST_AM_TO_HOST;
         ring = NULL;
-    } else if (a->ucx_cuda && rndv &&
-               (!reg->no_export || a->device_landing == NULL)) {
+    } else if (rndv && wst_am_lands_direct(reg, a->ucx_cuda,
+                                           a->device_landing != NULL)) {
         cls = WST_AM_TO_DEVICE;
         ring = NULL;
     } else if (a->ucx_cuda && rndv) {

@@ -1,8 +1,8 @@
 /* chunks.c - the sending half of the put and am movers (see chunks.h).
  *
  * Each post takes the next piece from the cursor:
- *  - a chunk of one item, at most WST_DATA_CHUNK_MAX bytes, moved from
- *    the shard itself; or
+ *  - a chunk of one item, at most WST_DATA_CHUNK_MAX bytes (or the item's
+ *    own chunk, tx.h), moved from the shard itself; or
  *  - small items (a tensor-parallel slice is one item per row) whose
  *    destinations follow each other, gathered into one message of at most
  *    WST_GATHER_BYTES through one of the tx's gather buffers (registered
@@ -543,8 +543,11 @@ static wst_status_t post_piece(struct chunks_tx *c, struct wst_tx_cursor *cur,
         if (n > 1 && src->device < 0 && gather_ready(c))
             return post_gathered(c, cur, n, bytes, 0, posted_p);
     }
-    if (len > WST_DATA_CHUNK_MAX)
-        len = WST_DATA_CHUNK_MAX;
+    /* A bounce slot holds WST_DATA_CHUNK_MAX. */
+    uint64_t chunk =
+        src->chunk != 0 && !bounce ? src->chunk : WST_DATA_CHUNK_MAX;
+    if (len > chunk)
+        len = chunk;
     if (bounce)
         return post_bounce(c, cur, 0, len, posted_p);
     return post_direct(c, cur, len, (const char *)src->ptr + cur->offset,

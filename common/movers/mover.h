@@ -33,4 +33,14 @@
  * sizes them by it. */
 #define WST_DATA_CHUNK_MAX (8ull << 20)
 
+/* The largest data message into device memory the receiver's UCX writes
+ * itself (a CUDA-aware UCX, memory it can export): the receiver says so per
+ * region in its plan (Region.message_max) and the sender cuts such items
+ * into chunks of this. UCX moves device memory at a cost per message that
+ * bounds it at 8 MiB (~20 us a message on one H200: NOTES.md, issue 19);
+ * 32 MiB took a 16-layer direct refit from 398-457 to 491-499 GB/s. Host
+ * memory keeps WST_DATA_CHUNK_MAX, which its tcp and shm lanes were
+ * measured at. */
+#define WST_DATA_DEVICE_CHUNK_MAX (32ull << 20)
+
 #endif

@@ -12,7 +12,8 @@
  * Implementations, one file each (NCCL transports in the manner of
  * src/transport/ there):
  *  - chunks.c: put or am over a UCX data endpoint (wire.h): items cut into
- *    chunks of at most WST_DATA_CHUNK_MAX, small neighbouring items
+ *    chunks of at most WST_DATA_CHUNK_MAX (or their source's chunk: device
+ *    memory the receiver's UCX writes itself), small neighbouring items
  *    gathered into one message, bounded by a window of bytes in flight;
  *    device sources go through a bounce stage (bounce.h) first;
  *  - nccl.c: a whole layer as one grouped ncclSend exchange.
@@ -42,11 +43,14 @@ struct wst_tx_cursor {
 };
 
 /* Where one plan item's bytes are read: its shard's address plus the item's
- * src_offset, the shard's registration (or NULL) and its GPU (-1: host). */
+ * src_offset, the shard's registration (or NULL) and its GPU (-1: host);
+ * and the largest message they go in, the receiver's word for the item's
+ * region (mover.h; 0: WST_DATA_CHUNK_MAX). */
 struct wst_tx_src {
     const void *ptr;
     ucp_mem_h memh;
     int device;
+    uint64_t chunk;
 };
 
 /* A sending half's view of the plan, borrowed for the tx's lifetime (the

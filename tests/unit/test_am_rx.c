@@ -199,6 +199,25 @@ static void test_am_rx_device_no_export_without_ring(void **state)
     assert_int_equal(f->n_failed, 0);
 }
 
+/* The rule the receiver's plan and its am half share (am.h): which
+ * regions take the larger messages of a CUDA-aware UCX. */
+static void test_am_rx_lands_direct_rule(void **state)
+{
+    struct wst_rx_region host = {.mem = WST_MEM_HOST};
+    struct wst_rx_region dev = {.mem = WST_MEM_CUDA};
+    struct wst_rx_region engine = {.mem = WST_MEM_CUDA, .no_export = 1};
+
+    (void)state;
+    assert_false(wst_am_lands_direct(&host, 1, 1));
+    assert_false(wst_am_lands_direct(&host, 1, 0));
+    assert_true(wst_am_lands_direct(&dev, 1, 1));
+    assert_true(wst_am_lands_direct(&dev, 1, 0));
+    assert_false(wst_am_lands_direct(&dev, 0, 0));    /* the pinned ring */
+    assert_false(wst_am_lands_direct(&engine, 1, 1)); /* the device ring */
+    assert_true(wst_am_lands_direct(&engine, 1, 0));
+    assert_false(wst_am_lands_direct(&engine, 0, 1));
+}
+
 /* Each message counts in its destination's class once placed and once
  * received, with its bytes; a refused one counts nowhere. */
 static void test_am_rx_stats_per_class(void **state)
@@ -416,6 +435,7 @@ int main(void)
             test_am_rx_device_no_ucx_cuda_needs_landing, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_am_rx_device_no_export_without_ring, setup, teardown),
+        cmocka_unit_test(test_am_rx_lands_direct_rule),
         cmocka_unit_test_setup_teardown(test_am_rx_stats_per_class, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_inside_plan, setup,

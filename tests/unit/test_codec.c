@@ -1045,6 +1045,45 @@ static void test_codec_plan_valid_pb_accepted(void **state)
     wst_msg_release(&msg);
 }
 
+/* A region's message_max: 0 and the bounds' ends taken, the rest refused
+ * with the rule; an encoded plan carries it back. */
+static void test_codec_plan_region_message_max(void **state)
+{
+    static const uint64_t ok[] = {0, WST_REGION_MESSAGE_MIN,
+                                  WST_REGION_MESSAGE_MIN + (64u << 10),
+                                  WST_REGION_MESSAGE_MAX};
+    static const uint64_t bad[] = {1,
+                                   64u << 10,
+                                   WST_REGION_MESSAGE_MIN - 1,
+                                   WST_REGION_MESSAGE_MIN + 1,
+                                   WST_REGION_MESSAGE_MAX + (64u << 10),
+                                   UINT64_MAX};
+    struct pb_plan p;
+    struct wst_msg msg, out;
+    char want[200];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        pb_plan_init(&p);
+        p.region.message_max = ok[i];
+        decode_control(&p.ctl, &msg);
+        assert_true(msg.u.plan.regions[0].message_max == ok[i]);
+        roundtrip(&msg, &out);
+        assert_true(out.u.plan.regions[0].message_max == ok[i]);
+        wst_msg_release(&out);
+        wst_msg_release(&msg);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pb_plan_init(&p);
+        p.region.message_max = bad[i];
+        snprintf(want, sizeof(want),
+                 "plan region 0: messages of at most %llu bytes (0, or a "
+                 "multiple of 65536 from 8388608 to 33554432)",
+                 (unsigned long long)bad[i]);
+        assert_control_refused(&p.ctl, want);
+    }
+}
+
 static void test_codec_plan_dst_overflow_refused(void **state)
 {
     struct pb_plan p;
@@ -1746,6 +1785,7 @@ int main(void)
         cmocka_unit_test(test_codec_have_flat_past_elements_refused),
         cmocka_unit_test(test_codec_plan_valid_pb_accepted),
         cmocka_unit_test(test_codec_plan_dst_overflow_refused),
+        cmocka_unit_test(test_codec_plan_region_message_max),
         cmocka_unit_test(test_codec_plan_unknown_caps_refused),
         cmocka_unit_test(test_codec_plan_src_overflow_refused),
         cmocka_unit_test(test_codec_plan_rows),

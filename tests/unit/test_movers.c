@@ -106,7 +106,8 @@ struct fixture {
     uint32_t fenced;    /* layers fenced, in order */
     int fence_disorder; /* a fence out of order or twice */
     wst_status_t tx_error;
-    uint64_t *landed; /* [n_layers] bytes the receiving half counted */
+    uint64_t *landed;  /* [n_layers] bytes the receiving half counted */
+    uint64_t landings; /* times it counted some */
     unsigned char nccl_id[WST_NCCL_ID_BYTES];
     wst_status_t rx_error;
     uint64_t scattered; /* scatter messages that landed */
@@ -323,6 +324,7 @@ static void on_landed(void *arg, uint32_t layer, uint64_t bytes,
     pthread_mutex_lock(&f->lock);
     if (layer < f->lay.n_layers)
         f->landed[layer] += bytes;
+    f->landings++;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
 }
@@ -982,6 +984,26 @@ static void case_huge(void **state)
     run_and_check(f);
 }
 
+/* Sources whose receiver takes larger messages (tx.h, a source's chunk:
+ * device memory its UCX writes itself): an item goes in chunks of that,
+ * except through a bounce slot, which holds WST_DATA_CHUNK_MAX. */
+static void case_big_chunks(void **state)
+{
+    struct fixture *f = *state;
+
+    if (lane_missing(f))
+        skip();
+    prepare(f, layout_huge, 64ull << 20);
+    for (size_t k = 0; k < f->lay.n_items; k++)
+        f->srcs[k].chunk = WST_DATA_DEVICE_CHUNK_MAX;
+    run_and_check(f);
+    uint64_t len = f->lay.items[0].length;
+    uint64_t chunk =
+        f->variant == V_BOUNCE ? WST_DATA_CHUNK_MAX : WST_DATA_DEVICE_CHUNK_MAX;
+    if (f->rx->ops->counts_bytes && f->variant != V_NCCL)
+        assert_int_equal(f->landings, (len + chunk - 1) / chunk);
+}
+
 static void case_rows(void **state)
 {
     struct fixture *f = *state;
@@ -1096,6 +1118,7 @@ static void case_peer_lost(void **state)
     cmocka_unit_test_setup_teardown(case_odd, setup, teardown),                \
         cmocka_unit_test_setup_teardown(case_small, setup, teardown),          \
         cmocka_unit_test_setup_teardown(case_huge, setup, teardown),           \
+        cmocka_unit_test_setup_teardown(case_big_chunks, setup, teardown),     \
         cmocka_unit_test_setup_teardown(case_rows, setup, teardown),           \
         cmocka_unit_test_setup_teardown(case_window, setup, teardown),         \
         cmocka_unit_test_setup_teardown(case_cancel, setup, teardown),         \
