@@ -135,6 +135,32 @@ static wst_status_t prepare_device_ring(struct wst_receiver *r)
     return st;
 }
 
+/* The message size offered for device memory UCX writes itself: the
+ * default, or WST_DEVICE_MESSAGE_MIB (8 to 32, for measuring one against
+ * the other in the same run). */
+static void prepare_device_messages(struct wst_receiver *r)
+{
+    const char *env = getenv("WST_DEVICE_MESSAGE_MIB");
+    char *end = NULL;
+    unsigned long long mib = env != NULL ? strtoull(env, &end, 10) : 0;
+
+    r->device_message_max = WST_DATA_DEVICE_CHUNK_MAX;
+    if (env == NULL || !wst_worker_supports_cuda(r->worker))
+        return;
+    if (end == env || *end != '\0' || mib < (WST_DATA_CHUNK_MAX >> 20) ||
+        mib > (WST_DATA_DEVICE_CHUNK_MAX >> 20)) {
+        WST_WARN(&r->log,
+                 "WST_DEVICE_MESSAGE_MIB=%s ignored: %llu to %llu (MiB)", env,
+                 WST_DATA_CHUNK_MAX >> 20, WST_DATA_DEVICE_CHUNK_MAX >> 20);
+        return;
+    }
+    r->device_message_max = (uint64_t)mib << 20;
+    WST_INFO(&r->log,
+             "WST_DEVICE_MESSAGE_MIB=%llu: data messages into device memory "
+             "UCX writes itself of at most %llu MiB",
+             mib, mib);
+}
+
 /* The GPU side, when any region is device memory: the landing ring and
  * its copies (for every message when this UCX cannot write device memory,
  * for eager ones when it can), device digests. */
@@ -183,6 +209,7 @@ wst_status_t wst_recv_prepare_device(struct wst_receiver *r)
     /* Puts would need remote keys for device memory, which no receiver
      * hands out yet (also with a CUDA-aware UCX): active messages. */
     r->allow_put = 0;
+    prepare_device_messages(r);
     wst_status_t st = wst_gpu_worker_bind(&r->log, r->worker, r->device);
     if (st == WST_OK)
         st = wst_recv_device_create(&r->log, r->device, &r->dev);

@@ -130,6 +130,9 @@ struct wst_receiver {
     /* With a CUDA-aware UCX and device regions it cannot export: their
      * rendezvous messages land here first (landing.h). NULL otherwise. */
     struct wst_landing *device_landing;
+    /* The largest data message offered for device regions its UCX writes
+     * itself (mover.h; WST_DEVICE_MESSAGE_MIB, for measuring). */
+    uint64_t device_message_max;
     struct wst_rx_am_stats am_stats;  /* the am halves', per refit */
     struct wst_rx_region *rx_regions; /* [n_regions], for the movers */
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */

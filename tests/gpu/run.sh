@@ -612,7 +612,7 @@ if [ -n "$cuda_ucx" ]; then
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}'; }
     {
         echo
-        echo "| direct path, one GPU, qwen3-30b-a3b ${q3_layers:-2} layers 1->1, 8 MiB messages (medians) | GB/s | direct / this |"
+        echo "| direct path, one GPU, qwen3-30b-a3b ${q3_layers:-2} layers 1->1, data messages of ${WST_DEVICE_MESSAGE_MIB:-32} MiB into device memory UCX writes, 8 MiB through rings (medians) | GB/s | direct / this |"
         echo "|---|---|---|"
         echo "| refit device->device, direct (UCX moves device memory) | ${gbs_direct:-?} | 1.00 |"
         [ -z "${gbs_direct_noring:-}" ] ||
