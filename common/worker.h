@@ -400,7 +400,8 @@ unsigned wst_worker_hash_threads_auto(unsigned lanes);
  * window, asked for 0): 32 MiB a lane, at least 64 MiB, so that each lane
  * has several 8 MiB messages under way. Measured (NOTES.md, issue 17) on
  * the 16-core host with 8 lanes over shared memory: 64 MiB 14.4-14.5
- * GB/s, 256 MiB 15.2-15.9, 512 MiB 15.7-16.1; over tcp no difference. */
+ * GB/s, 256 MiB 15.2-15.9, 512 MiB 15.7-16.1; over tcp no difference.
+ * The direct device path takes more (select.h, WST_DIRECT_WINDOW_MIN). */
 uint64_t wst_worker_window_auto(unsigned lanes);
 
 /* Checks a lane_devices list (wst_worker_params) and copies entry 'index'

@@ -219,7 +219,7 @@ static wst_status_t open_chunks(struct link *l)
         .ring =
             l->path == WST_PATH_BOUNCE ? wst_send_device_ring(s->dev) : NULL,
         .plan = &l->tx_plan,
-        .window = s->window,
+        .window = wst_path_window(l->path, s->window, s->window_auto),
         .scatter = l->mover_kind == WST_MOVER_AM &&
                    (l->plan.caps & WST_CAP_SCATTER) != 0,
         .events = wst_send_pump_events(l),
@@ -230,11 +230,15 @@ static wst_status_t open_chunks(struct link *l)
         return st;
     }
     WST_INFO(&s->log,
-             "receiver %s: mover %s, data lanes %s%s, %u lanes, %zu items, "
-             "%u layers",
+             "receiver %s: mover %s, data lanes %s%s, %u lanes, window %llu "
+             "MiB, %zu items, %u layers",
              l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
              rma_real ? " (real rma)" : " (no real rma lane)",
-             wst_conn_lanes(l->conn), l->plan.n_items, l->plan.n_layers);
+             wst_conn_lanes(l->conn),
+             (unsigned long long)(wst_path_window(l->path, s->window,
+                                                  s->window_auto) >>
+                                  20),
+             l->plan.n_items, l->plan.n_layers);
     return WST_OK;
 }
 

@@ -158,6 +158,7 @@ static wst_status_t apply_params(struct wst_sender *s,
      * them (worker.h). */
     s->window = set.window_bytes != 0 ? set.window_bytes
                                       : wst_worker_window_auto(s->lanes);
+    s->window_auto = set.window_bytes == 0;
     s->digest_threads = set.digest_threads != 0
                             ? (unsigned)set.digest_threads
                             : wst_worker_hash_threads_auto(s->lanes);

@@ -30,7 +30,8 @@ const struct wst_config_entry wst_send_config[] = {
                                    FIELD(log_level), wst_log_level_names, NULL},
     [WST_SEND_CONFIG_WINDOW] = {"window", WST_CONFIG_UINT, "0",
                                 "bytes in flight per receiver (0: 32 MiB "
-                                "per data lane, at least 64 MiB)",
+                                "per data lane, at least 64 MiB; 1 GiB on "
+                                "the direct device path)",
                                 FIELD(window_bytes), NULL, NULL},
     [WST_SEND_CONFIG_HEARTBEAT] =
         {"heartbeat", WST_CONFIG_DOUBLE, HEARTBEAT_DEFAULT,

@@ -137,6 +137,7 @@ struct wst_sender {
     double timeout_s;
     enum wst_mover_kind mover_pref; /* 0: auto */
     uint64_t window;
+    int window_auto; /* none asked for: the direct path may take more */
     struct wst_heartbeat_params heartbeat; /* heartbeat_msg.h */
     int data_peer_errors;
     uint64_t session;

@@ -10,6 +10,14 @@ static const char *const pref_names[] = {"auto", "direct", "bounce", "nccl"};
 
 #define N_PREFS (sizeof(pref_names) / sizeof(pref_names[0]))
 
+uint64_t wst_path_window(enum wst_path path, uint64_t window, int window_auto)
+{
+    if (!window_auto || path != WST_PATH_DIRECT ||
+        window >= WST_DIRECT_WINDOW_MIN)
+        return window;
+    return WST_DIRECT_WINDOW_MIN;
+}
+
 const char *wst_path_name(enum wst_path p)
 {
     switch (p) {

@@ -69,6 +69,21 @@ enum wst_path {
     WST_PATH_NCCL = 4,
 };
 
+/* A sender's window on the direct path when none was asked for: at least
+ * this. Its bytes in flight cost the sender nothing (they are the
+ * trainer's shards) and the receiver nothing beyond its device ring, and
+ * UCX moves device memory fast enough that 256 MiB (8 lanes' default)
+ * leaves it waiting. One H200, 8-layer qwen3-30b-a3b direct refit, 32
+ * MiB messages, refits 2-3 (NOTES.md, issue 19): window 256 MiB 331-376
+ * GB/s, 1 GiB 399-420; a 1 GiB device ring instead of 256 MiB changed
+ * nothing (349-365 with the small window, 419-420 with the large). */
+#define WST_DIRECT_WINDOW_MIN (1ull << 30)
+
+/* A sender's bytes in flight to a receiver on 'path': 'window', or with
+ * 'window_auto' (none asked for) on the direct path at least
+ * WST_DIRECT_WINDOW_MIN. */
+uint64_t wst_path_window(enum wst_path path, uint64_t window, int window_auto);
+
 /* Configured preference. Values are local only; their order is the order of
  * the names wst_path_pref_parse accepts, so a config enum with the choices
  * {"auto", "direct", "bounce", "nccl"} stores them directly. */

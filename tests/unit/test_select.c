@@ -750,6 +750,23 @@ static void test_select_nccl_possible(void **state)
     assert_false(wst_rx_nccl_possible(mixed, 2, 0, 1, &why));
 }
 
+/* The window on the direct path: 1 GiB at least when none was asked for;
+ * an asked-for window, and every other path, as given. */
+static void test_path_window(void **state)
+{
+    const uint64_t mib = 1ull << 20;
+
+    (void)state;
+    assert_true(wst_path_window(WST_PATH_DIRECT, 256 * mib, 1) ==
+                WST_DIRECT_WINDOW_MIN);
+    assert_true(wst_path_window(WST_PATH_DIRECT, 64 * mib, 1) == 1024 * mib);
+    assert_true(wst_path_window(WST_PATH_DIRECT, 2048 * mib, 1) == 2048 * mib);
+    assert_true(wst_path_window(WST_PATH_DIRECT, 64 * mib, 0) == 64 * mib);
+    assert_true(wst_path_window(WST_PATH_HOST, 256 * mib, 1) == 256 * mib);
+    assert_true(wst_path_window(WST_PATH_BOUNCE, 256 * mib, 1) == 256 * mib);
+    assert_true(wst_path_window(WST_PATH_NCCL, 64 * mib, 1) == 64 * mib);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -758,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_device_path_flags_are_nonzero_not_one),
         cmocka_unit_test(test_device_path_invalid_arguments),
         cmocka_unit_test(test_device_path_names),
+        cmocka_unit_test(test_path_window),
         cmocka_unit_test(test_device_path_pref_parse),
         cmocka_unit_test(test_device_path_mem_types_mask),
         cmocka_unit_test(test_ucx_proto_v2),

@@ -121,7 +121,7 @@ static const struct wst_config_entry bench_config[] = {
      offsetof(struct bench_settings, perftest_bytes), NULL, NULL},
     {"window", WST_CONFIG_UINT, "0",
      "the sender's bytes in flight per receiver (0: its default, 32 MiB "
-     "per lane, at least 64 MiB)",
+     "per lane, at least 64 MiB; 1 GiB on the direct device path)",
      offsetof(struct bench_settings, window), NULL, NULL},
     WST_CONFIG_LIKE_ENTRY(
         "lanes",

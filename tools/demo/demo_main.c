@@ -138,7 +138,8 @@ static const struct wst_config_entry demo_config[] = {
                           &wst_recv_config[WST_RECV_CONFIG_LANES]),
     WST_CONFIG_LIKE_ENTRY("window",
                           "every sender's data bytes in flight (0: its "
-                          "default, 32 MiB a lane, at least 64 MiB)",
+                          "default, 32 MiB a lane, at least 64 MiB; 1 GiB "
+                          "on the direct device path)",
                           offsetof(struct demo_settings, window),
                           &wst_send_config[WST_SEND_CONFIG_WINDOW]),
     WST_CONFIG_LIKE_ENTRY("staging-slots",
