@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     if (pull(pid, r->src_addr, dst, size, msg, 0, &sum) != 0) {
         int e = errno;
         fprintf(stderr, "process_vm_readv of the sender: %s\n", strerror(e));
-        rc = e == EPERM ? 77 : 1;
+        rc = e == EPERM || e == ENOSYS ? 77 : 1; /* ptrace rules, seccomp */
         goto out_stop_sender;
     }
     for (unsigned k = 0; k < repeats; k++) {
