@@ -37,10 +37,11 @@
  * itself (a CUDA-aware UCX, memory it can export): the receiver says so per
  * region in its plan (Region.message_max) and the sender cuts such items
  * into chunks of this. UCX moves device memory at a cost per message that
- * bounds it at 8 MiB (~20 us a message on one H200: NOTES.md, issue 19);
- * 32 MiB took a 16-layer direct refit from 398-457 to 491-499 GB/s. Host
- * memory keeps WST_DATA_CHUNK_MAX, which its tcp and shm lanes were
- * measured at. */
+ * bounds it at 8 MiB (~20 us a message on one H200: NOTES.md, issue 19).
+ * An 8-layer direct refit there: 286-320 GB/s at 8 MiB, 331-376 at 32,
+ * with a 256 MiB window; with 1 GiB (the direct path's window now,
+ * select.h) 402-414 and 419-420. Host memory keeps WST_DATA_CHUNK_MAX,
+ * which its tcp and shm lanes were measured at. */
 #define WST_DATA_DEVICE_CHUNK_MAX (32ull << 20)
 
 #endif
