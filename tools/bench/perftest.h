@@ -17,7 +17,9 @@
  * ("tag_bw+e") runs with `-e`: endpoints with peer-error handling, as
  * wstream's data endpoints have (UCX 1.13 then gives up zero-copy
  * rendezvous on tcp and cma, which was faster or slower than zero-copy
- * by turns: NOTES.md). Other tests run on one thread: the
+ * by turns: NOTES.md); on several threads both sides then run without
+ * UCX's endpoint keepalive, with which UCX 1.13 hung (perftest.c). Other
+ * tests run on one thread: the
  * put mover uses no lanes, and UCX 1.13's ucp_put_bw over tcp hung in
  * about one run of six with -T 2, with or without -M multi.
  */
