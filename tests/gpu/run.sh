@@ -415,6 +415,10 @@ if [ -n "$cuda_ucx" ]; then
         # by CUDA IPC refuses ("invalid argument"); UCX then moves those
         # messages on a path ~100 times slower. The agent's device ring
         # keeps UCX off that memory: with it the count is 0.
+        # The sender's window and the agent's message size, as chosen.
+        grep -oE "receiver [^ ]+: mover [a-z]+, .*window [0-9]+ MiB|WST_DEVICE_MESSAGE_MIB=[0-9]+" \
+            "$out/demo.tmp" | sed -E 's/^receiver [^ ]+: //; s/data lanes .*, ([0-9]+ lanes)/\1/' |
+            sort | uniq -c | sed 's/^/    /' | tee -a "$summary"
         n_noipc=$(grep -c "cuIpcGetMemHandle.*invalid argument" "$out/demo.tmp")
         n_err=$(($(grep -c "UCX  ERROR" "$out/demo.tmp") - n_noipc))
         grep "UCX  ERROR" "$out/demo.tmp" | sed 's/^\[[^]]*\] \[[^]]*\] *//' |
