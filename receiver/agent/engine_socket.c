@@ -4,7 +4,9 @@
  * Threads: the accept thread polls the listening socket and a wake pipe; it
  * installs the one engine connection. The request functions run on the
  * receiver's engine thread; they hold 'lock' for a whole request, so the
- * accept thread never swaps the connection under a pending reply. A
+ * accept thread never swaps the connection under a pending reply (BEGIN,
+ * while no engine is connected, waits on 'connected' for one, which
+ * releases it). A
  * timeout or a protocol error closes the connection: the engine sees EOF
  * and must reconnect, and no late reply can be taken for the next one.
  */
@@ -25,6 +27,7 @@
 
 #include "clock.h"
 #include "thread_name.h"
+#include "timed_wait.h"
 
 #define WST_ENGINE_FIELDS_MAX 4
 
@@ -36,8 +39,9 @@ struct wst_engine_socket {
     int wake[2]; /* pipe: destroy wakes the accept thread */
     pthread_t thread;
     int thread_started;
-    pthread_mutex_t lock; /* guards conn, rbuf, rlen */
-    int conn;             /* the engine's connection, -1: none */
+    pthread_mutex_t lock;     /* guards conn, rbuf, rlen */
+    pthread_cond_t connected; /* an engine connected: conn >= 0 */
+    int conn;                 /* the engine's connection, -1: none */
     char rbuf[WST_ENGINE_LINE_MAX];
     size_t rlen;
     /* UNUSABLE while the receiver is: a newly connected engine hears it
@@ -236,6 +240,7 @@ struct engine_request {
     uint64_t version;
     char *reason; /* why, on an error; may be NULL */
     size_t reason_len;
+    double connect_wait_s; /* with no engine connected, wait for one */
 };
 
 static void set_reason(const struct engine_request *rq, const char *fmt, ...)
@@ -300,23 +305,49 @@ static wst_status_t check_reply(struct wst_engine_socket *s,
     return WST_OK;
 }
 
+/* With no engine connected: waits (lock held, released while waiting) up
+ * to rq->connect_wait_s, and at most a quarter of the timeout (the refit's
+ * own deadline runs meanwhile: the rest is its margin), for one to
+ * connect. */
+static void wait_for_engine(struct wst_engine_socket *s,
+                            const struct engine_request *rq)
+{
+    double wait_s = rq->connect_wait_s < s->timeout_s / 4 ? rq->connect_wait_s
+                                                          : s->timeout_s / 4;
+    if (wait_s <= 0)
+        return;
+    uint64_t until = wst_deadline_ns(wait_s);
+    WST_INFO(s->log, "%s: no engine connected on %s yet; waiting %g s",
+             rq->what, s->path, wait_s);
+    while (s->conn < 0 &&
+           wst_cond_wait_until(&s->connected, &s->lock, until) == WST_OK)
+        ;
+}
+
 static wst_status_t request(struct wst_engine_socket *s,
                             const struct engine_request *rq, const char *line)
 {
-    uint64_t deadline = wst_now_ns() + (uint64_t)(s->timeout_s * 1e9);
+    uint64_t deadline;
     struct engine_reply rp;
     wst_status_t status = WST_OK;
 
     pthread_mutex_lock(&s->lock);
-    if (s->conn < 0 || conn_gone(s, &status)) {
-        if (status == WST_OK || status == WST_ERR_UNREACHABLE) {
-            WST_ERROR(s->log, "cannot send %s: no engine connected on %s",
-                      rq->what, s->path);
-            status = WST_ERR_UNREACHABLE;
-        }
+    if (s->conn >= 0 && conn_gone(s, &status) &&
+        status != WST_ERR_UNREACHABLE) {
+        /* a protocol error, logged: no engine for this request */
         set_reason(rq, "no engine connected on %s", s->path);
         goto out_unlock;
     }
+    if (s->conn < 0)
+        wait_for_engine(s, rq);
+    if (s->conn < 0) {
+        WST_ERROR(s->log, "cannot send %s: no engine connected on %s", rq->what,
+                  s->path);
+        status = WST_ERR_UNREACHABLE;
+        set_reason(rq, "no engine connected on %s", s->path);
+        goto out_unlock;
+    }
+    deadline = wst_now_ns() + (uint64_t)(s->timeout_s * 1e9);
     status = send_line(s, line);
     if (status == WST_OK)
         status = read_line(s, deadline, rq->what, rp.line);
@@ -350,7 +381,8 @@ wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
                                 .fail_status = WST_ERR_STATE,
                                 .version = version,
                                 .reason = reason,
-                                .reason_len = reason_len};
+                                .reason_len = reason_len,
+                                .connect_wait_s = WST_ENGINE_CONNECT_WAIT_S};
 
     label_field(field, sizeof(field), label);
     snprintf(what, sizeof(what), "BEGIN %llu%s", (unsigned long long)version,
@@ -493,6 +525,7 @@ static void take_conn(struct wst_engine_socket *s, int fd)
     }
     s->conn = fd;
     s->rlen = 0;
+    pthread_cond_broadcast(&s->connected);
     /* An engine that (re)connects to an unusable agent -- one restarted
      * from its state file, or one whose engine restarted -- hears so at
      * once, not at the next refit. */
@@ -588,6 +621,7 @@ wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
     s->conn = -1;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->connected, NULL);
     /* Before the first engine can connect. */
     if (unusable_reason != NULL && unusable_reason[0] != '\0')
         format_unusable(s->standing, WST_ERR_UNUSABLE, unusable_reason);
@@ -636,6 +670,7 @@ void wst_engine_socket_destroy(struct wst_engine_socket *sock)
         close(sock->listen_fd);
         unlink(sock->path);
     }
+    pthread_cond_destroy(&sock->connected);
     pthread_mutex_destroy(&sock->lock);
     free(sock);
 }

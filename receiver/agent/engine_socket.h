@@ -35,6 +35,13 @@ struct wst_engine_socket;
 
 #define WST_ENGINE_LINE_MAX 600 /* bytes, the '\n' included */
 
+/* A BEGIN with no engine connected waits this long for one (at most a
+ * quarter of the timeout) before it is refused: an engine and its agent start
+ * together (a sidecar, the demo), and a trainer may push before the
+ * engine's hook has connected (the Python hook retries with a back-off of
+ * up to 2 s; the stand-in every 50 ms). */
+#define WST_ENGINE_CONNECT_WAIT_S 3.0
+
 /* Unlinks a stale file at 'path', listens there (mode 0600) and starts the
  * accept thread. 'path' is copied; 'log' is borrowed until destroy. Replies
  * are awaited for at most timeout_s. unusable_reason (NULL or "": usable)
@@ -50,10 +57,11 @@ wst_status_t wst_engine_socket_create(const char *path, double timeout_s,
 void wst_engine_socket_destroy(struct wst_engine_socket *sock);
 
 /* BEGIN, with 'label' ("": none; the receiver's, already checked):
- * WST_OK on READY; WST_ERR_UNREACHABLE with no engine connected (or
- * when it hangs up); WST_ERR_STATE on REFUSE; WST_ERR_TIMED_OUT;
- * WST_ERR_PROTOCOL on a malformed or mismatched reply. On an error, why
- * (the engine's own reason for REFUSE) goes to reason[0..reason_len). */
+ * WST_OK on READY; WST_ERR_UNREACHABLE with no engine connected within
+ * WST_ENGINE_CONNECT_WAIT_S (or when it hangs up); WST_ERR_STATE on REFUSE;
+ * WST_ERR_TIMED_OUT; WST_ERR_PROTOCOL on a malformed or mismatched reply. On an
+ * error, why (the engine's own reason for REFUSE) goes to
+ * reason[0..reason_len). */
 wst_status_t wst_engine_socket_begin(struct wst_engine_socket *sock,
                                      uint64_t version, const char *label,
                                      char *reason, size_t reason_len);

@@ -152,7 +152,9 @@ static int teardown_engine(void **state)
     return 0;
 }
 
-static void start_standin(struct eng_case *c, const char *delay_ms, int refuse)
+/* Starts the stand-in 'late_ms' after now, and returns at once when late. */
+static void start_standin_at(struct eng_case *c, const char *delay_ms,
+                             int refuse, unsigned late_ms)
 {
     char bytes[32];
 
@@ -161,6 +163,7 @@ static void start_standin(struct eng_case *c, const char *delay_ms, int refuse)
     c->standin = fork();
     assert_true(c->standin >= 0);
     if (c->standin == 0) {
+        usleep(late_ms * 1000u);
         int fd = open(c->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0) {
             dup2(fd, STDOUT_FILENO);
@@ -174,6 +177,8 @@ static void start_standin(struct eng_case *c, const char *delay_ms, int refuse)
         fprintf(stderr, "exec %s: %s\n", standin_bin, strerror(errno));
         _exit(127);
     }
+    if (late_ms > 0)
+        return;
     /* Connected once the agent says so: a refit may then begin. */
     for (double end = now_s() + 10.0; now_s() < end; usleep(10000)) {
         if (it_agent_log_has(&c->a, "engine connected on"))
@@ -230,6 +235,11 @@ static void expect_state(const struct eng_case *c, const char *needle)
 }
 
 /* Pushes version 1 from a correct sender; returns its status. */
+static void start_standin(struct eng_case *c, const char *delay_ms, int refuse)
+{
+    start_standin_at(c, delay_ms, refuse, 0);
+}
+
 static wst_status_t push_v1(struct it_agent *a, char *err, size_t errlen)
 {
     struct it_sender s;
@@ -391,6 +401,29 @@ static void test_engine_socket_no_engine(void **state)
                  err);
     assert_true(it_agent_log_has(&c->a, "no engine connected on"));
     assert_agent_untouched(&c->a);
+}
+
+/* The engine connects 300 ms after the refit was asked for (an engine
+ * and its agent start together; the trainer pushes at once): BEGIN waits
+ * for it (WST_ENGINE_CONNECT_WAIT_S) and the refit commits. It was refused
+ * at once before ("no engine connected"). */
+static void test_engine_socket_engine_late(void **state)
+{
+    struct eng_case *c = *state;
+    char err[512];
+
+    start_standin_at(c, "0", 0, 300); /* the agent waits 5 s / 4 */
+    wst_status_t st = push_v1(&c->a, err, sizeof(err));
+    if (st != WST_OK)
+        fail_msg("push with the engine 300 ms late: %s: %s",
+                 wst_status_string(st), err);
+    assert_true(it_agent_log_has(&c->a, "no engine connected on"));
+    assert_true(it_agent_log_has(&c->a, "yet; waiting"));
+    expect_state(c, "\"committed_version\": 1, ");
+    assert_true(file_has(c->log_path, "got COMMITTED 1\n"));
+    stop_all(c);
+    assert_true(WIFEXITED(c->standin_status));
+    assert_int_equal(WEXITSTATUS(c->standin_status), 0);
 }
 
 static void test_engine_socket_refused(void **state)
@@ -779,6 +812,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_engine_socket_refit, setup_engine,
                                         teardown_engine),
         cmocka_unit_test_setup_teardown(test_engine_socket_no_engine,
+                                        setup_engine, teardown_engine),
+        cmocka_unit_test_setup_teardown(test_engine_socket_engine_late,
                                         setup_engine, teardown_engine),
         cmocka_unit_test_setup_teardown(test_engine_socket_refused,
                                         setup_engine, teardown_engine),
