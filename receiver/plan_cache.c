@@ -161,9 +161,7 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
                    wst_am_lands_direct(&r->rx_regions[i],
                                        (caps & WST_CAP_UCX_CUDA) != 0,
                                        r->device_landing != NULL)) {
-            regs[i].message_max = r->device_message_max != 0
-                                      ? r->device_message_max
-                                      : WST_DATA_DEVICE_CHUNK_MAX;
+            regs[i].message_max = r->device_message_max;
         }
     }
     e->plan_hash =

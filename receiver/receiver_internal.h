@@ -131,7 +131,8 @@ struct wst_receiver {
      * rendezvous messages land here first (landing.h). NULL otherwise. */
     struct wst_landing *device_landing;
     /* The largest data message offered for device regions its UCX writes
-     * itself (mover.h; WST_DEVICE_MESSAGE_MIB, for measuring). */
+     * itself (mover.h; WST_DEVICE_MESSAGE_MIB, for measuring). Set with
+     * the device (device_setup.c), before any region is device memory. */
     uint64_t device_message_max;
     struct wst_rx_am_stats am_stats;  /* the am halves', per refit */
     struct wst_rx_region *rx_regions; /* [n_regions], for the movers */
