@@ -120,13 +120,16 @@ static wst_status_t prepare_device_ring(struct wst_receiver *r)
     }
     uint64_t mib = env != NULL ? strtoull(env, NULL, 10) : 0;
     wst_status_t st = wst_landing_create_device(
-        &r->log, r->worker, r->device, (size_t)mib << 20, &r->device_landing);
+        &r->log, r->worker, r->device, (size_t)mib << 20, r->device_message_max,
+        &r->device_landing);
     if (st == WST_OK)
         WST_INFO(
             &r->log,
-            "their rendezvous messages land in a %llu MiB device ring and "
-            "are copied in place on the GPU (UCX cannot export them)",
-            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20));
+            "their rendezvous messages land in a %llu MiB device ring, %zu "
+            "MiB at most each, and are copied in place on the GPU (UCX "
+            "cannot export them)",
+            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20),
+            wst_landing_message_max(r->device_landing) >> 20);
     else
         WST_ERROR(
             &r->log, "no device ring of %llu MiB: %s",

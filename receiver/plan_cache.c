@@ -11,6 +11,7 @@
 #include "am.h"
 #include "clock.h"
 #include "codec.h"
+#include "landing.h"
 #include "log.h"
 #include "planner.h"
 #include "receiver_internal.h"
@@ -157,11 +158,13 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
         if (keys) {
             regs[i].rkey.len = r->regions[i].rkey_len;
             regs[i].rkey.data = r->regions[i].rkey;
-        } else if (r->rx_regions != NULL &&
-                   wst_am_lands_direct(&r->rx_regions[i],
-                                       (caps & WST_CAP_UCX_CUDA) != 0,
-                                       r->device_landing != NULL)) {
-            regs[i].message_max = r->device_message_max;
+        } else if (r->rx_regions != NULL) {
+            regs[i].message_max = wst_am_message_max(
+                &r->rx_regions[i], (caps & WST_CAP_UCX_CUDA) != 0,
+                r->device_landing != NULL
+                    ? wst_landing_message_max(r->device_landing)
+                    : 0,
+                r->device_message_max);
         }
     }
     e->plan_hash =

@@ -64,13 +64,30 @@ struct wst_rx_am_params {
 /* Whether a rendezvous message for 'reg' lands where it is going, moved by
  * UCX itself (WST_AM_TO_DEVICE), given the receiving half's ucx_cuda and
  * whether it has a device ring: device memory a CUDA-aware UCX can export,
- * or any device memory when there is no ring to land it in. The receiver
- * offers such regions larger messages (mover.h), which rings cannot take. */
+ * or any device memory when there is no ring to land it in. */
 static inline int wst_am_lands_direct(const struct wst_rx_region *reg,
                                       int ucx_cuda, int device_ring)
 {
     return reg->mem == WST_MEM_CUDA && ucx_cuda &&
            (!reg->no_export || !device_ring);
+}
+
+/* The largest data message the receiver offers for 'reg'
+ * (Region.message_max; 0: WST_DATA_CHUNK_MAX), given ucx_cuda, the device
+ * ring's largest message (0: no device ring) and the size offered for
+ * device memory UCX writes (device_max, mover.h). Device memory a CUDA-aware
+ * UCX writes, directly or into the device ring, takes the larger messages
+ * (the ring's limit, if smaller): UCX's cost per message bounds it there,
+ * not bytes. Host memory and the pinned host ring keep the default. */
+static inline uint64_t wst_am_message_max(const struct wst_rx_region *reg,
+                                          int ucx_cuda, uint64_t ring_max,
+                                          uint64_t device_max)
+{
+    if (wst_am_lands_direct(reg, ucx_cuda, ring_max != 0))
+        return device_max;
+    if (reg->mem == WST_MEM_CUDA && ucx_cuda)
+        return ring_max < device_max ? ring_max : device_max;
+    return 0;
 }
 
 /* On success *rx_p is owned by the caller (wst_rx_destroy). */

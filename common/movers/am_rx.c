@@ -266,11 +266,11 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
         count_placed(a, cls);
         return WST_OK;
     }
-    if (len > WST_LANDING_MESSAGE_MAX) {
+    if (len > wst_landing_message_max(ring)) {
         fail(a, WST_ERR_PROTOCOL,
              "a %zu-byte data message for device memory exceeds the "
-             "%llu-byte landing limit",
-             len, (unsigned long long)WST_LANDING_MESSAGE_MAX);
+             "%zu-byte landing limit",
+             len, wst_landing_message_max(ring));
         return WST_ERR_PROTOCOL;
     }
     *dest_p = wst_landing_take(ring, len);

@@ -30,6 +30,7 @@ struct wst_landing {
     unsigned char *dmem;   /* the device ring (owned); NULL on the host */
     unsigned char *base;   /* the ring: mem.mem or dmem */
     size_t bytes;
+    size_t message_max; /* the largest message taken */
     int on_device;
     struct wst_landing_ring room;
     struct wst_landing_piece pieces[WST_LANDING_RECORDS];
@@ -84,6 +85,7 @@ static wst_status_t create_parts(struct wst_landing *l)
 static wst_status_t landing_create(const struct wst_logger *log,
                                    wst_worker_t *worker, int device,
                                    int on_device, size_t bytes,
+                                   size_t message_max,
                                    struct wst_landing **landing_p)
 {
     struct wst_landing *l = calloc(1, sizeof(*l));
@@ -95,6 +97,7 @@ static wst_status_t landing_create(const struct wst_logger *log,
     l->worker = worker;
     l->device = device;
     l->bytes = bytes;
+    l->message_max = message_max;
     l->on_device = on_device;
     st = wst_gpu_set_device(log, device);
     if (st == WST_OK)
@@ -112,19 +115,27 @@ wst_status_t wst_landing_create(const struct wst_logger *log,
                                 wst_worker_t *worker, int device,
                                 struct wst_landing **landing_p)
 {
-    return landing_create(log, worker, device, 0, WST_LANDING_BYTES, landing_p);
+    return landing_create(log, worker, device, 0, WST_LANDING_BYTES,
+                          WST_LANDING_MESSAGE_MAX, landing_p);
 }
 
 wst_status_t wst_landing_create_device(const struct wst_logger *log,
                                        wst_worker_t *worker, int device,
-                                       size_t bytes,
+                                       size_t bytes, size_t message_max,
                                        struct wst_landing **landing_p)
 {
     if (bytes == 0)
         bytes = WST_LANDING_DEVICE_BYTES;
-    if (bytes < WST_LANDING_MESSAGE_MAX)
+    if (message_max == 0)
+        message_max = WST_LANDING_MESSAGE_MAX;
+    if (bytes < WST_LANDING_MESSAGE_MAX ||
+        message_max < WST_LANDING_MESSAGE_MAX ||
+        message_max > WST_DATA_DEVICE_CHUNK_MAX)
         return WST_ERR_INVALID;
-    return landing_create(log, worker, device, 1, bytes, landing_p);
+    if (message_max > bytes)
+        message_max = bytes;
+    return landing_create(log, worker, device, 1, bytes, message_max,
+                          landing_p);
 }
 
 void wst_landing_stop(struct wst_landing *l)
@@ -148,11 +159,15 @@ void wst_landing_destroy(struct wst_landing *l)
     free(l);
 }
 
+size_t wst_landing_message_max(const struct wst_landing *l)
+{
+    return l->message_max;
+}
+
 void *wst_landing_take(struct wst_landing *l, size_t len)
 {
-    int64_t i = len <= WST_LANDING_MESSAGE_MAX
-                    ? wst_landing_ring_take(&l->room, len)
-                    : -1;
+    int64_t i =
+        len <= l->message_max ? wst_landing_ring_take(&l->room, len) : -1;
 
     return i >= 0 ? l->pieces[i].bytes : NULL;
 }

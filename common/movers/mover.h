@@ -34,7 +34,8 @@
 #define WST_DATA_CHUNK_MAX (8ull << 20)
 
 /* The largest data message into device memory the receiver's UCX writes
- * itself (a CUDA-aware UCX, memory it can export): the receiver says so per
+ * itself (a CUDA-aware UCX: memory it can export, or the device ring for
+ * memory it cannot, am.h wst_am_message_max): the receiver says so per
  * region in its plan (Region.message_max) and the sender cuts such items
  * into chunks of this. UCX moves device memory at a cost per message that
  * bounds it at 8 MiB (~20 us a message on one H200: NOTES.md, issue 19).

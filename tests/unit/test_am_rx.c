@@ -218,6 +218,35 @@ static void test_am_rx_lands_direct_rule(void **state)
     assert_false(wst_am_lands_direct(&engine, 0, 1));
 }
 
+/* The message size the receiver's plan offers per region (am.h): device
+ * memory a CUDA-aware UCX writes gets the device size, through the device
+ * ring no more than the ring takes; everything else the default (0). */
+static void test_am_rx_message_max_rule(void **state)
+{
+    const uint64_t mib = 1u << 20;
+    struct wst_rx_region host = {.mem = WST_MEM_HOST};
+    struct wst_rx_region dev = {.mem = WST_MEM_CUDA};
+    struct wst_rx_region engine = {.mem = WST_MEM_CUDA, .no_export = 1};
+
+    (void)state;
+    assert_int_equal(wst_am_message_max(&host, 1, 32 * mib, 32 * mib), 0);
+    assert_int_equal(wst_am_message_max(&host, 0, 0, 32 * mib), 0);
+    assert_int_equal(wst_am_message_max(&dev, 1, 0, 32 * mib), 32 * mib);
+    assert_int_equal(wst_am_message_max(&dev, 1, 8 * mib, 32 * mib),
+                     32 * mib); /* lands direct: the ring's limit is moot */
+    assert_int_equal(wst_am_message_max(&dev, 0, 0, 32 * mib), 0);
+    /* The device ring: its own limit, and never above the device size. */
+    assert_int_equal(wst_am_message_max(&engine, 1, 32 * mib, 32 * mib),
+                     32 * mib);
+    assert_int_equal(wst_am_message_max(&engine, 1, 16 * mib, 32 * mib),
+                     16 * mib);
+    assert_int_equal(wst_am_message_max(&engine, 1, 32 * mib, 8 * mib),
+                     8 * mib);
+    /* No ring: UCX writes it directly. No CUDA-aware UCX: the pinned ring. */
+    assert_int_equal(wst_am_message_max(&engine, 1, 0, 32 * mib), 32 * mib);
+    assert_int_equal(wst_am_message_max(&engine, 0, 32 * mib, 32 * mib), 0);
+}
+
 /* Each message counts in its destination's class once placed and once
  * received, with its bytes; a refused one counts nowhere. */
 static void test_am_rx_stats_per_class(void **state)
@@ -436,6 +465,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_am_rx_device_no_export_without_ring, setup, teardown),
         cmocka_unit_test(test_am_rx_lands_direct_rule),
+        cmocka_unit_test(test_am_rx_message_max_rule),
         cmocka_unit_test_setup_teardown(test_am_rx_stats_per_class, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_am_rx_inside_plan, setup,
