@@ -228,6 +228,7 @@ void wst_link_drop_plan(struct link *l)
     }
     memset(&l->plan, 0, sizeof(l->plan));
     l->have_plan = 0;
+    wst_send_free_digest_pieces(l);
     free(l->layer_first);
     free(l->layer_bytes);
     free(l->digests);

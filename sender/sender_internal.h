@@ -13,6 +13,7 @@
  *   pump.c       streaming a refit through its sending half
  *                (common/movers/tx.h), layer by layer
  *   digests.c    layer digests, hashed on the digest pool (common/pool.h)
+ *   digest_pieces.c  a layer's digest cut into pieces hashed apart
  *   unwanted.c   the shards no plan names, said once per push
  *   device.c     the GPU side (device.h)
  *
@@ -43,6 +44,9 @@
 #include "ticket_lock.h"
 #include "tx.h"
 #include "worker.h"
+
+struct layer_hash;       /* digests.c */
+struct wst_digest_piece; /* digest_pieces.h */
 
 enum link_state {
     LINK_IDLE,
@@ -93,6 +97,12 @@ struct link {
     uint8_t *digest_in;     /* [n_layers]: digests[layer] is this version's */
     uint8_t *credits;       /* [n_layers]: staging credit for this version */
     uint32_t digests_ready; /* layers [0, digests_ready) have their digest */
+    /* How the layers are hashed (digests.c): built on the progress thread
+     * at the first push of a plan, freed with it; the pool's jobs read
+     * dpieces, the progress thread alone the rest of layer_hash. */
+    struct layer_hash *layer_hash;    /* [n_layers]; NULL: not built yet */
+    struct wst_digest_piece *dpieces; /* the host layers' pieces */
+    size_t n_dpieces, dpieces_cap;
     /* Set when the link fails (and by each push for the links it
      * hashes): its digest jobs not yet started skip their layer. Read on
      * the digest pool's threads, hence atomic. */
@@ -307,6 +317,9 @@ wst_status_t wst_send_start_digests(struct wst_sender *s, uint64_t version);
 /* Progress thread, when a link fails: its digest jobs not yet started
  * skip their layer (a job hashing one finishes it). */
 void wst_send_skip_digests(struct link *l);
+
+/* Progress thread, with the plan: frees how its layers are hashed. */
+void wst_send_free_digest_pieces(struct link *l);
 
 /* Application thread: no digest job runs once this returns (wait, destroy:
  * the caller may then change or free its shards); with 'cancel', jobs not

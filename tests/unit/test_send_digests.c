@@ -153,6 +153,8 @@ static int teardown(void **state)
     pthread_mutex_unlock(&gate.lock);
     wst_pool_destroy(f->s.digest_pool);
     wst_worker_destroy(f->s.worker);
+    for (int i = 0; i < N_LINKS; i++)
+        wst_send_free_digest_pieces(&f->links[i]);
     free(f->s.digest_jobs);
     wst_ticket_lock_destroy(&f->s.dev_hash_lock);
     pthread_cond_destroy(&f->s.cond);
