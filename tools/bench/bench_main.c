@@ -454,6 +454,12 @@ static const char *best_mode(const struct bench_result *r,
     return c->best >= 0 ? r->tests[c->best] : "none";
 }
 
+static const char *best_mode_e(const struct bench_result *r,
+                               const struct wst_bench_ceiling *c)
+{
+    return c->best_e >= 0 ? r->tests[c->best_e] : "none";
+}
+
 static void report_cpu(const struct bench *b)
 {
     const struct bench_result *r = &b->r;
@@ -490,11 +496,20 @@ static void report_ceilings(const struct bench *b, double ws)
     printf("| perftest at | message | wstream GB/s (median) | perftest GB/s "
            "(best mode median) | best mode | ratio |\n");
     printf("|---|---|---|---|---|---|\n");
-    for (int i = 0; i < 1 + r->have_footprint; i++)
+    for (int i = 0; i < 1 + r->have_footprint; i++) {
         printf("| %s | %.0f MiB | %.2f | %.2f | %s | %s |\n", c[i]->what,
                c[i]->msg_bytes / (double)MIB, ws, wst_bench_ceiling_gbps(c[i]),
                best_mode(r, c[i]),
                ratio(rt, sizeof(rt), ws, wst_bench_ceiling_gbps(c[i])));
+        /* The modes wstream's data endpoints may run: with peer-error
+         * handling (its safety rules keep it). */
+        if (c[i]->best_e >= 0 && c[i]->best_e != c[i]->best)
+            printf("| %s, peer-error handling | %.0f MiB | %.2f | %.2f | %s "
+                   "| %s |\n",
+                   c[i]->what, c[i]->msg_bytes / (double)MIB, ws,
+                   wst_bench_ceiling_gbps_e(c[i]), best_mode_e(r, c[i]),
+                   ratio(rt, sizeof(rt), ws, wst_bench_ceiling_gbps_e(c[i])));
+    }
     printf("\n");
 }
 
@@ -557,6 +572,18 @@ static void report(const struct bench *b)
            rt, pf, best_mode(r, &r->footprint), rf, r->first_s,
            r->sender_register_s, r->agent_register_s, r->plan_s,
            r->median_push_s);
+    {
+        char re[32], rfe[32];
+        printf(" perftest_e_gbps=%.3f perftest_e_mode=%s ratio_e=%s "
+               "perftest_footprint_e_gbps=%.3f perftest_footprint_e_mode=%s "
+               "ratio_footprint_e=%s",
+               wst_bench_ceiling_gbps_e(&r->chunk), best_mode_e(r, &r->chunk),
+               ratio(re, sizeof(re), ws, wst_bench_ceiling_gbps_e(&r->chunk)),
+               wst_bench_ceiling_gbps_e(&r->footprint),
+               best_mode_e(r, &r->footprint),
+               ratio(rfe, sizeof(rfe), ws,
+                     wst_bench_ceiling_gbps_e(&r->footprint)));
+    }
     if (r->stages.have_agent)
         printf(" agent_window_s=%.6f commit_tail_s=%.6f outside_s=%.6f",
                wst_bench_stages_median(&r->stages, WST_STAGE_AGENT),
@@ -739,8 +766,8 @@ int main(int argc, char **argv)
     char agent_bin[PATH_MAX];
     int rc;
 
-    b.r.chunk.best = -1;
-    b.r.footprint.best = -1;
+    b.r.chunk.best = b.r.chunk.best_e = -1;
+    b.r.footprint.best = b.r.footprint.best_e = -1;
     b.r.refill_s_per_gib = -1;
     wst_config_cli(bench_config, &b.set, argc, argv, "wstream-bench",
                    "wstream-bench [options]\n\n"

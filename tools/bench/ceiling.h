@@ -7,6 +7,7 @@
  * data chunk (8 MiB, one buffer reused, so it stays in the CPU's caches)
  * and at the refit's footprint (256 MiB messages, or the refit's size if
  * smaller: every message streams through memory, as a refit's bytes do).
+ * Beside the best of all tests it keeps the best with peer-error handling.
  */
 #ifndef WST_BENCH_CEILING_H
 #define WST_BENCH_CEILING_H
@@ -26,6 +27,7 @@ struct wst_bench_ceiling {
     int n_tests;
     double gbps[WST_CEILING_MAX_TESTS]; /* median GB/s; < 0: failed */
     int best;                           /* index into the tests; -1: none */
+    int best_e; /* the best test with peer-error handling; -1: none */
 };
 
 /* Measures tests[0..n_tests) with messages of 'msg_bytes', about
@@ -43,5 +45,8 @@ wst_status_t wst_bench_ceiling_run(const struct wst_perftest_params *base,
 
 /* The best test's median GB/s, 0 when none gave a number. */
 double wst_bench_ceiling_gbps(const struct wst_bench_ceiling *c);
+/* The same among the tests with peer-error handling ("+e"), the only modes
+ * wstream's safety rules leave its data endpoints. */
+double wst_bench_ceiling_gbps_e(const struct wst_bench_ceiling *c);
 
 #endif

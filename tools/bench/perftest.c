@@ -159,8 +159,7 @@ static int parse_final(const char *out, unsigned threads, double *mib_s_p)
     return 0;
 }
 
-/* A test named with "+e": endpoints with peer-error handling. */
-static int with_errors(const char *test)
+int wst_perftest_with_errors(const char *test)
 {
     size_t n = strlen(test);
 
@@ -176,7 +175,7 @@ static int with_errors(const char *test)
  * is kept. */
 static int no_keepalive(const struct wst_perftest_params *p)
 {
-    return with_errors(p->test) &&
+    return wst_perftest_with_errors(p->test) &&
            wst_perftest_threads(p->test, p->threads) > 1;
 }
 
@@ -190,7 +189,7 @@ static int run_client(const struct wst_perftest_params *p, uint16_t port,
     char *argv[24];
     unsigned threads = wst_perftest_threads(p->test, p->threads);
     size_t tn = strlen(p->test);
-    int errors = with_errors(p->test);
+    int errors = wst_perftest_with_errors(p->test);
     int n, rc = -1;
 
     snprintf(test, sizeof(test), "%.*s", (int)(errors ? tn - 2 : tn), p->test);

@@ -49,6 +49,11 @@ struct wst_perftest_params {
  * as perftest prints it (2^20 bytes per second) to *mib_s_p; otherwise
  * returns -1, leaves *mib_s_p alone and says why in 'err'. */
 
+/* Nonzero for a test named with "+e": endpoints with peer-error
+ * handling, as wstream's data endpoints have (UCX then gives up zero-copy
+ * on tcp and cma; NOTES.md, issue 17). */
+int wst_perftest_with_errors(const char *test);
+
 /* The threads 'test' runs on with 'threads' asked: all of them for UCP
  * tests that send messages, one for the rest (put, get, atomics, UCT). */
 unsigned wst_perftest_threads(const char *test, unsigned threads);

@@ -25,6 +25,12 @@ if ! printf '%s\n' "$line" | grep -Eq ' ratio_footprint=[0-9]+\.[0-9]+ '; then
     echo "smoke: no numeric ratio_footprint in the summary line" >&2
     exit 1
 fi
+# Against the modes with peer-error handling (the default tests have
+# some; "n/a" when every one of them failed).
+if ! printf '%s\n' "$line" | grep -Eq ' ratio_e=([0-9]+\.[0-9]+|n/a) .* ratio_footprint_e=([0-9]+\.[0-9]+|n/a)( |$)'; then
+    echo "smoke: no ratio_e or ratio_footprint_e in the summary line" >&2
+    exit 1
+fi
 if ! printf '%s\n' "$line" | grep -Eq ' sender_cpu_s_per_gib=[0-9.]+ agent_cpu_s_per_gib=[0-9.]+ '; then
     echo "smoke: no CPU per GiB in the summary line" >&2
     exit 1
