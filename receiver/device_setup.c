@@ -89,9 +89,10 @@ void wst_recv_log_landing(struct wst_receiver *r, uint64_t version)
 }
 
 /* The device ring, when UCX moves device memory and some device region
- * cannot be exported (landing.h). For measuring: WST_DEVICE_RING=off
- * leaves it out (UCX then falls back to a slow path for those regions),
- * WST_DEVICE_RING=<MiB> sizes it (at least 8). */
+ * cannot be exported (landing.h), of device_ring_bytes. For measuring:
+ * WST_DEVICE_RING=off leaves it out (UCX then falls back to a slow path
+ * for those regions), WST_DEVICE_RING=<MiB> sizes it instead (at least
+ * 8). */
 static wst_status_t prepare_device_ring(struct wst_receiver *r)
 {
     uint64_t bytes = 0;
@@ -118,23 +119,27 @@ static wst_status_t prepare_device_ring(struct wst_receiver *r)
                  "fails to pack their keys and falls back to a slow path)");
         return WST_OK;
     }
-    uint64_t mib = env != NULL ? strtoull(env, NULL, 10) : 0;
-    wst_status_t st = wst_landing_create_device(
-        &r->log, r->worker, r->device, (size_t)mib << 20, r->device_message_max,
-        &r->device_landing);
+    uint64_t ring = r->device_ring_bytes;
+    if (env != NULL) {
+        ring = strtoull(env, NULL, 10) << 20;
+        if (ring == 0)
+            ring = r->device_ring_bytes;
+        WST_INFO(&r->log, "WST_DEVICE_RING=%s: a ring of %llu MiB", env,
+                 (unsigned long long)(ring >> 20));
+    }
+    wst_status_t st =
+        wst_landing_create_device(&r->log, r->worker, r->device, (size_t)ring,
+                                  r->device_message_max, &r->device_landing);
     if (st == WST_OK)
-        WST_INFO(
-            &r->log,
-            "their rendezvous messages land in a %llu MiB device ring, %zu "
-            "MiB at most each, and are copied in place on the GPU (UCX "
-            "cannot export them)",
-            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20),
-            wst_landing_message_max(r->device_landing) >> 20);
+        WST_INFO(&r->log,
+                 "their rendezvous messages land in a %llu MiB device ring, "
+                 "%zu MiB at most each, and are copied in place on the GPU "
+                 "(UCX cannot export them)",
+                 (unsigned long long)(ring >> 20),
+                 wst_landing_message_max(r->device_landing) >> 20);
     else
-        WST_ERROR(
-            &r->log, "no device ring of %llu MiB: %s",
-            (unsigned long long)(mib ? mib : WST_LANDING_DEVICE_BYTES >> 20),
-            wst_status_string(st));
+        WST_ERROR(&r->log, "no device ring of %llu MiB: %s",
+                  (unsigned long long)(ring >> 20), wst_status_string(st));
     return st;
 }
 

@@ -128,6 +128,18 @@ static wst_status_t apply_params(struct wst_receiver *r,
         return WST_ERR_INVALID;
     }
     r->lanes = (unsigned)set.lanes;
+    if ((f & WST_RECEIVER_PARAM_DEVICE_RING) && p->device_ring_bytes != 0)
+        set.device_ring = p->device_ring_bytes;
+    if (set.device_ring < WST_RECV_DEVICE_RING_MIN ||
+        set.device_ring > WST_RECV_DEVICE_RING_MAX ||
+        set.device_ring % (1u << 20) != 0) {
+        WST_ERROR(&r->log,
+                  "device ring of %llu bytes: want whole MiB, 8 MiB to 64 "
+                  "GiB (0: the default)",
+                  (unsigned long long)set.device_ring);
+        return WST_ERR_INVALID;
+    }
+    r->device_ring_bytes = set.device_ring;
     if ((f & WST_RECEIVER_PARAM_LANE_DEVICES) &&
         wst_worker_lane_devices_copy(p->lane_devices, r->lane_devices,
                                      sizeof(r->lane_devices),

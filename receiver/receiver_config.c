@@ -74,6 +74,13 @@ const struct wst_config_entry wst_recv_config[] = {
          "; 0: one per two CPUs): UCX workers, each with a thread of "
          "its own, that take a share of the senders' am data",
          FIELD(lanes), NULL, NULL},
+    [WST_RECV_CONFIG_DEVICE_RING] =
+        {"device-ring-bytes", WST_CONFIG_UINT, "1g",
+         "GPU memory (whole MiB, 8m to 64g) in which data for engine memory "
+         "a CUDA-aware UCX cannot export lands before its copy in place; "
+         "allocated only then (WST_DEVICE_RING=<MiB>|off overrides it, "
+         "for measuring)",
+         FIELD(device_ring), NULL, NULL},
     WST_CONFIG_END,
 };
 

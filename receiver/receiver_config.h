@@ -25,6 +25,10 @@
  * WST_WORKER_LANES_MAX. */
 #define WST_RECV_LANES_DEFAULT 0
 
+/* The device ring's bounds (wst_receiver_params.device_ring_bytes). */
+#define WST_RECV_DEVICE_RING_MIN (8ull << 20)
+#define WST_RECV_DEVICE_RING_MAX (64ull << 30)
+
 /* Staging slots a receiver takes (wst_receiver_params.staging_slots). */
 #define WST_RECV_STAGING_SLOTS_MAX 64
 
@@ -42,6 +46,7 @@ struct wst_recv_settings {
     uint64_t max_manifest_bytes;   /* all senders' manifests together */
     uint64_t max_unranked;         /* authenticated peers before hello */
     uint64_t lanes;                /* data lanes of the worker */
+    uint64_t device_ring;          /* bytes of the device ring */
 };
 
 /* Indexes of wst_recv_config, for WST_CONFIG_LIKE entries. */
@@ -58,6 +63,7 @@ enum wst_recv_config_key {
     WST_RECV_CONFIG_MAX_MANIFEST_BYTES,
     WST_RECV_CONFIG_MAX_UNRANKED,
     WST_RECV_CONFIG_LANES,
+    WST_RECV_CONFIG_DEVICE_RING,
 };
 
 /* max-manifest-entries 0: this many times the tensors the receiver wants,

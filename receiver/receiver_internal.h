@@ -134,6 +134,9 @@ struct wst_receiver {
      * itself (mover.h; WST_DEVICE_MESSAGE_MIB, for measuring). Set with
      * the device (device_setup.c), before any region is device memory. */
     uint64_t device_message_max;
+    /* The device ring's size when there is one (device_ring_bytes;
+     * WST_DEVICE_RING overrides it, for measuring). */
+    uint64_t device_ring_bytes;
     struct wst_rx_am_stats am_stats;  /* the am halves', per refit */
     struct wst_rx_region *rx_regions; /* [n_regions], for the movers */
     wst_jobq_t *repacker; /* runs wst_moe_replay, off the progress thread */

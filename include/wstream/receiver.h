@@ -93,6 +93,7 @@ enum wst_receiver_param_field {
     WST_RECEIVER_PARAM_LANES = 1u << 13,
     WST_RECEIVER_PARAM_LANE_DEVICES = 1u << 14,
     WST_RECEIVER_PARAM_INITIAL_LABEL = 1u << 15,
+    WST_RECEIVER_PARAM_DEVICE_RING = 1u << 16,
 };
 
 /* Data lanes a receiver may have (wst_receiver_params.lanes). */
@@ -192,6 +193,13 @@ struct wst_receiver_params {
      * that breaks the rule (WST_LABEL_MAX) fails create with
      * WST_ERR_INVALID. */
     const char *initial_committed_label;
+    /* The device ring (WST_RECEIVER_PARAM_DEVICE_RING): GPU memory of this
+     * receiver's own, on its regions' GPU, in which data for device memory
+     * its CUDA-aware UCX cannot export (an engine's buffers mapped by CUDA
+     * IPC) lands before a copy in place. Allocated only then. Bytes, a
+     * whole number of MiB from 8 MiB to 64 GiB; 0: the default, 1 GiB
+     * (32 messages of 32 MiB; a smaller ring holds fewer). */
+    uint64_t device_ring_bytes;
 };
 
 /* One block of live memory. */

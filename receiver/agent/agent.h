@@ -34,6 +34,7 @@ struct agent_settings {
     uint64_t staging_slots;
     uint64_t verify_threads;
     uint64_t lanes;
+    uint64_t device_ring;
     char *lane_devices;
     int verify;
     int log_level;

@@ -102,6 +102,9 @@ static const struct wst_config_entry agent_config[] = {
                           &wst_recv_config[WST_RECV_CONFIG_VERIFY_THREADS]),
     WST_CONFIG_LIKE_ENTRY("lanes", NULL, offsetof(struct agent_settings, lanes),
                           &wst_recv_config[WST_RECV_CONFIG_LANES]),
+    WST_CONFIG_LIKE_ENTRY("device-ring-bytes", NULL,
+                          offsetof(struct agent_settings, device_ring),
+                          &wst_recv_config[WST_RECV_CONFIG_DEVICE_RING]),
     {"lane-devices", WST_CONFIG_STRING, "auto",
      "network devices for the data lanes, as UCX names them, "
      "comma-separated (mlx5_0:1,mlx5_1:1): lane i uses entry i mod n only; "
@@ -389,7 +392,8 @@ static wst_status_t agent_start(struct agent *a)
                       WST_RECEIVER_PARAM_STAGING_SLOTS |
                       WST_RECEIVER_PARAM_GROUP | WST_RECEIVER_PARAM_AUTH |
                       WST_RECEIVER_PARAM_LIMITS | WST_RECEIVER_PARAM_LANES |
-                      WST_RECEIVER_PARAM_LANE_DEVICES,
+                      WST_RECEIVER_PARAM_LANE_DEVICES |
+                      WST_RECEIVER_PARAM_DEVICE_RING,
         .rank = a->layout.rank,
         .group = a->layout.group,
         .group_size = a->layout.group_size,
@@ -401,6 +405,7 @@ static wst_status_t agent_start(struct agent *a)
         .verify = a->set.verify,
         .verify_threads = (uint32_t)a->set.verify_threads,
         .lanes = (uint32_t)a->set.lanes,
+        .device_ring_bytes = a->set.device_ring,
         .lane_devices = lane_devices(a, nearest, sizeof(nearest)),
         .heartbeat_s = a->set.heartbeat,
         .peer_timeout_s = a->set.peer_timeout,

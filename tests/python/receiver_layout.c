@@ -56,6 +56,7 @@ static void params(void)
     FIELD(wst_receiver_params, lanes);
     FIELD(wst_receiver_params, lane_devices);
     FIELD(wst_receiver_params, initial_committed_label);
+    FIELD(wst_receiver_params, device_ring_bytes);
 }
 
 static void region_and_want(void)

@@ -386,7 +386,7 @@ class MirrorMatchesCTest(unittest.TestCase):
                          self.header, re.S).group(1)
         bits = dict(re.findall(r"WST_RECEIVER_(PARAM_\w+) = 1u << (\d+)",
                                body))
-        self.assertEqual(len(bits), 16)
+        self.assertEqual(len(bits), 17)
         for name, shift in bits.items():
             self.assertEqual(getattr(rl, name), 1 << int(shift), name)
         self.assertEqual(int(re.search(r"#define WST_RECEIVER_LANES_MAX (\d+)",
@@ -406,6 +406,7 @@ class MirrorMatchesCTest(unittest.TestCase):
                  ("peer_timeout", "peer-timeout"), ("mover", "mover"),
                  ("staging_slots", "staging-slots"),
                  ("verify_threads", "verify-threads"), ("lanes", "lanes"),
+                 ("device_ring_bytes", "device-ring-bytes"),
                  ("max_manifest_entries", "max-manifest-entries"),
                  ("max_manifest_bytes", "max-manifest-bytes"),
                  ("max_unranked_peers", "max-unranked-peers")]

@@ -58,7 +58,8 @@ static void test_lib_config_sender_defaults(void **state)
 /* include/wstream/receiver.h: timeout 30, mover auto, verify 1 with
  * hashing threads by the lanes, log level
  * 2 (info), heartbeat 1, peer timeout 5, staging slots 2, manifest entries
- * auto (0), manifest bytes 512 MiB, unranked peers 8, 1 data lane. */
+ * auto (0), manifest bytes 512 MiB, unranked peers 8, 1 data lane, a
+ * device ring of 1 GiB. */
 static void test_lib_config_receiver_defaults(void **state)
 {
     struct wst_recv_settings set;
@@ -77,7 +78,9 @@ static void test_lib_config_receiver_defaults(void **state)
     assert_int_equal(set.max_manifest_bytes, 512ull << 20);
     assert_int_equal(set.max_unranked, 8);
     assert_int_equal(set.lanes, 0); /* auto */
-    assert_int_equal(table_length(wst_recv_config), WST_RECV_CONFIG_LANES + 1);
+    assert_int_equal(set.device_ring, 1ull << 30);
+    assert_int_equal(table_length(wst_recv_config),
+                     WST_RECV_CONFIG_DEVICE_RING + 1);
 }
 
 /* The device-path choices are enum wst_path_pref, as the sender parses
@@ -135,6 +138,14 @@ static void test_lib_config_create_refuses(void **state)
     assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
     rp.field_mask = WST_RECEIVER_PARAM_LANES;
     rp.lanes = WST_WORKER_LANES_MAX + 1;
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    /* The device ring: whole MiB, 8 MiB to 64 GiB. */
+    rp.field_mask = WST_RECEIVER_PARAM_DEVICE_RING;
+    rp.device_ring_bytes = WST_RECV_DEVICE_RING_MIN - (1u << 20);
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.device_ring_bytes = WST_RECV_DEVICE_RING_MAX + (1u << 20);
+    assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
+    rp.device_ring_bytes = (64u << 20) + 4096;
     assert_int_equal(wst_receiver_create(&rp, &r), WST_ERR_INVALID);
     rp.field_mask = WST_RECEIVER_PARAM_LANE_DEVICES;
     rp.lane_devices = "eth0,,eth1";

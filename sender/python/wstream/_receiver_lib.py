@@ -30,6 +30,7 @@ PARAM_LIMITS = 1 << 12
 PARAM_LANES = 1 << 13
 PARAM_LANE_DEVICES = 1 << 14
 PARAM_INITIAL_LABEL = 1 << 15
+PARAM_DEVICE_RING = 1 << 16
 LANES_MAX = 8  # WST_RECEIVER_LANES_MAX
 
 u32, u64 = ctypes.c_uint32, ctypes.c_uint64
@@ -90,6 +91,7 @@ class ReceiverParams(ctypes.Structure):
         ("lanes", u32),
         ("lane_devices", ctypes.c_char_p),
         ("initial_committed_label", ctypes.c_char_p),
+        ("device_ring_bytes", u64),
     ]
 
 

@@ -65,8 +65,10 @@ class Receiver:
     every layer's digest, on verify_threads threads (0: three for every
     four lanes, at least 2); lanes: data lanes 1..8 (0: one per two
     CPUs); lane_devices: their network devices as UCX names them
-    ("mlx5_0:1,mlx5_1:1"), None for UCX's choice; staging_slots: MoE
-    layers staged at once; max_manifest_entries (0: auto),
+    ("mlx5_0:1,mlx5_1:1"), None for UCX's choice; device_ring_bytes: the
+    GPU memory data for an engine's CUDA IPC buffers lands in first, with
+    a CUDA-aware UCX (whole MiB, 8 MiB to 64 GiB);
+    staging_slots: MoE layers staged at once; max_manifest_entries (0: auto),
     max_manifest_bytes, max_unranked_peers: what senders may make it
     hold; initial_committed_version, initial_unusable_reason,
     initial_committed_label: where a restarted engine starts; log_level:
@@ -90,7 +92,7 @@ class Receiver:
                  insecure=False, timeout=30.0, heartbeat=1.0,
                  peer_timeout=5.0, mover="auto", verify=True,
                  verify_threads=0, lanes=0, lane_devices=None,
-                 staging_slots=2, max_manifest_entries=0,
+                 device_ring_bytes=1 << 30, staging_slots=2, max_manifest_entries=0,
                  max_manifest_bytes=512 << 20, max_unranked_peers=8,
                  initial_committed_version=0, initial_unusable_reason=None,
                  initial_committed_label=None, log_level="warn",
@@ -114,6 +116,9 @@ class Receiver:
         p.lanes = _checks.in_range("lanes", lanes, 0, rl.LANES_MAX)
         # The list's syntax is the C library's to check; it says why.
         p.lane_devices = args.text("lane_devices", lane_devices, 1023)
+        # Its bounds and granularity are the C library's to check.
+        p.device_ring_bytes = _checks.in_range(
+            "device_ring_bytes", device_ring_bytes, 0, args.U64_MAX)
         p.staging_slots = _checks.in_range("staging_slots", staging_slots, 1,
                                            args.STAGING_SLOTS_MAX)
         p.max_manifest_entries = _checks.in_range(
@@ -156,7 +161,7 @@ class Receiver:
             rl.PARAM_HOOKS | rl.PARAM_HEARTBEAT | rl.PARAM_STAGING_SLOTS |
             rl.PARAM_INITIAL_STATE | rl.PARAM_GROUP | rl.PARAM_AUTH |
             rl.PARAM_LIMITS | rl.PARAM_LANES | rl.PARAM_LANE_DEVICES |
-            rl.PARAM_INITIAL_LABEL)
+            rl.PARAM_INITIAL_LABEL | rl.PARAM_DEVICE_RING)
         self.name, self.rank, self.host = log_name, p.rank, host
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
