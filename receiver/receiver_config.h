@@ -25,7 +25,12 @@
  * WST_WORKER_LANES_MAX. */
 #define WST_RECV_LANES_DEFAULT 0
 
-/* The device ring's bounds (wst_receiver_params.device_ring_bytes). */
+/* The device ring's bounds (wst_receiver_params.device_ring_bytes; its
+ * default, 1 GiB, is in the table: 32 of its largest messages, the direct
+ * path's window, select.h). An 8-layer direct refit on one H200 (NOTES.md,
+ * issue 19): 8 MiB messages in 256 MiB 384-397 GB/s; 32 MiB messages in
+ * 256 MiB 445-450, in 1 GiB 478-479. It costs that much of the engine's
+ * GPU, and exists only where UCX moves device memory it cannot export. */
 #define WST_RECV_DEVICE_RING_MIN (8ull << 20)
 #define WST_RECV_DEVICE_RING_MAX (64ull << 30)
 

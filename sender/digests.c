@@ -30,12 +30,20 @@
 #include "sender_internal.h"
 #include "worker.h"
 
-/* A job: one piece of a host layer, or a whole layer with device runs. */
+/* A job: one piece of a host layer, or a whole layer with device runs.
+ * Its pool thread writes the result and posts the job itself to the
+ * progress thread: the batch's array stays put until every post of it
+ * has run (the next build is a call queued behind them, and destroy
+ * stops the worker before it frees the array). */
 #define WHOLE_LAYER UINT32_MAX
 struct digest_job {
     struct link *l;
     uint32_t layer;
     uint32_t piece; /* into l->dpieces, or WHOLE_LAYER */
+    /* The result, from the pool thread: */
+    uint64_t version;
+    uint64_t sum;
+    wst_status_t status; /* not WST_OK: the layer has no digest */
 };
 
 /* A layer's hashing: its pieces, and the sums come back so far. */
@@ -47,17 +55,9 @@ struct layer_hash {
     uint64_t sum;        /* this version's sums added so far */
 };
 
-struct digest_ready {
-    struct link *l;
-    uint64_t version;
-    uint32_t layer;
-    uint64_t sum;
-    wst_status_t status; /* not WST_OK: the layer has no digest */
-};
-
 static void do_digest_ready(void *arg)
 {
-    struct digest_ready *d = arg;
+    const struct digest_job *d = arg;
     struct link *l = d->l;
 
     if (l->version == d->version && l->have_plan &&
@@ -83,7 +83,6 @@ static void do_digest_ready(void *arg)
             }
         }
     }
-    free(d);
 }
 
 /* One layer's sum for one link, as one job: host runs on this thread,
@@ -136,30 +135,23 @@ static const unsigned char *item_run(void *arg, size_t i)
 static void digest_job_run(void *arg, size_t i)
 {
     struct wst_sender *s = arg;
-    const struct digest_job *j = &s->digest_jobs[i];
+    struct digest_job *j = &s->digest_jobs[i];
     struct link *l = j->l;
-    uint64_t sum = 0;
-    wst_status_t st = WST_OK;
 
     /* A flag, not l->state: the state is the progress thread's. */
     if (atomic_load_explicit(&l->digests_off, memory_order_relaxed))
         return; /* the link failed: its refit is over */
     /* A failure goes to the progress thread too, which fails the link with
      * it (the link is not this thread's to fail). */
+    j->version = s->digest_version;
+    j->status = WST_OK;
     if (j->piece == WHOLE_LAYER)
-        st = layer_sum(s, l, j->layer, &sum);
+        j->status = layer_sum(s, l, j->layer, &j->sum);
     else
-        sum = wst_digest_piece_sum(l->plan.items, &l->dpieces[j->piece],
-                                   item_run, l);
-    struct digest_ready *dr = malloc(sizeof(*dr));
-    if (dr == NULL)
-        return; /* the refit then stalls into its deadline */
-    dr->l = l;
-    dr->version = s->digest_version;
-    dr->layer = j->layer;
-    dr->sum = sum;
-    dr->status = st;
-    wst_worker_post(s->worker, do_digest_ready, dr);
+        j->sum = wst_digest_piece_sum(l->plan.items, &l->dpieces[j->piece],
+                                      item_run, l);
+    /* Without memory to post, the refit stalls into its deadline. */
+    wst_worker_post(s->worker, do_digest_ready, j);
 }
 
 static wst_status_t add_piece(void *arg, const struct wst_digest_piece *p)

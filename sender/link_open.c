@@ -166,6 +166,7 @@ static wst_status_t open_chunks(struct link *l)
     struct wst_sender *s = l->s;
     struct wst_wire *wire = NULL;
     int rma_real = 0;
+    uint64_t window = wst_path_window(l->path, s->window, s->window_auto);
     wst_status_t st;
 
     if (wst_conn_data_ep(l->conn) == NULL) {
@@ -219,7 +220,7 @@ static wst_status_t open_chunks(struct link *l)
         .ring =
             l->path == WST_PATH_BOUNCE ? wst_send_device_ring(s->dev) : NULL,
         .plan = &l->tx_plan,
-        .window = wst_path_window(l->path, s->window, s->window_auto),
+        .window = window,
         .scatter = l->mover_kind == WST_MOVER_AM &&
                    (l->plan.caps & WST_CAP_SCATTER) != 0,
         .events = wst_send_pump_events(l),
@@ -234,10 +235,7 @@ static wst_status_t open_chunks(struct link *l)
              "MiB, %zu items, %u layers",
              l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
              rma_real ? " (real rma)" : " (no real rma lane)",
-             wst_conn_lanes(l->conn),
-             (unsigned long long)(wst_path_window(l->path, s->window,
-                                                  s->window_auto) >>
-                                  20),
+             wst_conn_lanes(l->conn), (unsigned long long)(window >> 20),
              l->plan.n_items, l->plan.n_layers);
     return WST_OK;
 }

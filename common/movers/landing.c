@@ -124,10 +124,6 @@ wst_status_t wst_landing_create_device(const struct wst_logger *log,
                                        size_t bytes, size_t message_max,
                                        struct wst_landing **landing_p)
 {
-    if (bytes == 0)
-        bytes = WST_LANDING_DEVICE_BYTES;
-    if (message_max == 0)
-        message_max = WST_LANDING_MESSAGE_MAX;
     if (bytes < WST_LANDING_MESSAGE_MAX ||
         message_max < WST_LANDING_MESSAGE_MAX ||
         message_max > WST_DATA_DEVICE_CHUNK_MAX)

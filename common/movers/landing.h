@@ -42,12 +42,6 @@
  * must not each hold a whole chunk's room. */
 #define WST_LANDING_BYTES (8 * WST_LANDING_MESSAGE_MAX)
 #define WST_LANDING_RECORDS 1024u
-/* The device ring: 32 of its largest messages, the direct path's window
- * (1 GiB, select.h). An 8-layer direct refit on one H200 (NOTES.md, issue
- * 19): 8 MiB messages in 256 MiB 384-397 GB/s; 32 MiB messages in 256 MiB
- * 445-450, in 1 GiB 478-479. It costs that much of the engine's GPU, and
- * exists only where UCX moves device memory it cannot export. */
-#define WST_LANDING_DEVICE_BYTES (32 * WST_DATA_DEVICE_CHUNK_MAX)
 
 /* A landed message is in device memory (or its copy failed); 'tag' is what
  * wst_landing_copy was given. Progress thread. */
@@ -63,12 +57,12 @@ struct wst_landing;
 wst_status_t wst_landing_create(const struct wst_logger *log,
                                 wst_worker_t *worker, int device,
                                 struct wst_landing **landing_p);
-/* The same with a ring of 'bytes' (0: WST_LANDING_DEVICE_BYTES; at least
- * WST_LANDING_MESSAGE_MAX) of device memory on 'device', not registered
- * (UCX registers it on first use, once per UCX context, in its
- * registration cache), taking messages of up to 'message_max' bytes (0:
- * WST_LANDING_MESSAGE_MAX; at least that, at most WST_DATA_DEVICE_CHUNK_MAX;
- * cut to 'bytes' when larger). Its messages come from a CUDA-aware UCX,
+/* The same with a ring of 'bytes' (at least WST_LANDING_MESSAGE_MAX; the
+ * receiver's device_ring_bytes) of device memory on 'device', not
+ * registered (UCX registers it on first use, once per UCX context, in its
+ * registration cache), taking messages of up to 'message_max' bytes (from
+ * WST_LANDING_MESSAGE_MAX to WST_DATA_DEVICE_CHUNK_MAX; cut to 'bytes' when
+ * larger); WST_ERR_INVALID otherwise. Its messages come from a CUDA-aware UCX,
  * whose per-message cost bounds a ring of 8 MiB messages at about a tenth
  * of what the GPU copies (NOTES.md, issue 19). */
 wst_status_t wst_landing_create_device(const struct wst_logger *log,

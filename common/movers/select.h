@@ -75,8 +75,8 @@ enum wst_path {
  * UCX moves device memory fast enough that 256 MiB (8 lanes' default)
  * leaves it waiting. One H200, 8-layer qwen3-30b-a3b direct refit, 32
  * MiB messages, refits 2-3 (NOTES.md, issue 19): window 256 MiB 331-376
- * GB/s, 1 GiB 399-420; a 1 GiB device ring instead of 256 MiB changed
- * nothing (349-365 with the small window, 419-420 with the large). */
+ * GB/s, 1 GiB 399-420. (The device ring took 8 MiB messages then, and
+ * its size changed nothing; with 32 MiB ones it does: landing.h.) */
 #define WST_DIRECT_WINDOW_MIN (1ull << 30)
 
 /* A sender's bytes in flight to a receiver on 'path': 'window', or with

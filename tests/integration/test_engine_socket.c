@@ -234,12 +234,12 @@ static void expect_state(const struct eng_case *c, const char *needle)
              needle);
 }
 
-/* Pushes version 1 from a correct sender; returns its status. */
 static void start_standin(struct eng_case *c, const char *delay_ms, int refuse)
 {
     start_standin_at(c, delay_ms, refuse, 0);
 }
 
+/* Pushes version 1 from a correct sender; returns its status. */
 static wst_status_t push_v1(struct it_agent *a, char *err, size_t errlen)
 {
     struct it_sender s;

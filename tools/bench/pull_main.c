@@ -33,9 +33,9 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "digest.h"
 #include "median.h"
 
@@ -51,14 +51,6 @@ struct ring {
     uint64_t src_addr; /* the sender's buffer, for the pulls */
     unsigned char slots[];
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void fill(unsigned char *p, size_t n, uint64_t seed)
 {
@@ -190,35 +182,35 @@ int main(int argc, char **argv)
     for (unsigned k = 0; k < repeats; k++) {
         double t;
         memset(dst, 0, size);
-        t = now_s();
+        t = wst_now_s();
         if (pull(pid, r->src_addr, dst, size, msg, 0, &sum) != 0)
             goto out_failed;
-        gbs[0][k] = (double)size / (now_s() - t) / 1e9;
+        gbs[0][k] = (double)size / (wst_now_s() - t) / 1e9;
         if (wst_digest_part(dst, size, 0) != want) {
             fprintf(stderr, "pull: the bytes differ from the source\n");
             goto out_stop_sender;
         }
         memset(dst, 0, size);
         sum = 0;
-        t = now_s();
+        t = wst_now_s();
         if (pull(pid, r->src_addr, dst, size, msg, 1, &sum) != 0)
             goto out_failed;
-        gbs[1][k] = (double)size / (now_s() - t) / 1e9;
+        gbs[1][k] = (double)size / (wst_now_s() - t) / 1e9;
         if (sum != want) {
             fprintf(stderr, "pull+hash: digest differs from the source's\n");
             goto out_stop_sender;
         }
         memset(dst, 0, size);
-        t = now_s();
+        t = wst_now_s();
         two_copies(r, dst, size, msg);
-        gbs[2][k] = (double)size / (now_s() - t) / 1e9;
+        gbs[2][k] = (double)size / (wst_now_s() - t) / 1e9;
         if (wst_digest_part(dst, size, 0) != want) {
             fprintf(stderr, "two copies: the bytes differ from the source\n");
             goto out_stop_sender;
         }
-        t = now_s();
+        t = wst_now_s();
         memcpy(dst, src, size);
-        gbs[3][k] = (double)size / (now_s() - t) / 1e9;
+        gbs[3][k] = (double)size / (wst_now_s() - t) / 1e9;
     }
     printf("wstream-pull-bench: %zu MiB in %zu KiB messages, %u repeats, one "
            "receiver thread; every byte checked\n",
