@@ -458,15 +458,15 @@ if [ -n "$cuda_ucx" ]; then
     # further one 1.24 GB), so that per-refit control is not all it times.
     q3_layers=${WST_GPU_DIRECT_LAYERS:-2}
     q3d="--preset qwen3-30b-a3b --layers $q3_layers --senders 1 --receivers 1 --refits 5"
-    # The refit the ratios are of: the stand-in engine pauses without its
+    # The refits the ratios are of (q3n): the stand-in engine pauses without its
     # check that nothing is written before READY (it hashes all its live
     # memory twice at each BEGIN: ~16 ms of a 59 ms refit at 16 layers, on
     # the GPU the refit shares), which a real engine does not do to pause.
     # Every byte is still verified: the agent's digests, and the demo's
     # comparison of live memory with the sources after each refit.
+    q3n="$q3d --engine-ready-check=no"
     # shellcheck disable=SC2086
-    direct "qwen3-30b-a3b $q3_layers layers 1->1, engine without its READY check" \
-        $q3d --engine-ready-check=no
+    direct "qwen3-30b-a3b $q3_layers layers 1->1, engine without its READY check" $q3n
     gbs_direct=$(median_gbs)
     timeline
     # The same with the check (not with WST_GPU_DIRECT_MIN=1).
@@ -485,7 +485,7 @@ if [ -n "$cuda_ucx" ]; then
         # shellcheck disable=SC2086
         demo "direct qwen3-30b-a3b $q3_layers layers 1->1, traced" \
             --device 0 --sender-device 0 --transport auto \
-            ${q3d/--refits 5/--refits 3} --log-level trace
+            ${q3n/--refits 5/--refits 3} --log-level trace
         "$root/tools/demo/refit_trace.sh" "$out/demo.tmp" >"$out/trace.txt" 2>>"$log"
         result "refit_trace.sh of the traced refit" $? \
             "($(wc -l <"$out/trace.txt") lines in $out/trace.txt)"
@@ -496,7 +496,7 @@ if [ -n "$cuda_ucx" ]; then
     gbs_direct_noring=""
     if [ "${WST_GPU_DIRECT_RING_OFF:-0}" = 1 ]; then
         # shellcheck disable=SC2086
-        WST_DEVICE_RING=off direct "qwen3-30b-a3b $q3_layers layers 1->1, no device ring" $q3d
+        WST_DEVICE_RING=off direct "qwen3-30b-a3b $q3_layers layers 1->1, no device ring" $q3n
         gbs_direct_noring=$(median_gbs)
         timeline
     fi
@@ -508,7 +508,7 @@ if [ -n "$cuda_ucx" ]; then
     ring_case="${WST_GPU_DIRECT_RING_MIB:-1024} MiB device ring, window ${WST_GPU_DIRECT_WINDOW:-default}"
     if [ -n "${WST_GPU_DIRECT_RING_MIB:-}${WST_GPU_DIRECT_WINDOW:-}" ]; then
         # shellcheck disable=SC2086
-        WST_DEVICE_RING=${WST_GPU_DIRECT_RING_MIB:-1024} direct "qwen3-30b-a3b $q3_layers layers 1->1, $ring_case" $q3d --window "${WST_GPU_DIRECT_WINDOW:-0}" --engine-ready-check=no
+        WST_DEVICE_RING=${WST_GPU_DIRECT_RING_MIB:-1024} direct "qwen3-30b-a3b $q3_layers layers 1->1, $ring_case" $q3n --window "${WST_GPU_DIRECT_WINDOW:-0}"
         gbs_direct_ring=$(median_gbs)
         timeline
     fi
@@ -541,7 +541,7 @@ if [ -n "$cuda_ucx" ]; then
         # shellcheck disable=SC2086
         demo "bounce on the same UCX: qwen3-30b-a3b $q3_layers layers 1->1" \
             --device 0 --sender-device 0 --transport auto \
-            --device-path bounce $q3d --log-level info
+            --device-path bounce $q3n --log-level info
         gbs_direct_bounce=$(median_gbs)
     fi
     # UCX 1.13 emulates puts over tcp with memcpy, which cannot read device
