@@ -134,16 +134,22 @@ static int data_rma_real(struct wst_conn *c, const struct wst_lane *lanes,
 {
     wst_worker_t *w = c->worker;
 
+    c->device_put = 0;
     if (!w->rma) {
         /* Without the feature UCX has no rma lane to offer. */
         wst_errf(c->rma_why, sizeof(c->rma_why),
                  "no remote memory access on this worker: %s", w->rma_why);
+        snprintf(c->device_why, sizeof(c->device_why), "%s", c->rma_why);
         return 0;
     }
     int real =
         wst_lanes_rma_real(lanes, n_lanes, w->transports, w->n_transports,
                            c->data_peer_errors, c->rma_why, sizeof(c->rma_why));
-    WST_DEBUG(w->log, "peer %s: data lanes: %s", c->name, c->rma_why);
+    c->device_put = wst_lanes_device_put(lanes, n_lanes, w->transports,
+                                         w->n_transports, c->data_peer_errors,
+                                         c->device_why, sizeof(c->device_why));
+    WST_DEBUG(w->log, "peer %s: data lanes: %s; %s", c->name, c->rma_why,
+              c->device_why);
     return real;
 }
 
@@ -199,6 +205,13 @@ void *wst_conn_user(const wst_conn_t *c)
 const char *wst_conn_name(const wst_conn_t *c)
 {
     return c->name;
+}
+
+int wst_conn_device_put(const wst_conn_t *c, const char **why_p)
+{
+    if (why_p != NULL)
+        *why_p = c->device_why;
+    return c->device_put;
 }
 
 const char *wst_conn_rma_why(const wst_conn_t *c)

@@ -208,6 +208,63 @@ int wst_transports_rma_real(const struct wst_transport *transports,
                               why_len);
 }
 
+/* Whether 'lane' puts into a peer's device memory (lanes.h). */
+static int lane_device_put(const struct wst_lane *lane,
+                           const struct wst_transport *transports,
+                           size_t n_transports, int peer_errors)
+{
+    for (size_t i = 0; i < n_transports; i++) {
+        const struct wst_transport *t = &transports[i];
+        if (strcmp(t->name, lane->name) != 0)
+            continue;
+        return (t->type == UCT_DEVICE_TYPE_NET ||
+                t->type == UCT_DEVICE_TYPE_SHM) &&
+               t->reg_cuda && t->queried &&
+               (t->iface_flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
+               (!peer_errors ||
+                (t->iface_flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
+    }
+    return 0;
+}
+
+int wst_lanes_device_put(const struct wst_lane *lanes, size_t n_lanes,
+                         const struct wst_transport *transports,
+                         size_t n_transports, int peer_errors, char *why,
+                         size_t why_len)
+{
+    size_t n = n_lanes < WST_LANES_MAX ? n_lanes : WST_LANES_MAX;
+    size_t used = 0;
+    int real = 0;
+
+    if (why_len > 0)
+        why[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (!lane_device_put(&lanes[i], transports, n_transports, peer_errors))
+            continue;
+        append(why, why_len, &used, "%s%s", real ? ", " : "", lanes[i].name);
+        real = 1;
+    }
+    append(why, why_len, &used, "%s",
+           real ? " put into device memory in hardware"
+                : "no lane puts into device memory in hardware");
+    return real;
+}
+
+int wst_transports_device_put(const struct wst_transport *transports,
+                              size_t n_transports, char *why, size_t why_len)
+{
+    struct wst_lane lanes[WST_LANES_MAX];
+    size_t n = n_transports < WST_LANES_MAX ? n_transports : WST_LANES_MAX;
+
+    for (size_t i = 0; i < n; i++) {
+        snprintf(lanes[i].name, sizeof(lanes[i].name), "%s",
+                 transports[i].name);
+        lanes[i].roles[0] = '\0';
+    }
+    return wst_lanes_device_put(lanes, n, transports, n_transports, 0, why,
+                                why_len);
+}
+
 int wst_ucx_mem_types_have_cuda(uint64_t memory_types)
 {
     return (memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;

@@ -60,6 +60,25 @@ int wst_lanes_rma_real(const struct wst_lane *lanes, size_t n_lanes,
 int wst_transports_rma_real(const struct wst_transport *transports,
                             size_t n_transports, char *why, size_t why_len);
 
+/* 1 when one of 'lanes' puts into a peer's device memory in hardware: a
+ * network or intra-node transport of 'transports' whose memory domain
+ * registers CUDA memory with a remote key (reg_cuda) and whose interface
+ * does zero-copy put (and peer-failure handling when 'peer_errors'):
+ * cuda_ipc within a host, an RDMA transport with GPUDirect across hosts.
+ * UCX 1.18 gives such a lane the rma_bw role for CUDA memory; without one
+ * it would emulate a put into device memory over active messages, which
+ * a receiver that offers no RMA does not serve. The reason goes to 'why'
+ * (truncated to why_len). */
+int wst_lanes_device_put(const struct wst_lane *lanes, size_t n_lanes,
+                         const struct wst_transport *transports,
+                         size_t n_transports, int peer_errors, char *why,
+                         size_t why_len);
+
+/* wst_lanes_device_put with every transport judged as a lane would be
+ * (no peer-failure handling asked for). */
+int wst_transports_device_put(const struct wst_transport *transports,
+                              size_t n_transports, char *why, size_t why_len);
+
 /* Nonzero when a UCP context's memory_types (ucp_context_attr_t, field
  * UCP_ATTR_FIELD_MEMORY_TYPES) include UCS_MEMORY_TYPE_CUDA. Only that bit
  * counts: CUDA_MANAGED support alone does not let UCX register the

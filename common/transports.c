@@ -166,6 +166,7 @@ err:
 }
 
 static wst_status_t add_transport(struct probe *p, uct_md_h md, int reg_host,
+                                  int reg_cuda,
                                   const uct_tl_resource_desc_t *rsc)
 {
     if (wst_array_grow(&p->list, &p->cap, p->n + 1, sizeof(*p->list)) != WST_OK)
@@ -176,9 +177,10 @@ static wst_status_t add_transport(struct probe *p, uct_md_h md, int reg_host,
     snprintf(t->name, sizeof(t->name), "%s/%s", rsc->tl_name, rsc->dev_name);
     t->type = rsc->dev_type;
     t->reg_host = reg_host;
+    t->reg_cuda = reg_cuda;
     /* The interface only matters where the domain can register the
      * memory a put lands in. */
-    if (reg_host)
+    if (reg_host || reg_cuda)
         query_iface(p, md, rsc, t);
     return WST_OK;
 }
@@ -193,7 +195,7 @@ static wst_status_t probe_md(struct probe *p, uct_component_h component,
     unsigned n_rscs = 0;
     uct_md_attr_t attr;
     uct_md_h md = NULL;
-    int reg_host;
+    int reg_host, reg_cuda;
     wst_status_t status = WST_OK;
     ucs_status_t st;
 
@@ -212,11 +214,16 @@ static wst_status_t probe_md(struct probe *p, uct_component_h component,
         goto out_close_md;
     reg_host = (attr.cap.flags & UCT_MD_FLAG_REG) &&
                (attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    /* cuda_copy registers CUDA memory too, for copies inside this
+     * process: it packs no remote key, so no peer can put through it. */
+    reg_cuda = (attr.cap.flags & UCT_MD_FLAG_REG) &&
+               (attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) &&
+               attr.rkey_packed_size > 0;
     for (unsigned i = 0; i < n_rscs && status == WST_OK; i++)
         if (wst_transports_tl_enabled(tls, rscs[i].tl_name) &&
             wst_transports_dev_enabled(devices_env(rscs[i].dev_type),
                                        rscs[i].dev_name))
-            status = add_transport(p, md, reg_host, &rscs[i]);
+            status = add_transport(p, md, reg_host, reg_cuda, &rscs[i]);
     uct_release_tl_resource_list(rscs);
 
 out_close_md:

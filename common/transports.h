@@ -27,6 +27,9 @@ struct wst_transport {
     int reg_host;           /* its memory domain registers host memory */
     int queried; /* its interface opened and answered: iface_flags valid */
     uint64_t iface_flags; /* UCT_IFACE_FLAG_* */
+    int reg_cuda;         /* its memory domain registers CUDA memory and packs a
+                             remote key for it (cuda_ipc; an RDMA domain with
+                             GPUDirect): a peer may put into that memory */
 };
 
 /* Lists the transports UCX_TLS and UCX_<TYPE>_DEVICES enable in this

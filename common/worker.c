@@ -71,6 +71,9 @@ static void decide_rma(wst_worker_t *w)
     }
     int real = wst_transports_rma_real(w->transports, w->n_transports,
                                        w->rma_why, sizeof(w->rma_why));
+    char dev_why[sizeof(w->rma_why)];
+    int dev = wst_transports_device_put(w->transports, w->n_transports, dev_why,
+                                        sizeof(dev_why));
     switch (w->rma_rule) {
     case WST_WORKER_RMA_NEVER:
         w->rma = 0;
@@ -78,6 +81,11 @@ static void decide_rma(wst_worker_t *w)
         break;
     case WST_WORKER_RMA_ALWAYS:
         w->rma = 1;
+        break;
+    case WST_WORKER_RMA_INITIATOR:
+        if (!real && dev)
+            snprintf(w->rma_why, sizeof(w->rma_why), "%s", dev_why);
+        w->rma = real || dev;
         break;
     default:
         w->rma = real;

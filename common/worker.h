@@ -128,6 +128,13 @@ enum wst_worker_rma {
                                 hardware (the default) */
     WST_WORKER_RMA_NEVER,
     WST_WORKER_RMA_ALWAYS, /* also emulated: the put mover's own tests */
+    /* As HARDWARE, and also where a transport puts into a peer's device
+     * memory in hardware (lanes.h, wst_lanes_device_put: cuda_ipc). For
+     * a process that only puts (a sender): its UCX then also serves
+     * emulated RMA over tcp, but only to the receivers it connected to
+     * and authenticated; a receiver, which anyone may reach, never asks
+     * for it (cuda_ipc needs nothing of the target's UCX but the key). */
+    WST_WORKER_RMA_INITIATOR,
 };
 
 /* Data lanes a worker may have (wst_worker_params.lanes). */
@@ -468,6 +475,12 @@ wst_status_t wst_conn_lane_send(wst_conn_t *conn, unsigned lane,
                                 const struct wst_data_hdr *hdr, const void *src,
                                 size_t len, uint32_t flags, wst_lane_send_cb cb,
                                 void *arg);
+
+/* Whether puts into the peer's device memory on the data endpoint run in
+ * hardware (lanes.h, wst_lanes_device_put: cuda_ipc, or RDMA with
+ * GPUDirect), on a worker that offers RMA; *why_p (borrowed from conn)
+ * names the lanes or says why not. 0 before wst_conn_open_data. */
+int wst_conn_device_put(const wst_conn_t *conn, const char **why_p);
 
 /* Why puts on the data endpoint do or do not run in hardware, naming the
  * lanes ("no lane puts in hardware: tcp/lo: zero-copy put only"); "" before

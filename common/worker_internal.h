@@ -49,7 +49,9 @@ struct wst_conn {
     uint64_t close_at;    /* ns; nonzero: force-close then (lingering) */
     int data_peer_errors; /* data_ep has UCP_ERR_HANDLING_MODE_PEER */
     char name[96];
-    char rma_why[256]; /* why puts on data_ep do or do not run in hardware */
+    char rma_why[256];    /* why puts on data_ep do or do not run in hardware */
+    int device_put;       /* data_ep puts into device memory in hardware */
+    char device_why[256]; /* why, or why not */
     /* Data lanes (lane.c): [1..n_lanes) are connections of the lane
      * workers, touched only on their threads; n_lanes is 1 + those
      * opened. On a lane's connection, main_id is the id of the

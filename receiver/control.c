@@ -245,7 +245,7 @@ static void on_begin(struct wst_receiver *r, struct peer *p,
         why = "begin without the current plan";
     else if (b->mover == WST_MOVER_NCCL && !p->nccl_ready)
         why = "nccl mover without a ready communicator";
-    else if (b->mover == WST_MOVER_PUT && !r->allow_put)
+    else if (b->mover == WST_MOVER_PUT && !p->plan_put)
         why = "put mover, but no remote keys were given";
     if (why != NULL) {
         wst_recv_send_error(r, p,

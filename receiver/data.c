@@ -80,9 +80,38 @@ wst_status_t wst_recv_peer_rx_plan(struct wst_receiver *r, struct peer *p)
     return WST_OK;
 }
 
+/* Whether every item of 'pl' writes a keyed region (a put plan's half
+ * then sees no data). */
+static int put_only(const struct wst_rx_plan *pl)
+{
+    for (size_t k = 0; k < pl->n_items; k++)
+        if (!pl->regions[pl->items[k].region].keyed)
+            return 0;
+    return 1;
+}
+
+/* The am half for p, of a put plan with regions that have no key when
+ * 'put_share' (am.h). */
+static wst_status_t open_am(struct wst_receiver *r, struct peer *p,
+                            int put_share)
+{
+    struct wst_rx_am_params ap = {
+        .log = &r->log,
+        .landing = r->landing,
+        .ucx_cuda = wst_worker_supports_cuda(r->worker),
+        .device_landing = r->device_landing,
+        .stats = &r->am_stats,
+        .plan = &p->rx_plan,
+        .events = wst_recv_rx_events(p),
+        .hashers = r->hashers,
+        .worker = r->worker,
+        .put_share = put_share,
+    };
+    return wst_rx_am_create(&ap, &p->rx);
+}
+
 wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
 {
-    struct wst_rx_events ev = wst_recv_rx_events(p);
     wst_status_t st = WST_OK;
 
     /* A half lives as long as the plan it was made for: a refit with the
@@ -98,23 +127,17 @@ wst_status_t wst_recv_peer_rx_open(struct wst_receiver *r, struct peer *p)
         p->rx = p->nccl_rx;
         break;
     case WST_MOVER_PUT:
+        /* Regions without a key (the engine's device memory) take am on
+         * the put wire: the am half takes those, counting the rest. */
+        if (!put_only(&p->rx_plan)) {
+            st = open_am(r, p, 1);
+            break;
+        }
         st = wst_rx_put_create(&p->rx_plan, &p->rx);
         break;
-    case WST_MOVER_AM: {
-        struct wst_rx_am_params ap = {
-            .log = &r->log,
-            .landing = r->landing,
-            .ucx_cuda = wst_worker_supports_cuda(r->worker),
-            .device_landing = r->device_landing,
-            .stats = &r->am_stats,
-            .plan = &p->rx_plan,
-            .events = ev,
-            .hashers = r->hashers,
-            .worker = r->worker,
-        };
-        st = wst_rx_am_create(&ap, &p->rx);
+    case WST_MOVER_AM:
+        st = open_am(r, p, 0);
         break;
-    }
     }
     if (st == WST_OK && p->rx == NULL)
         st = WST_ERR_INVALID;

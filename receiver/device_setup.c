@@ -242,6 +242,7 @@ wst_status_t wst_recv_prepare_rx_regions(struct wst_receiver *r)
             .length = r->regions[i].length,
             .mem = r->regions[i].mem,
             .no_export = r->regions[i].no_export,
+            .keyed = wst_recv_region_keyed(r, i),
         };
     return WST_OK;
 }

@@ -30,6 +30,7 @@ struct encoded_plan {
     size_t len;
     uint64_t plan_hash;
     uint64_t data_token;
+    int put; /* it hands out remote keys: its mover is put */
 };
 
 uint64_t wst_recv_layer_count(const struct wst_receiver *r)
@@ -131,9 +132,12 @@ static uint32_t plan_caps(struct wst_receiver *r)
  * data that claims this rank must come from whoever read this message).
  * Only the regions its items write go with base and length, the others
  * with neither (indices stay the plan's), so a sender learns nothing of
- * memory it has no business in; keys only with 'keys' (the put mover:
- * they are the progress thread's, wst_recv_regions_rekey); otherwise the
- * larger messages device regions that UCX writes itself take (mover.h).
+ * memory it has no business in; keys only with 'keys' (they are the
+ * progress thread's, wst_recv_regions_rekey), for the regions that have
+ * one (wst_recv_region_keyed), and the plan's mover is put if any went
+ * (the other regions then take am on the same wire); each region with
+ * the largest message it takes (device memory that UCX writes itself
+ * takes larger ones, mover.h).
  * Reads the plan, the regions and whether a device ring exists, which are
  * fixed: any thread. */
 static wst_status_t encode_plan(const struct wst_receiver *r,
@@ -147,6 +151,8 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
         calloc(r->n_regions ? r->n_regions : 1, sizeof(*regs));
     wst_status_t st;
 
+    int keyed = 0;
+
     if (regs == NULL)
         return WST_ERR_NO_MEMORY;
     for (size_t k = first; k < first + n; k++) {
@@ -155,10 +161,12 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
             continue;
         regs[i].base = (uint64_t)(uintptr_t)r->regions[i].data;
         regs[i].length = r->regions[i].length;
-        if (keys) {
+        if (keys && wst_recv_region_keyed(r, i)) {
             regs[i].rkey.len = r->regions[i].rkey_len;
             regs[i].rkey.data = r->regions[i].rkey;
-        } else if (r->rx_regions != NULL) {
+            keyed = 1;
+        }
+        if (r->rx_regions != NULL) {
             regs[i].message_max = wst_am_message_max(
                 &r->rx_regions[i], (caps & WST_CAP_UCX_CUDA) != 0,
                 r->device_landing != NULL
@@ -178,7 +186,8 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
     m.u.plan.sender = rank;
     m.u.plan.n_senders = pl->n_senders;
     m.u.plan.n_layers = pl->n_layers;
-    m.u.plan.mover = keys ? WST_MOVER_PUT : WST_MOVER_AM;
+    m.u.plan.mover = keyed ? WST_MOVER_PUT : WST_MOVER_AM;
+    e->put = keyed;
     m.u.plan.data_token = e->data_token;
     m.u.plan.caps = caps;
     m.u.plan.n_items = n;
@@ -201,6 +210,7 @@ static void send_encoded_plan(struct wst_receiver *r, struct peer *p,
     }
     p->plan_hash = e->plan_hash;
     p->data_token = e->data_token;
+    p->plan_put = e->put;
     if (p->conn != NULL)
         wst_conn_send(p->conn, e->buf, e->len);
     else
@@ -214,8 +224,8 @@ static void send_encoded_plan(struct wst_receiver *r, struct peer *p,
 static void send_plan(struct wst_receiver *r, struct peer *p)
 {
     struct encoded_plan e = {0};
-    wst_status_t st =
-        encode_plan(r, r->plan, p->rank, plan_caps(r), r->allow_put, &e);
+    wst_status_t st = encode_plan(r, r->plan, p->rank, plan_caps(r),
+                                  r->allow_put || r->device_put, &e);
 
     if (st != WST_OK) {
         WST_ERROR(&r->log, "cannot encode the plan for %s: %s", p->name,
@@ -434,7 +444,7 @@ static struct plan_job *plan_job_new(struct wst_receiver *r)
     j->has_cached = r->plan != NULL && r->have_plan_key;
     j->cached_key = r->plan_key;
     j->caps = plan_caps(r);
-    j->encode = !r->allow_put;
+    j->encode = !r->allow_put && !r->device_put;
     return j;
 }
 

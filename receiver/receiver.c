@@ -61,6 +61,7 @@ static wst_status_t apply_params(struct wst_receiver *r,
             WST_OK)
         return WST_ERR_INVALID;
     r->allow_put = strcmp(wst_recv_mover_names[set.mover], "am") != 0;
+    r->put_wanted = r->allow_put;
     if (f & WST_RECEIVER_PARAM_VERIFY) {
         set.verify = p->verify != 0;
         if (p->verify_threads > WST_RECV_VERIFY_THREADS_MAX)
@@ -342,6 +343,29 @@ static wst_status_t check_moe_memory(struct wst_receiver *r)
     return WST_OK;
 }
 
+/* The device staging pool's remote key, where UCX can move device
+ * memory and the mover setting allows put: senders with a lane that puts
+ * into device memory put experts there (wst_recv_region_keyed). Without
+ * it, am, as before. */
+static void key_staging(struct wst_receiver *r)
+{
+    if (!r->put_wanted || !wst_worker_supports_cuda(r->worker))
+        return;
+    wst_status_t st = wst_recv_region_key_device(r, r->staging_region);
+    if (st != WST_OK) {
+        WST_WARN(&r->log,
+                 "no remote key for the device staging pool (%s): experts "
+                 "come by am",
+                 wst_status_string(st));
+        return;
+    }
+    r->device_put = 1;
+    WST_INFO(&r->log,
+             "device staging pool registered with a remote key (%zu bytes): "
+             "senders that put into device memory put experts there",
+             r->regions[r->staging_region].rkey_len);
+}
+
 /* Before listening: the engine's expert layers are checked (a refusal is
  * kept for the plan), the staging pool is allocated and registered as the
  * last region, and each MoE layer's three staged wants are added. */
@@ -368,6 +392,8 @@ static wst_status_t prepare_experts(struct wst_receiver *r)
     st = check_moe_memory(r);
     if (st == WST_OK)
         st = wst_receiver_add_region(r, &staging, &r->staging_region);
+    if (st == WST_OK && r->device >= 0)
+        key_staging(r);
     for (size_t i = 0; st == WST_OK && i < r->moe.n_layers; i++) {
         struct wst_want w[3];
         wst_moe_staging_wants(&r->moe, &r->moe.layers[i], r->staging_region, w);

@@ -68,7 +68,8 @@ struct peer {
     uint64_t have_reserved; /* counted as held meanwhile (peer_limits.c) */
     int dropped; /* dropped meanwhile: freed when the manifest is back */
     int plan_sent;
-    uint64_t plan_hash;  /* hash of this sender's slice of the plan */
+    int plan_put;       /* its plan handed out remote keys: BEGIN may say put */
+    uint64_t plan_hash; /* hash of this sender's slice of the plan */
     uint64_t data_token; /* random, in its plan: its data messages carry it */
 
     /* This sender's slice of the plan, as its receiving halves see it:
@@ -97,6 +98,13 @@ struct wst_receiver {
     struct wst_auth_secret secret; /* empty: insecure */
     double timeout_s;
     int allow_put;
+    /* Keys for the staging pool in device memory, which the receiver
+     * allocated itself (exactly one allocation, so a key grants nothing
+     * beside it): senders put experts there where a lane of theirs puts
+     * into device memory (cuda_ipc), and move the rest by am. Needs a
+     * CUDA-aware UCX and a mover setting other than am. */
+    int put_wanted; /* the mover setting allows put */
+    int device_put;
     /* The refit now ending was refused or failed (refit.c). */
     int refit_failed;
     int verify;
@@ -220,8 +228,8 @@ void *wst_recv_item_dest(const struct wst_receiver *r,
 wst_status_t wst_recv_add_want(struct wst_receiver *r,
                                const struct wst_want *want);
 /* Progress thread, after a refit failed where plans handed out remote
- * keys (allow_put: puts in hardware): every host region is registered
- * again and its key packed again; the old registration goes first. A
+ * keys (allow_put: puts in hardware; device_put): every keyed region is
+ * registered again and its key packed again; the old registration goes first. A
  * NIC's put that a stopped sender of the failed refit issues when it
  * resumes then meets a key that no longer exists, and writes nothing
  * (retire_receives in refit.c covers receives, not puts). The senders of
@@ -229,6 +237,12 @@ wst_status_t wst_recv_add_want(struct wst_receiver *r,
  * new keys. A region that cannot be registered again turns puts off
  * (allow_put 0: later plans are am). */
 wst_status_t wst_recv_regions_rekey(struct wst_receiver *r);
+/* Registers device region 'id' (the staging pool) with UCX and packs its
+ * remote key; on failure nothing stays registered. */
+wst_status_t wst_recv_region_key_device(struct wst_receiver *r, uint32_t id);
+/* Whether senders get region i's remote key: host memory with allow_put,
+ * device memory with device_put. Its bytes then come by put. */
+int wst_recv_region_keyed(const struct wst_receiver *r, size_t i);
 
 /* peers.c */
 void wst_recv_send_msg(struct wst_receiver *r, struct peer *p,

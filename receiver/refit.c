@@ -372,7 +372,7 @@ static void run_action(struct wst_receiver *r, const struct wst_rm_action *a)
     case WST_RM_ACT_END:
         retire_receives(r);
         /* Puts in hardware land without us: their keys go instead. */
-        if (r->refit_failed && r->allow_put)
+        if (r->refit_failed && (r->allow_put || r->device_put))
             wst_recv_regions_rekey(r);
         r->refit_failed = 0;
         poll_worker(r, 0);

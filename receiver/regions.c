@@ -60,8 +60,9 @@ static wst_status_t region_memory(struct wst_receiver *r,
     return WST_OK;
 }
 
-/* A host region's registration and packed key into reg (data, length
- * set); nothing is left registered when it fails. */
+/* A region's registration and packed key into reg (data, length set):
+ * every host region, and the device staging pool; nothing is left
+ * registered when it fails. */
 static wst_status_t register_region(struct wst_receiver *r, struct region *reg)
 {
     wst_status_t st =
@@ -130,7 +131,7 @@ err_unregister:
     return st;
 }
 
-/* A host region's new registration and key; the old ones are destroyed
+/* A region's new registration and key; the old ones are destroyed
  * first, so that whatever happens next no put can use them. */
 static wst_status_t rekey_region(struct wst_receiver *r, struct region *reg)
 {
@@ -142,14 +143,32 @@ static wst_status_t rekey_region(struct wst_receiver *r, struct region *reg)
     return register_region(r, reg);
 }
 
+wst_status_t wst_recv_region_key_device(struct wst_receiver *r, uint32_t id)
+{
+    if (id >= r->n_regions)
+        return WST_ERR_INVALID;
+    struct region *reg = &r->regions[id];
+    if (reg->mem != WST_MEM_CUDA || reg->no_export || reg->memh != NULL)
+        return WST_ERR_INVALID;
+    return register_region(r, reg);
+}
+
+int wst_recv_region_keyed(const struct wst_receiver *r, size_t i)
+{
+    if (i >= r->n_regions || r->regions[i].rkey_len == 0)
+        return 0;
+    const struct region *reg = &r->regions[i];
+    return reg->mem == WST_MEM_CUDA ? r->device_put : r->allow_put;
+}
+
 wst_status_t wst_recv_regions_rekey(struct wst_receiver *r)
 {
-    wst_status_t first = WST_OK;
+    wst_status_t first = WST_OK, dev_first = WST_OK;
     size_t n = 0;
 
     for (size_t i = 0; i < r->n_regions; i++) {
         struct region *reg = &r->regions[i];
-        if (reg->mem != WST_MEM_HOST || reg->memh == NULL)
+        if (reg->memh == NULL)
             continue;
         wst_status_t st = rekey_region(r, reg);
         if (st == WST_OK) {
@@ -158,16 +177,29 @@ wst_status_t wst_recv_regions_rekey(struct wst_receiver *r)
         }
         WST_ERROR(&r->log,
                   "region %s: no new registration after a failed refit "
-                  "(%s); senders put into no region from now on",
-                  reg->name, wst_status_string(st));
-        if (first == WST_OK)
+                  "(%s); senders put into no %s region from now on",
+                  reg->name, wst_status_string(st),
+                  reg->mem == WST_MEM_CUDA ? "device" : "host");
+        if (reg->mem == WST_MEM_CUDA && dev_first == WST_OK)
+            dev_first = st;
+        else if (reg->mem != WST_MEM_CUDA && first == WST_OK)
             first = st;
     }
+    /* Plans from now on are am where no key is left to hand. */
     if (first != WST_OK)
-        r->allow_put = 0; /* plans from now on are am: no key to hand */
+        r->allow_put = 0;
+    if (dev_first != WST_OK) {
+        r->device_put = 0;
+        first = first != WST_OK ? first : dev_first;
+    }
+    for (size_t i = 0; r->rx_regions != NULL && i < r->n_regions; i++)
+        r->rx_regions[i].keyed = wst_recv_region_keyed(r, i);
+    /* CUDA IPC has no revocation: a sender that mapped the staging pool
+     * through its old key keeps the mapping, whatever the new key is. */
     WST_INFO(&r->log,
-             "remote keys of %zu host regions replaced after a failed "
-             "refit: puts still in flight for it find no key",
+             "remote keys of %zu regions replaced after a failed refit: puts "
+             "still in flight for it find no key (a NIC's; a cuda_ipc mapping "
+             "a sender already holds stays valid)",
              n);
     return first;
 }

@@ -179,13 +179,19 @@ static wst_status_t open_chunks(struct link *l)
         if (st != WST_OK)
             return st;
     }
-    const char *why;
+    const char *why, *dev_why = NULL;
+    /* On the direct path the keys are for device memory (the receiver's
+     * staging), which a lane of its own may put into (cuda_ipc). */
+    int dev_put =
+        l->path == WST_PATH_DIRECT && wst_conn_device_put(l->conn, &dev_why);
+    rma_real |= dev_put;
     if (s->mover_pref == WST_MOVER_PUT && l->plan.mover == WST_MOVER_PUT &&
         !rma_real) {
         WST_ERROR(&s->log,
                   "receiver %s: the put mover needs a lane that puts in "
-                  "hardware: %s",
-                  l->name, wst_conn_rma_why(l->conn));
+                  "hardware: %s%s%s",
+                  l->name, wst_conn_rma_why(l->conn), dev_why ? "; " : "",
+                  dev_why ? dev_why : "");
         return WST_ERR_UNSUPPORTED;
     }
     l->mover_kind =
@@ -211,8 +217,7 @@ static wst_status_t open_chunks(struct link *l)
     free(regs);
     if (st != WST_OK)
         return st;
-    if (l->mover_kind == WST_MOVER_AM)
-        wst_wire_use_lanes(wire, l->conn);
+    wst_wire_use_lanes(wire, l->conn);
     struct wst_tx_chunks_params p = {
         .log = &s->log,
         .worker = s->worker,
@@ -234,7 +239,9 @@ static wst_status_t open_chunks(struct link *l)
              "receiver %s: mover %s, data lanes %s%s, %u lanes, window %llu "
              "MiB, %zu items, %u layers",
              l->name, wst_mover_kind_name(l->mover_kind), l->lanes,
-             rma_real ? " (real rma)" : " (no real rma lane)",
+             dev_put    ? " (puts into device memory)"
+             : rma_real ? " (real rma)"
+                        : " (no real rma lane)",
              wst_conn_lanes(l->conn), (unsigned long long)(window >> 20),
              l->plan.n_items, l->plan.n_layers);
     return WST_OK;

@@ -220,6 +220,9 @@ wst_status_t wst_sender_create(const struct wst_sender_params *params,
         .secret = &s->secret,
         .lanes = s->lanes,
         .lane_devices = s->lane_devices,
+        /* A sender only puts: RMA also where a lane puts into the
+         * receiver's device memory (worker.h). */
+        .rma = WST_WORKER_RMA_INITIATOR,
     };
     st = wst_worker_create(&wp, &s->worker);
     if (st != WST_OK)

@@ -59,6 +59,13 @@ struct wst_rx_am_params {
      * is posted to 'worker's progress thread. NULL hashers: not hashed. */
     wst_jobq_t *hashers;
     wst_worker_t *worker;
+    /* The half of a put plan with regions that have no key (the put
+     * mover's receiving half then, wire.h): the bytes of items in keyed
+     * regions come by put, which this side cannot see; they count as
+     * landed when the refit begins (the sender's LAYER_DONE after its
+     * flush still precedes any check of their layer), and a message into
+     * a keyed region is a protocol error. 0: every region by am. */
+    int put_share;
 };
 
 /* Whether a rendezvous message for 'reg' lands where it is going, moved by

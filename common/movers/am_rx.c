@@ -63,8 +63,10 @@ struct am_rx {
                                message: each one lands here and is copied
                                out before the next (eager: data_dest and
                                data_done come in one call, worker.h) */
+    uint64_t *put_bytes;    /* [n_layers] with put_share (am.h), or NULL */
     uint64_t copies;        /* landing copies in flight */
     uint64_t hashes;        /* hash jobs in flight */
+    uint32_t holds;         /* calls that raise events and go on after */
     int destroyed;
 };
 
@@ -153,6 +155,17 @@ static int data_fits(const struct wst_rx_plan *pl,
     return sum == len;
 }
 
+/* Whether a message that fits its plan (data_fits) writes a keyed
+ * region: those of a put plan come by put only. */
+static int into_keyed(const struct wst_rx_plan *pl,
+                      const struct wst_data_hdr *hdr)
+{
+    for (uint32_t k = 0; k < hdr->count; k++)
+        if (pl->regions[pl->items[hdr->item + k].region].keyed)
+            return 1;
+    return 0;
+}
+
 static int current(const struct am_rx *a, uint64_t version)
 {
     return a->rx.receiving && version == a->rx.version;
@@ -226,6 +239,13 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
         return WST_ERR_PROTOCOL;
     }
     const struct wst_plan_item *it = &pl->items[hdr->item];
+    if (a->put_bytes != NULL && into_keyed(pl, hdr)) {
+        fail(a, WST_ERR_PROTOCOL,
+             "data for item %u (x%u) as a message into a region it was given "
+             "a remote key for",
+             hdr->item, hdr->count);
+        return WST_ERR_PROTOCOL;
+    }
     if (!wst_rx_item_allowed(rx, hdr->item)) {
         fail(a, WST_ERR_PROTOCOL,
              "experts of layer %u sent before their credit", it->layer);
@@ -282,6 +302,7 @@ static wst_status_t am_dest(struct wst_rx *rx, const struct wst_data_hdr *hdr,
 
 static void am_free(struct am_rx *a)
 {
+    free(a->put_bytes);
     free(a->scratch);
     free(a->pos);
     free(a);
@@ -292,7 +313,7 @@ static int am_gone(struct am_rx *a)
 {
     if (!a->destroyed)
         return 0;
-    if (a->copies == 0 && a->hashes == 0)
+    if (a->copies == 0 && a->hashes == 0 && a->holds == 0)
         am_free(a);
     return 1;
 }
@@ -482,6 +503,29 @@ static wst_status_t am_begin(struct wst_rx *rx, uint64_t version)
     return WST_OK;
 }
 
+/* begin for the half of a put plan: the put share of every layer counts
+ * as landed now (am.h, put_share). The events are the receiver's to
+ * order: it takes them after the begin that raised them. */
+static wst_status_t am_put_begin(struct wst_rx *rx, uint64_t version)
+{
+    struct am_rx *a = (struct am_rx *)rx;
+
+    am_begin(rx, version);
+    uint32_t epoch = a->epoch;
+    /* An event may abort or destroy the half (a failed refit): held, it
+     * is freed only below. */
+    a->holds++;
+    for (uint32_t l = 0; l < rx->plan->n_layers; l++) {
+        if (a->destroyed || a->epoch != epoch)
+            break;
+        if (a->put_bytes[l] != 0)
+            rx->ev.landed(rx->ev.arg, l, a->put_bytes[l], 0, 0);
+    }
+    a->holds--;
+    am_gone(a);
+    return WST_OK;
+}
+
 static void am_allow(struct wst_rx *rx, uint32_t layer_bound)
 {
     rx->layer_bound = layer_bound;
@@ -515,6 +559,30 @@ static const struct wst_rx_ops am_rx_ops = {
     .destroy = am_destroy,
 };
 
+static const struct wst_rx_ops am_put_rx_ops = {
+    .name = "put+am",
+    .counts_bytes = 1,
+    .begin = am_put_begin,
+    .allow = am_allow,
+    .data_dest = am_dest,
+    .data_done = am_done,
+    .abort = am_abort,
+    .destroy = am_destroy,
+};
+
+/* Bytes per layer of the items in keyed regions (am.h, put_share). */
+static uint64_t *put_share_bytes(const struct wst_rx_plan *pl)
+{
+    uint64_t *bytes = calloc(pl->n_layers ? pl->n_layers : 1, sizeof(*bytes));
+
+    for (size_t k = 0; bytes != NULL && k < pl->n_items; k++) {
+        const struct wst_plan_item *it = &pl->items[k];
+        if (it->layer < pl->n_layers && pl->regions[it->region].keyed)
+            bytes[it->layer] += wst_plan_item_bytes(it);
+    }
+    return bytes;
+}
+
 wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
                               struct wst_rx **rx_p)
 {
@@ -522,8 +590,12 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
 
     if (a == NULL)
         return WST_ERR_NO_MEMORY;
-    a->rx.ops = &am_rx_ops;
+    a->rx.ops = p->put_share ? &am_put_rx_ops : &am_rx_ops;
     a->rx.ev = p->events;
+    if (p->put_share && (a->put_bytes = put_share_bytes(p->plan)) == NULL) {
+        free(a);
+        return WST_ERR_NO_MEMORY;
+    }
     a->rx.plan = p->plan;
     a->log = p->log;
     a->landing = p->landing;
@@ -534,7 +606,7 @@ wst_status_t wst_rx_am_create(const struct wst_rx_am_params *p,
         const struct wst_rx_plan *pl = p->plan;
         a->pos = calloc(pl->n_items ? pl->n_items : 1, sizeof(*a->pos));
         if (a->pos == NULL) {
-            free(a);
+            am_free(a);
             return WST_ERR_NO_MEMORY;
         }
         for (uint32_t l = 0; l < pl->n_layers; l++) {

@@ -53,6 +53,9 @@ struct wst_rx_region {
      * its engine): UCX must not be handed it as a rendezvous destination
      * (landing.h, the device ring). */
     int no_export;
+    /* Senders were given its remote key: in a put plan its bytes come by
+     * put, never as messages (am_rx.h's put share). */
+    int keyed;
 };
 
 /* A receiving half's view of the plan, borrowed for its lifetime: this

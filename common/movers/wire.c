@@ -194,12 +194,18 @@ static wst_status_t check_move(const struct wst_wire *m,
     return WST_OK;
 }
 
+static wst_status_t am_move(struct wst_wire *m, const struct wst_move *mv,
+                            wst_wire_cb cb, void *arg);
+
 static wst_status_t put_move(struct wst_wire *m, const struct wst_move *mv,
                              wst_wire_cb cb, void *arg)
 {
     wst_status_t st = mv->scatter ? WST_ERR_INVALID : check_move(m, mv);
     if (st != WST_OK)
         return st; /* scatter: a put lands in one place (a bug) */
+    /* A region the receiver gave no key for takes am (wire.h). */
+    if (m->rkeys[mv->region] == NULL)
+        return am_move(m, mv, cb, arg);
     struct move_req *r = req_new(m, cb, arg);
     if (r == NULL)
         return WST_ERR_NO_MEMORY;
@@ -347,19 +353,19 @@ static const struct wst_wire_ops am_ops = {
 static wst_status_t unpack_rkeys(struct wst_wire *m,
                                  const struct wst_remote_region *regions)
 {
+    size_t n_put = 0, n_am = 0;
+
     m->rkeys = calloc(m->n_regions ? m->n_regions : 1, sizeof(*m->rkeys));
     if (m->rkeys == NULL)
         return WST_ERR_NO_MEMORY;
     for (size_t i = 0; i < m->n_regions; i++) {
         /* A region no item of ours writes comes without base, length or
          * key (receiver/plan_cache.c): nothing to unpack, and check_move
-         * refuses any move into it. */
-        if (regions[i].length == 0 && regions[i].rkey_len == 0)
-            continue;
+         * refuses any move into it. One we write but have no key for
+         * takes am. */
         if (regions[i].rkey_len == 0) {
-            WST_ERROR(m->log, "region %zu of %llu bytes has no remote key", i,
-                      (unsigned long long)regions[i].length);
-            return WST_ERR_PROTOCOL;
+            n_am += regions[i].length != 0;
+            continue;
         }
         ucs_status_t st =
             ucp_ep_rkey_unpack(m->ep, regions[i].rkey, &m->rkeys[i]);
@@ -368,7 +374,11 @@ static wst_status_t unpack_rkeys(struct wst_wire *m,
                       ucs_status_string(st));
             return wst_status_from_ucs(st);
         }
+        n_put++;
     }
+    if (n_am > 0)
+        WST_DEBUG(m->log, "%zu regions by put, %zu by am (no key given)", n_put,
+                  n_am);
     return WST_OK;
 }
 
@@ -423,7 +433,7 @@ void wst_wire_destroy(struct wst_wire *m)
 
 void wst_wire_use_lanes(struct wst_wire *m, struct wst_conn *conn)
 {
-    if (m->ops->kind != WST_MOVER_AM || wst_conn_lanes(conn) <= 1)
+    if (wst_conn_lanes(conn) <= 1)
         return;
     m->conn = conn;
     m->n_lanes = wst_conn_lanes(conn);

@@ -8,7 +8,11 @@
  *    unpacked remote keys; a fence waits for the puts posted before it to
  *    complete, then issues ucp_ep_flush_nbx, the only thing that makes
  *    puts visible at the target. Zero copy where the lane does real
- *    RMA (RDMA, shared memory through cma).
+ *    RMA (RDMA, shared memory through cma, cuda_ipc into device memory).
+ *    A region the receiver gave no key for (device memory it cannot
+ *    export: the engine's, mapped by CUDA IPC) takes am moves on the
+ *    same wire; the fence covers both, and the receiver counts the am
+ *    bytes (rx.h).
  *  - am: ucp_am_send_nbx with rendezvous into the slot the receiver picks
  *    (its data_dest callback); a fence completes when every send has
  *    completed. For lanes where puts would be emulated (TCP in UCX 1.13).
@@ -120,10 +124,11 @@ void wst_wire_destroy(struct wst_wire *m);
 
 struct wst_conn;
 
-/* am only: stripe the wire's data messages over the data lanes of
- * 'conn' (worker.h, "Data lanes"), the connection whose data endpoint
- * the wire was made on and which outlives it. No effect with one lane or
- * on a put wire. */
+/* Stripe the wire's am messages (a put wire's too, for its regions
+ * without a key) over the data lanes of 'conn' (worker.h, "Data
+ * lanes"), the connection whose data endpoint the wire was made on and
+ * which outlives it; puts stay on the data endpoint. No effect with one
+ * lane. */
 void wst_wire_use_lanes(struct wst_wire *m, struct wst_conn *conn);
 
 #endif

@@ -105,22 +105,42 @@ static void test_lanes_format(void **state)
 static const struct wst_transport transports[] = {
     {"tcp/lo", UCT_DEVICE_TYPE_NET, 1, 1,
      UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_PENDING |
-         UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
-    {"sysv/memory", UCT_DEVICE_TYPE_SHM, 0, 0, 0},
-    {"posix/memory", UCT_DEVICE_TYPE_SHM, 0, 0, 0},
+         UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE,
+     0},
+    {"sysv/memory", UCT_DEVICE_TYPE_SHM, 0, 0, 0, 0},
+    {"posix/memory", UCT_DEVICE_TYPE_SHM, 0, 0, 0, 0},
     {"cma/memory", UCT_DEVICE_TYPE_SHM, 1, 1,
      UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
-         UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
-    {"self/memory0", UCT_DEVICE_TYPE_SELF, 1, 1, HW_PUT},
+         UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE,
+     0},
+    {"self/memory0", UCT_DEVICE_TYPE_SELF, 1, 1, HW_PUT, 0},
     {"rc_mlx5/mlx5_0:1", UCT_DEVICE_TYPE_NET, 1, 1,
-     HW_PUT | UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
-    {"rc_verbs/mlx5_1:1", UCT_DEVICE_TYPE_NET, 1, 1, HW_PUT},
-    {"xpmem/memory", UCT_DEVICE_TYPE_SHM, 1, 1, HW_PUT},
+     HW_PUT | UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE,
+     0},
+    {"rc_verbs/mlx5_1:1", UCT_DEVICE_TYPE_NET, 1, 1, HW_PUT, 0},
+    {"xpmem/memory", UCT_DEVICE_TYPE_SHM, 1, 1, HW_PUT, 0},
     {"ud_verbs/mlx5_0:1", UCT_DEVICE_TYPE_NET, 1, 1,
-     UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE},
-    {"knem/memory", UCT_DEVICE_TYPE_SHM, 1, 0, 0},
+     UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE, 0},
+    {"knem/memory", UCT_DEVICE_TYPE_SHM, 1, 0, 0, 0},
     {"odd/nopending", UCT_DEVICE_TYPE_NET, 1, 1,
-     HW_PUT & ~(uint64_t)UCT_IFACE_FLAG_PENDING},
+     HW_PUT & ~(uint64_t)UCT_IFACE_FLAG_PENDING, 0},
+    /* As UCX 1.18 with CUDA describes them on the H200 (ucx_info -d):
+     * cuda_ipc's domain registers CUDA memory with a 192-byte remote key,
+     * its interface does zero-copy put with peer-failure handling;
+     * cuda_copy's registers CUDA memory but packs no key. An RDMA port
+     * with GPUDirect registers both kinds. */
+    {"cuda_ipc/cuda", UCT_DEVICE_TYPE_SHM, 0, 1,
+     UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+         UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE,
+     1},
+    {"cuda_copy/cuda", UCT_DEVICE_TYPE_ACC, 0, 1,
+     UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_ZCOPY |
+         UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_GET_ZCOPY,
+     0},
+    {"rc_mlx5/mlx5_2:1", UCT_DEVICE_TYPE_NET, 1, 1,
+     HW_PUT | UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE,
+     1},
+    {"odd/cuda_noerr", UCT_DEVICE_TYPE_SHM, 0, 1, UCT_IFACE_FLAG_PUT_ZCOPY, 1},
 };
 #define N_TRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
@@ -204,6 +224,56 @@ static void test_lanes_reasons(void **state)
     assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
 }
 
+/* The answer and reason of the device put rule for lanes 'names'. */
+static int decide_device(const char *const *names, int peer_errors, char *why,
+                         size_t why_len)
+{
+    struct wst_lane lanes[WST_LANES_MAX];
+    size_t n = 0;
+
+    for (; names[n] != NULL; n++) {
+        snprintf(lanes[n].name, sizeof(lanes[n].name), "%s", names[n]);
+        lanes[n].roles[0] = '\0';
+    }
+    return wst_lanes_device_put(lanes, n, transports, N_TRANSPORTS, peer_errors,
+                                why, why_len);
+}
+
+/* The direct path's lanes on the H200 (tcp for am, cuda_ipc for device
+ * memory) put into device memory; cuda_copy, which packs no key, and
+ * lanes of host memory only do not; GPUDirect RDMA does. */
+static void test_lanes_device_put(void **state)
+{
+    const char *direct[] = {"tcp/lo", "cuda_ipc/cuda", NULL};
+    const char *copy[] = {"tcp/lo", "cuda_copy/cuda", NULL};
+    const char *host_rc[] = {"rc_mlx5/mlx5_0:1", "cma/memory", NULL};
+    const char *gdr[] = {"ud_verbs/mlx5_0:1", "rc_mlx5/mlx5_2:1", NULL};
+    const char *noerr[] = {"odd/cuda_noerr", NULL};
+    char why[256];
+
+    (void)state;
+    assert_int_equal(decide_device(direct, 1, why, sizeof(why)), 1);
+    assert_string_equal(why,
+                        "cuda_ipc/cuda put into device memory in hardware");
+    assert_int_equal(decide_device(copy, 1, why, sizeof(why)), 0);
+    assert_string_equal(why, "no lane puts into device memory in hardware");
+    assert_int_equal(decide_device(host_rc, 0, why, sizeof(why)), 0);
+    assert_int_equal(decide_device(gdr, 1, why, sizeof(why)), 1);
+    assert_string_equal(why,
+                        "rc_mlx5/mlx5_2:1 put into device memory in hardware");
+    /* Peer-failure mode needs the transport to handle it. */
+    assert_int_equal(decide_device(noerr, 0, why, sizeof(why)), 1);
+    assert_int_equal(decide_device(noerr, 1, why, sizeof(why)), 0);
+    /* The host rule is not moved by a device lane: cuda_ipc registers no
+     * host memory. */
+    assert_int_equal(decide(direct, 1, why, sizeof(why)), 0);
+    /* Judged as lanes: the transports of the direct path. */
+    struct wst_transport t[2] = {transports[0], transports[11]};
+    assert_string_equal(t[1].name, "cuda_ipc/cuda");
+    assert_int_equal(wst_transports_device_put(t, 2, why, sizeof(why)), 1);
+    assert_int_equal(wst_transports_device_put(t, 1, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_lanes_tcp_and_shm_emulate_put),
         cmocka_unit_test(test_lanes_rdma_puts_in_hardware),
         cmocka_unit_test(test_lanes_reasons),
+        cmocka_unit_test(test_lanes_device_put),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

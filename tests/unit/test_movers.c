@@ -61,6 +61,9 @@ enum variant {
     V_BOUNCE,  /* device sources through the bounce ring, device
                   destinations through the landing ring, over am */
     V_NCCL,    /* device to device over NCCL, two GPUs */
+    V_MIXED,   /* put wire into a keyed region, am into one without a key
+                  (wire.h; the engine's device memory on the direct path);
+                  the am half with the put share (am.h) */
 };
 
 struct fixture {
@@ -86,7 +89,8 @@ struct fixture {
     size_t rkey_len;
     struct wst_tx_src *srcs;
     struct wst_tx_plan tx_plan;
-    struct wst_rx_region region;
+    struct wst_rx_region region[2]; /* [1]: V_MIXED's keyless view */
+    int withhold_key;               /* V_MIXED: the sender gets no key at all */
     struct wst_rx_plan rx_plan;
     struct wst_tx *tx;
     struct wst_rx *rx;
@@ -517,7 +521,8 @@ static int setup_variant(void **state, enum variant v)
 {
     struct fixture *f = calloc(1, sizeof(*f));
     struct call c = {.f = f};
-    enum wst_mover_kind kind = v == V_PUT ? WST_MOVER_PUT : WST_MOVER_AM;
+    enum wst_mover_kind kind =
+        v == V_PUT || v == V_MIXED ? WST_MOVER_PUT : WST_MOVER_AM;
 
     if (f == NULL)
         return -1;
@@ -579,6 +584,11 @@ static int setup_bounce(void **state)
 static int setup_nccl(void **state)
 {
     return setup_variant(state, V_NCCL);
+}
+
+static int setup_mixed(void **state)
+{
+    return setup_variant(state, V_MIXED);
 }
 
 static void do_destroy_halves(void *arg)
@@ -673,11 +683,12 @@ static void do_make_rx(void *arg)
             .ready_arg = f,
         };
         p->st = wst_rx_nccl_create(&np, f->nccl_id, &f->rx);
-    } else if (f->kind == WST_MOVER_AM) {
+    } else if (f->kind == WST_MOVER_AM || f->variant == V_MIXED) {
         struct wst_rx_am_params ap = {.log = &f->log,
                                       .landing = f->landing,
                                       .plan = &f->rx_plan,
-                                      .events = ev};
+                                      .events = ev,
+                                      .put_share = f->variant == V_MIXED};
         p->st = wst_rx_am_create(&ap, &f->rx);
     } else {
         p->st = wst_rx_put_create(&f->rx_plan, &f->rx);
@@ -718,13 +729,17 @@ static void do_make_tx(void *arg)
         return;
     }
     /* Region 1 is one this sender writes nothing of, as a receiver's plan
-     * gives it: no base, length or key (receiver/plan_cache.c). */
+     * gives it: no base, length or key (receiver/plan_cache.c); with
+     * V_MIXED, the same memory without a key (am). */
     struct wst_remote_region regs[2] = {{
         .base = (uint64_t)(uintptr_t)f->dst,
         .length = f->lay.dst_bytes,
         .rkey = f->rkey,
-        .rkey_len = f->rkey_len,
+        .rkey_len = f->withhold_key ? 0 : f->rkey_len,
     }};
+    if (f->variant == V_MIXED)
+        regs[1] = (struct wst_remote_region){.base = regs[0].base,
+                                             .length = regs[0].length};
 
     p->st = wst_wire_create(f->kind, f->sw, wst_conn_data_ep(f->sconn), 0, 0,
                             regs, 2, &f->log, &wire);
@@ -835,17 +850,24 @@ static void prepare(struct fixture *f, void (*make)(struct layout *),
         .n_layers = l->n_layers,
         .layer_first = l->layer_first,
     };
-    f->region = (struct wst_rx_region){
+    f->region[0] = (struct wst_rx_region){
         .base = (char *)(f->dst_dev != NULL ? f->dst_dev : f->dst),
         .length = l->dst_bytes,
-        .mem = f->dst_dev != NULL ? WST_MEM_CUDA : WST_MEM_HOST};
+        .mem = f->dst_dev != NULL ? WST_MEM_CUDA : WST_MEM_HOST,
+        .keyed = f->variant == V_MIXED};
+    /* V_MIXED: every other item into the keyless view of the same
+     * memory, so both wires carry some of every layer. */
+    f->region[1] = f->region[0];
+    f->region[1].keyed = 0;
+    for (size_t k = 0; f->variant == V_MIXED && k < l->n_items; k++)
+        l->items[k].region = (uint32_t)(k % 2);
     f->rx_plan = (struct wst_rx_plan){
         .items = l->items,
         .n_items = l->n_items,
         .n_layers = l->n_layers,
         .layer_first = l->layer_first,
-        .regions = &f->region,
-        .n_regions = 1,
+        .regions = f->region,
+        .n_regions = f->variant == V_MIXED ? 2 : 1,
     };
     /* nccl: the sending half makes the id the receiving half joins. */
     assert_int_equal(wst_worker_call(f->sw, do_make_tx, &p), WST_OK);
@@ -1000,7 +1022,9 @@ static void case_big_chunks(void **state)
     uint64_t len = f->lay.items[0].length;
     uint64_t chunk =
         f->variant == V_BOUNCE ? WST_DATA_CHUNK_MAX : WST_DATA_DEVICE_CHUNK_MAX;
-    if (f->rx->ops->counts_bytes && f->variant != V_NCCL)
+    /* V_MIXED's one item is in the keyed region: put, counted at begin. */
+    if (f->rx->ops->counts_bytes && f->variant != V_NCCL &&
+        f->variant != V_MIXED)
         assert_int_equal(f->landings, (len + chunk - 1) / chunk);
 }
 
@@ -1104,14 +1128,42 @@ static void case_peer_lost(void **state)
     wst_worker_destroy(f->rw);
     f->rw = NULL;
     assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
-    int ended =
-        wait_for_s(f, failed_or_done,
-                   f->variant != V_PUT && f->variant != V_NCCL ? WAIT_S : 2.0);
-    if (f->variant != V_PUT && f->variant != V_NCCL) {
+    int ended = wait_for_s(
+        f, failed_or_done,
+        f->kind != WST_MOVER_PUT && f->variant != V_NCCL ? WAIT_S : 2.0);
+    if (f->kind != WST_MOVER_PUT && f->variant != V_NCCL) {
         assert_true(ended);
         assert_int_not_equal(f->tx_error, WST_OK);
     }
     assert_int_equal(wst_worker_call(f->sw, do_destroy_halves, f), WST_OK);
+}
+
+/* The put share (am.h): a sender that moves a keyed region's items as
+ * messages (here: it was given no key at all, so its wire sends every
+ * item by am) fails the refit, and none of those bytes is written; the
+ * keyless region's items land. */
+static void case_am_into_keyed(void **state)
+{
+    struct fixture *f = *state;
+
+    if (f->variant != V_MIXED || lane_missing(f))
+        skip();
+    f->withhold_key = 1;
+    prepare(f, layout_odd, 64ull << 20);
+    assert_int_equal(wst_worker_post(f->sw, pump, f), WST_OK);
+    assert_true(wait_for(f, all_fenced));
+    assert_true(wait_for(f, all_landed));
+    assert_int_equal(f->rx_error, WST_ERR_PROTOCOL);
+    assert_non_null(strstr(f->rx_reason, "was given a remote key for"));
+    for (size_t k = 0; k < f->lay.n_items; k++) {
+        const struct wst_plan_item *it = &f->lay.items[k];
+        if (it->region != 0)
+            continue;
+        for (uint64_t i = 0; i < it->length; i++)
+            if (f->dst[it->dst_offset + i] != POISON)
+                fail_msg("item %zu (keyed) written by am at byte %llu", k,
+                         (unsigned long long)i);
+    }
 }
 
 #define MOVER_CASES(kind, setup)                                               \
@@ -1131,11 +1183,17 @@ int main(void)
     const struct CMUnitTest put[] = {MOVER_CASES(put, setup_put)};
     const struct CMUnitTest bounce[] = {MOVER_CASES(bounce, setup_bounce)};
     const struct CMUnitTest nccl[] = {MOVER_CASES(nccl, setup_nccl)};
+    const struct CMUnitTest mixed[] = {
+        MOVER_CASES(mixed, setup_mixed),
+        cmocka_unit_test_setup_teardown(case_am_into_keyed, setup_mixed,
+                                        teardown)};
     int failed = cmocka_run_group_tests_name("am", am, NULL, NULL);
 
     failed +=
         cmocka_run_group_tests_name("am with scatter", scatter, NULL, NULL);
     failed += cmocka_run_group_tests_name("put", put, NULL, NULL);
+    failed += cmocka_run_group_tests_name("put with am where no key", mixed,
+                                          NULL, NULL);
     failed += cmocka_run_group_tests_name("bounce", bounce, NULL, NULL);
     return failed + cmocka_run_group_tests_name("nccl", nccl, NULL, NULL);
 }
