@@ -181,9 +181,13 @@ static wst_status_t open_chunks(struct link *l)
     }
     const char *why, *dev_why = NULL;
     /* On the direct path the keys are for device memory (the receiver's
-     * staging), which a lane of its own may put into (cuda_ipc). */
-    int dev_put =
-        l->path == WST_PATH_DIRECT && wst_conn_device_put(l->conn, &dev_why);
+     * staging), which a lane of its own may put into (cuda_ipc). Only a
+     * configured put uses it: on one H200 it moved a 16-layer refit no
+     * faster than am (476 vs 494 GB/s, NOTES.md), and a cuda_ipc mapping
+     * cannot be revoked after a failed refit as a NIC's key can. */
+    int dev_put = l->path == WST_PATH_DIRECT &&
+                  s->mover_pref == WST_MOVER_PUT &&
+                  wst_conn_device_put(l->conn, &dev_why);
     rma_real |= dev_put;
     if (s->mover_pref == WST_MOVER_PUT && l->plan.mover == WST_MOVER_PUT &&
         !rma_real) {

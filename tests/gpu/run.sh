@@ -468,7 +468,17 @@ if [ -n "$cuda_ucx" ]; then
     # shellcheck disable=SC2086
     direct "qwen3-30b-a3b $q3_layers layers 1->1, engine without its READY check" $q3n
     gbs_direct=$(median_gbs)
+    mover_direct=$(grep -oE "mover (put|am), data lanes" "$out/demo.tmp" | head -1 | awk '{print $2}' | tr -d ,)
     timeline
+    # The same refit with the put mover (--mover put): the experts are put
+    # into the agent's staging pool over cuda_ipc, the engine's buffers
+    # still take am (UCX cannot export them). auto takes am on the direct
+    # path: put was no faster here (NOTES.md, issue 19).
+    # shellcheck disable=SC2086
+    direct "qwen3-30b-a3b $q3_layers layers 1->1, put into the staging pool" $q3n --mover put
+    gbs_direct_put=$(median_gbs)
+    grep -q "mover put, data lanes" "$out/demo.tmp"
+    result "the put row's senders used the put mover" $?
     # The same with the check (not with WST_GPU_DIRECT_MIN=1).
     gbs_direct_check=""
     if [ "$min" != 1 ]; then
@@ -624,7 +634,8 @@ if [ -n "$cuda_ucx" ]; then
         echo
         echo "| direct path, one GPU, qwen3-30b-a3b ${q3_layers:-2} layers 1->1, data messages of ${WST_DEVICE_MESSAGE_MIB:-32} MiB into device memory UCX writes (the device ring's too), 8 MiB through the pinned ring (medians) | GB/s | direct / this |"
         echo "|---|---|---|"
-        echo "| refit device->device, direct (UCX moves device memory; engine without its READY check) | ${gbs_direct:-?} | 1.00 |"
+        echo "| refit device->device, direct, mover ${mover_direct:-?} (UCX moves device memory; engine without its READY check) | ${gbs_direct:-?} | 1.00 |"
+        echo "| refit device->device, direct, experts put into the staging pool (--mover put) | ${gbs_direct_put:-?} | $(ratio "$gbs_direct" "${gbs_direct_put:-}") |"
         [ -z "${gbs_direct_check:-}" ] ||
             echo "| refit device->device, direct, engine with its READY check (it hashes its live memory twice at BEGIN) | $gbs_direct_check | $(ratio "$gbs_direct" "$gbs_direct_check") |"
         [ -z "${gbs_direct_noring:-}" ] ||
@@ -647,7 +658,7 @@ if [ -n "$cuda_ucx" ]; then
             ipc_moved=$(awk -v c="$ipc_rw" 'BEGIN {if (c > 0) printf "%.1f", c / 2}')
             echo "| cudaMemcpy through CUDA IPC between two processes, $way, bytes moved | ${ipc_moved:-?} | $(ratio "$gbs_direct" "$ipc_moved") |"
         done
-        best=$(printf '%s\n' "${gbs_direct:-0}" "${gbs_direct_ring:-0}" | sort -g | tail -1)
+        best=$(printf '%s\n' "${gbs_direct:-0}" "${gbs_direct_ring:-0}" "${gbs_direct_put:-0}" | sort -g | tail -1)
         echo
         echo "best direct refit $best GB/s: $(ratio "$best" "${perf_cuda[1]:-}") of ucp_am_bw, $(ratio "$best" "${perf_cuda[2]:-}") of tag_bw, $(ratio "$best" "${perf_cuda[0]:-}") of ucp_put_bw (8 MiB); $(ratio "$best" "${perf_cuda[3]:-}") of ucp_am_bw -e at $((perf_big >> 20)) MiB"
     } | tee -a "$summary"
