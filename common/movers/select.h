@@ -145,7 +145,7 @@ void wst_path_log(const struct wst_logger *log, const char *peer_name,
  *    common/lanes.h), am otherwise (puts would be emulated).
  * On the direct path a lane that puts into device memory (cuda_ipc)
  * counts as 'rma_real' only when the sender was configured for put
- * (sender/link_open.c): auto stays am there, put being no faster. */
+ * (sender/link_open.c): auto stays am there, put being no faster.
  * *why_p (a static string) says why, for the log line. */
 enum wst_mover_kind wst_mover_choose(enum wst_mover_kind offered,
                                      enum wst_mover_kind pref, int rma_real,
