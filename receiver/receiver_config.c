@@ -34,7 +34,9 @@ const struct wst_config_entry wst_recv_config[] = {
          FIELD(peer_timeout_s), NULL, NULL},
     [WST_RECV_CONFIG_MOVER] =
         {"mover", WST_CONFIG_ENUM, "auto",
-         "auto: senders put where their lane does real RMA; am: never",
+         "auto: keys for host regions where senders' lanes do real RMA, and "
+         "for the device staging pool with a CUDA-aware UCX (senders put "
+         "there with --mover put); am: no keys, never put",
          FIELD(mover), wst_recv_mover_names, NULL},
     [WST_RECV_CONFIG_STAGING_SLOTS] =
         {"staging-slots", WST_CONFIG_UINT, "2",

@@ -76,7 +76,8 @@ enum wst_recv_config_key {
 #define WST_RECV_MANIFEST_WANT_MULTIPLE 64
 #define WST_RECV_MANIFEST_ENTRIES_MIN 65536
 
-/* "auto" (senders put where their lane does real RMA), "am"; NULL after. */
+/* "auto" (remote keys where senders may put: host regions over real
+ * RMA, the device staging pool), "am"; NULL after. */
 extern const char *const wst_recv_mover_names[];
 
 /* The table, indexed by enum wst_recv_config_key, WST_CONFIG_END after. */
