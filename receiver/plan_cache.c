@@ -150,7 +150,6 @@ static wst_status_t encode_plan(const struct wst_receiver *r,
     struct wst_wire_region *regs =
         calloc(r->n_regions ? r->n_regions : 1, sizeof(*regs));
     wst_status_t st;
-
     int keyed = 0;
 
     if (regs == NULL)
