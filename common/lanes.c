@@ -117,17 +117,41 @@ static const char *const lane_put_text[PUT_KINDS] = {
     [PUT_HARDWARE] = "puts in hardware",
 };
 
+/* The probed transport a lane runs on, or NULL. */
+static const struct wst_transport *
+lane_transport(const struct wst_lane *lane,
+               const struct wst_transport *transports, size_t n_transports)
+{
+    for (size_t i = 0; i < n_transports; i++)
+        if (strcmp(transports[i].name, lane->name) == 0)
+            return &transports[i];
+    return NULL;
+}
+
+/* Each transport as a lane would be judged (no roles): into lanes[], at
+ * most WST_LANES_MAX; returns how many. */
+static size_t transports_as_lanes(const struct wst_transport *transports,
+                                  size_t n_transports, struct wst_lane *lanes)
+{
+    size_t n = n_transports < WST_LANES_MAX ? n_transports : WST_LANES_MAX;
+
+    for (size_t i = 0; i < n; i++) {
+        snprintf(lanes[i].name, sizeof(lanes[i].name), "%s",
+                 transports[i].name);
+        lanes[i].roles[0] = '\0';
+    }
+    return n;
+}
+
 static enum lane_put lane_put(const struct wst_lane *lane,
                               const struct wst_transport *transports,
                               size_t n_transports, int peer_errors)
 {
     const uint64_t put = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
                          UCT_IFACE_FLAG_GET_BCOPY;
-    const struct wst_transport *t = NULL;
+    const struct wst_transport *t =
+        lane_transport(lane, transports, n_transports);
 
-    for (size_t i = 0; i < n_transports && t == NULL; i++)
-        if (strcmp(transports[i].name, lane->name) == 0)
-            t = &transports[i];
     if (t == NULL)
         return PUT_NOT_PROBED;
     if (t->type != UCT_DEVICE_TYPE_NET && t->type != UCT_DEVICE_TYPE_SHM)
@@ -192,14 +216,8 @@ int wst_transports_rma_real(const struct wst_transport *transports,
                             size_t n_transports, char *why, size_t why_len)
 {
     struct wst_lane lanes[WST_LANES_MAX];
-    size_t n = n_transports < WST_LANES_MAX ? n_transports : WST_LANES_MAX;
+    size_t n = transports_as_lanes(transports, n_transports, lanes);
 
-    /* Each transport judged as a lane would be. */
-    for (size_t i = 0; i < n; i++) {
-        snprintf(lanes[i].name, sizeof(lanes[i].name), "%s",
-                 transports[i].name);
-        lanes[i].roles[0] = '\0';
-    }
     if (n == 0) {
         snprintf(why, why_len, "no transport probed");
         return 0;
@@ -213,18 +231,15 @@ static int lane_device_put(const struct wst_lane *lane,
                            const struct wst_transport *transports,
                            size_t n_transports, int peer_errors)
 {
-    for (size_t i = 0; i < n_transports; i++) {
-        const struct wst_transport *t = &transports[i];
-        if (strcmp(t->name, lane->name) != 0)
-            continue;
-        return (t->type == UCT_DEVICE_TYPE_NET ||
-                t->type == UCT_DEVICE_TYPE_SHM) &&
-               t->reg_cuda && t->queried &&
-               (t->iface_flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
-               (!peer_errors ||
-                (t->iface_flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
-    }
-    return 0;
+    const struct wst_transport *t =
+        lane_transport(lane, transports, n_transports);
+
+    return t != NULL &&
+           (t->type == UCT_DEVICE_TYPE_NET || t->type == UCT_DEVICE_TYPE_SHM) &&
+           t->reg_cuda && t->queried &&
+           (t->iface_flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
+           (!peer_errors ||
+            (t->iface_flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
 }
 
 int wst_lanes_device_put(const struct wst_lane *lanes, size_t n_lanes,
@@ -254,13 +269,8 @@ int wst_transports_device_put(const struct wst_transport *transports,
                               size_t n_transports, char *why, size_t why_len)
 {
     struct wst_lane lanes[WST_LANES_MAX];
-    size_t n = n_transports < WST_LANES_MAX ? n_transports : WST_LANES_MAX;
+    size_t n = transports_as_lanes(transports, n_transports, lanes);
 
-    for (size_t i = 0; i < n; i++) {
-        snprintf(lanes[i].name, sizeof(lanes[i].name), "%s",
-                 transports[i].name);
-        lanes[i].roles[0] = '\0';
-    }
     return wst_lanes_device_put(lanes, n, transports, n_transports, 0, why,
                                 why_len);
 }

@@ -144,9 +144,15 @@ static const struct wst_transport transports[] = {
 };
 #define N_TRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
-/* The answer and reason for lanes named 'names' (NULL-terminated). */
-static int decide(const char *const *names, int peer_errors, char *why,
-                  size_t why_len)
+/* A rule of lanes.h: wst_lanes_rma_real or wst_lanes_device_put. */
+typedef int (*lane_rule)(const struct wst_lane *, size_t,
+                         const struct wst_transport *, size_t, int, char *,
+                         size_t);
+
+/* The answer and reason of 'rule' for lanes named 'names'
+ * (NULL-terminated). */
+static int decide_by(lane_rule rule, const char *const *names, int peer_errors,
+                     char *why, size_t why_len)
 {
     struct wst_lane lanes[WST_LANES_MAX];
     size_t n = 0;
@@ -155,8 +161,14 @@ static int decide(const char *const *names, int peer_errors, char *why,
         snprintf(lanes[n].name, sizeof(lanes[n].name), "%s", names[n]);
         lanes[n].roles[0] = '\0';
     }
-    return wst_lanes_rma_real(lanes, n, transports, N_TRANSPORTS, peer_errors,
-                              why, why_len);
+    return rule(lanes, n, transports, N_TRANSPORTS, peer_errors, why, why_len);
+}
+
+/* The host put rule (wst_lanes_rma_real). */
+static int decide(const char *const *names, int peer_errors, char *why,
+                  size_t why_len)
+{
+    return decide_by(wst_lanes_rma_real, names, peer_errors, why, why_len);
 }
 
 /* The configurations the tests run: tcp, and shared memory (sysv/posix
@@ -224,19 +236,11 @@ static void test_lanes_reasons(void **state)
     assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
 }
 
-/* The answer and reason of the device put rule for lanes 'names'. */
+/* The device put rule (wst_lanes_device_put). */
 static int decide_device(const char *const *names, int peer_errors, char *why,
                          size_t why_len)
 {
-    struct wst_lane lanes[WST_LANES_MAX];
-    size_t n = 0;
-
-    for (; names[n] != NULL; n++) {
-        snprintf(lanes[n].name, sizeof(lanes[n].name), "%s", names[n]);
-        lanes[n].roles[0] = '\0';
-    }
-    return wst_lanes_device_put(lanes, n, transports, N_TRANSPORTS, peer_errors,
-                                why, why_len);
+    return decide_by(wst_lanes_device_put, names, peer_errors, why, why_len);
 }
 
 /* The direct path's lanes on the H200 (tcp for am, cuda_ipc for device
