@@ -228,14 +228,15 @@ void *wst_recv_item_dest(const struct wst_receiver *r,
 wst_status_t wst_recv_add_want(struct wst_receiver *r,
                                const struct wst_want *want);
 /* Progress thread, after a refit failed where plans handed out remote
- * keys (allow_put: puts in hardware; device_put): every keyed region is
- * registered again and its key packed again; the old registration goes first. A
- * NIC's put that a stopped sender of the failed refit issues when it
- * resumes then meets a key that no longer exists, and writes nothing
- * (retire_receives in refit.c covers receives, not puts). The senders of
- * the failed refit reconnect at their next push and get plans with the
- * new keys. A region that cannot be registered again turns puts off
- * (allow_put 0: later plans are am). */
+ * keys (allow_put: puts in hardware; device_put): every registered region
+ * is registered again and its key packed again; the old registration goes
+ * first. A NIC's put that a stopped sender of the failed refit issues when
+ * it resumes then meets a key that no longer exists, and writes nothing
+ * (retire_receives in refit.c covers receives, not puts; a cuda_ipc
+ * mapping a sender already holds is not undone). The senders of the failed
+ * refit reconnect at their next push and get plans with the new keys. A
+ * region that cannot be registered again turns puts into its kind of
+ * memory off (allow_put or device_put 0: later plans are am there). */
 wst_status_t wst_recv_regions_rekey(struct wst_receiver *r);
 /* Registers device region 'id' (the staging pool) with UCX and packs its
  * remote key; on failure nothing stays registered. */

@@ -46,9 +46,9 @@ struct digest_job {
     wst_status_t status; /* not WST_OK: the layer has no digest */
 };
 
-/* A layer's hashing: its pieces, and the sums come back so far. */
+/* A layer's hashing: its pieces, and the sums come back so far (its
+ * bytes, the digest's total, are l->layer_bytes). */
 struct layer_hash {
-    uint64_t bytes;      /* the layer's, all runs: the digest's total */
     size_t first_piece;  /* into l->dpieces */
     uint32_t n_pieces;   /* 0: one job for the whole layer (device runs) */
     uint32_t parts_left; /* this version's sums still to come */
@@ -73,7 +73,8 @@ static void do_digest_ready(void *arg)
             if (--lh->parts_left == 0) {
                 WST_TRACE(&l->s->log, "receiver %s: digest of layer %u ready",
                           l->name, d->layer);
-                l->digests[d->layer] = wst_digest_from_sum(lh->sum, lh->bytes);
+                l->digests[d->layer] =
+                    wst_digest_from_sum(lh->sum, l->layer_bytes[d->layer]);
                 l->digest_in[d->layer] = 1;
                 /* Layers finish out of order on several threads. */
                 while (l->digests_ready < l->plan.n_layers &&
@@ -180,10 +181,8 @@ static wst_status_t build_pieces(struct wst_sender *s, struct link *l)
         struct layer_hash *lh = &l->layer_hash[layer];
         size_t first = l->layer_first[layer], end = l->layer_first[layer + 1];
         int device = 0;
-        for (size_t k = first; k < end; k++) {
-            lh->bytes += wst_plan_item_bytes(&p->items[k]);
+        for (size_t k = first; k < end; k++)
             device |= s->shards[p->items[k].have].device >= 0;
-        }
         lh->first_piece = l->n_dpieces;
         if (device)
             continue;

@@ -80,6 +80,7 @@ struct fixture {
     struct shard shards[2]; /* 0: host, 1: "device" (the gate) */
     struct wst_plan_item items[N_LINKS][N_LAYERS];
     size_t layer_first[N_LINKS][N_LAYERS + 1];
+    uint64_t layer_bytes[N_LINKS][N_LAYERS];
     uint64_t digests[N_LINKS][N_LAYERS];
     uint8_t digest_in[N_LINKS][N_LAYERS];
     uint8_t data[2][N_LINKS * N_LAYERS * RUN_BYTES];
@@ -116,6 +117,7 @@ static int setup(void **state)
                 .length = RUN_BYTES,
                 .layer = layer};
             f->layer_first[i][layer] = layer;
+            f->layer_bytes[i][layer] = RUN_BYTES;
         }
         f->layer_first[i][N_LAYERS] = N_LAYERS;
         l->plan.n_layers = N_LAYERS;
@@ -123,6 +125,7 @@ static int setup(void **state)
         l->plan.items = f->items[i];
         l->have_plan = 1;
         l->layer_first = f->layer_first[i];
+        l->layer_bytes = f->layer_bytes[i];
         l->digests = f->digests[i];
         l->digest_in = f->digest_in[i];
         l->version = 7;
