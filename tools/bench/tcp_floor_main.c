@@ -22,6 +22,10 @@
  * also checked against the source after it, untimed. The modes alternate in
  * each repeat, so each repeat shares the host's noise.
  *
+ * Each mode's line gives, beside its GB/s, the CPU seconds both processes
+ * spent per GiB (the kernel's copies are in them), to set beside
+ * wstream-bench's thread table.
+ *
  * Usage: wstream-tcp-floor [SIZE_MIB [STREAMS [SEGMENT_KIB [REPEATS]]]]
  * (default 1024 MiB, 1 stream, 1024 KiB segments, 5 repeats; medians
  * printed). SIZE must be a multiple of STREAMS x SEGMENT, SEGMENT of 64.
@@ -38,6 +42,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -211,8 +216,16 @@ static int round_all(struct stream *s, unsigned n, enum mode mode,
 
 /* The sender process: connects S streams to 'port' and serves rounds
  * until the receiver closes them. */
-static int sender(uint16_t port, size_t size, unsigned n, size_t seg,
-                  unsigned rounds)
+static double cpu_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int sender(uint16_t port, int cpu_fd, size_t size, unsigned n,
+                  size_t seg, unsigned rounds)
 {
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons(port),
@@ -233,9 +246,14 @@ static int sender(uint16_t port, size_t size, unsigned n, size_t seg,
             goto out_free;
         }
     }
-    for (unsigned r = 0; r < rounds; r++)
+    for (unsigned r = 0; r < rounds; r++) {
+        double c = cpu_s();
         if (round_all(s, n, (enum mode)(r % MODES), send_round) != 0)
             goto out_free;
+        c = cpu_s() - c; /* this process's CPU time in the round */
+        if (write(cpu_fd, &c, sizeof(c)) != (ssize_t)sizeof(c))
+            goto out_free;
+    }
     rc = 0;
 out_free:
     free(src); /* the sockets close at exit */
@@ -248,14 +266,14 @@ int main(int argc, char **argv)
     unsigned n = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 1;
     size_t seg = (size_t)(argc > 3 ? strtoull(argv[3], NULL, 10) : 1024) << 10;
     unsigned repeats = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 5;
-    static double gbs[MODES][REPEATS_MAX];
+    static double gbs[MODES][REPEATS_MAX], cpu[MODES][REPEATS_MAX];
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
     struct stream s[STREAMS_MAX];
     uint64_t want[STREAMS_MAX];
     unsigned char *dst;
-    int ls, rc = 1;
+    int ls, cpu_pipe[2], rc = 1;
     pid_t pid;
 
     if (n == 0 || n > STREAMS_MAX || seg == 0 || seg % WST_DIGEST_CHUNK ||
@@ -277,6 +295,10 @@ int main(int argc, char **argv)
     }
     for (unsigned i = 0; i < STREAMS_MAX; i++)
         s[i].fd = -1;
+    if (pipe(cpu_pipe) != 0) {
+        perror("pipe");
+        return 1;
+    }
     pid = fork();
     if (pid < 0) {
         perror("fork");
@@ -284,8 +306,11 @@ int main(int argc, char **argv)
     }
     if (pid == 0) {
         close(ls);
-        _exit(sender(ntohs(a.sin_port), size, n, seg, repeats * MODES));
+        close(cpu_pipe[0]);
+        _exit(sender(ntohs(a.sin_port), cpu_pipe[1], size, n, seg,
+                     repeats * MODES));
     }
+    close(cpu_pipe[1]);
     dst = malloc(size);
     if (dst == NULL) {
         fprintf(stderr, "no memory for %zu MiB\n", size >> 20);
@@ -312,8 +337,14 @@ int main(int argc, char **argv)
             int e;
             memset(dst, 0, size);
             t = wst_now_s();
+            double c = cpu_s(), theirs;
             e = round_all(s, n, (enum mode)m, recv_round);
             gbs[m][k] = (double)size / (wst_now_s() - t) / 1e9;
+            c = cpu_s() - c;
+            if (e == 0 && read(cpu_pipe[0], &theirs, sizeof(theirs)) !=
+                              (ssize_t)sizeof(theirs))
+                e = EPIPE; /* the sender is gone */
+            cpu[m][k] = (c + theirs) / ((double)size / (1u << 30));
             if (e != 0) {
                 fprintf(stderr, "%s: %s\n", mode_names[m], strerror(e));
                 goto out_free_dst;
@@ -334,7 +365,9 @@ int main(int argc, char **argv)
         printf("%-10s GB/s:", mode_names[m]);
         for (unsigned k = 0; k < repeats; k++)
             printf(" %.2f", gbs[m][k]);
-        printf("  median %.2f\n", wst_bench_median(gbs[m], repeats));
+        printf("  median %.2f; CPU s/GiB, both processes: %.2f\n",
+               wst_bench_median(gbs[m], repeats),
+               wst_bench_median(cpu[m], repeats));
     }
     rc = 0;
 out_free_dst:
@@ -351,6 +384,7 @@ out_stop_sender:
     for (unsigned i = 0; i < n; i++)
         if (s[i].fd >= 0)
             close(s[i].fd);
+    close(cpu_pipe[0]);
     close(ls);
     return rc;
 }
