@@ -9,10 +9,11 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(WST_INSTALLED_LIBRARIES wstream_sender wstream_receiver)
-# The demo and the bench start the agent and the engine stand-in from
-# beside themselves: all four go to one bin directory.
+# The demo and the bench start the agent, the engine stand-in and the tcp
+# floor from beside themselves: all go to one bin directory.
 set(WST_INSTALLED_PROGRAMS wstream-agent wstream-send wstream-demo
-    wstream-bench wstream-topology wstream-engine-standin wstream-model)
+    wstream-bench wstream-tcp-floor wstream-topology wstream-engine-standin
+    wstream-model)
 add_custom_target(wst-installed)
 add_dependencies(wst-installed ${WST_INSTALLED_LIBRARIES}
                  ${WST_INSTALLED_PROGRAMS})

@@ -20,6 +20,7 @@
  * the lanes asked for, and at least one perftest test gave a number at
  * each message size measured.
  */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -30,6 +31,7 @@
 
 #include "auth.h"
 #include "ceiling.h"
+#include "floor.h"
 #include "cluster.h"
 #include "config.h"
 #include "host_memory.h"
@@ -59,6 +61,7 @@ struct bench_settings {
     uint64_t chunk;
     uint64_t perftest_footprint;
     uint64_t perftest_bytes;
+    int floor;
     uint64_t window;
     uint64_t lanes;
     int verify;
@@ -119,6 +122,11 @@ static const struct wst_config_entry bench_config[] = {
     {"perftest-bytes", WST_CONFIG_UINT, "0",
      "bytes per perftest run (0: the refit size, at least 1 GiB)",
      offsetof(struct bench_settings, perftest_bytes), NULL, NULL},
+    {"floor", WST_CONFIG_BOOL, "y",
+     "measure kernel TCP's own rate for the same bytes, hashed as wstream "
+     "hashes them (wstream-tcp-floor, beside this program; tcp over "
+     "loopback only, at most 1 GiB)",
+     offsetof(struct bench_settings, floor), NULL, NULL},
     {"window", WST_CONFIG_UINT, "0",
      "the sender's bytes in flight per receiver (0: its default, 32 MiB "
      "per lane, at least 64 MiB; 1 GiB on the direct device path)",
@@ -200,6 +208,8 @@ struct bench_result {
     struct wst_bench_ceiling chunk;     /* at --chunk */
     struct wst_bench_ceiling footprint; /* at --perftest-footprint */
     int have_footprint;
+    struct wst_bench_floor floor;
+    int have_floor;
 };
 
 struct bench {
@@ -207,6 +217,7 @@ struct bench {
     struct wst_model model;
     char workdir[1024];
     char perftest_path[PATH_MAX]; /* --perftest-bin, found */
+    char floor_path[PATH_MAX];    /* wstream-tcp-floor, when it runs */
     int own_workdir;
     struct wst_cluster cluster;
     struct bench_result r;
@@ -436,6 +447,48 @@ static int run_perftest(struct bench *b)
     return ok ? 0 : -1;
 }
 
+/* Whether the floor measures the path the refit took: tcp between two
+ * processes over this host's loopback (floor.h). */
+static int floor_applies(const struct bench *b)
+{
+    const char *host = opt(b->set.agent_host);
+
+    return b->set.floor && b->set.transport == WST_TRANSPORT_TCP &&
+           opt(b->set.agent_netns) == NULL &&
+           opt(b->set.sender_netns) == NULL &&
+           (host == NULL || strcmp(host, "127.0.0.1") == 0);
+}
+
+/* Kernel TCP's rate for the refit's bytes (at most 1 GiB, a multiple of
+ * the lanes in MiB), with as many streams as lanes. -1 after saying why
+ * it gave no number. */
+static int run_floor(struct bench *b)
+{
+    uint64_t bytes = b->cluster.live_bytes < GIB ? b->cluster.live_bytes : GIB;
+    unsigned streams = (unsigned)b->set.lanes;
+    char err[512];
+
+    bytes -= bytes % ((uint64_t)streams * MIB);
+    if (bytes == 0) {
+        fprintf(stderr,
+                "wstream-bench: floor: the refit is smaller than %u "
+                "MiB\n",
+                streams);
+        return -1;
+    }
+    printf("floor: %s, %llu MiB over %u stream%s\n", b->floor_path,
+           (unsigned long long)(bytes / MIB), streams, streams == 1 ? "" : "s");
+    if (wst_bench_floor_run(b->floor_path, bytes, streams,
+                            (unsigned)b->set.repeats,
+                            b->set.timeout * WST_FLOOR_MODES, &b->r.floor, err,
+                            sizeof(err)) != WST_OK) {
+        fprintf(stderr, "wstream-bench: floor: %s\n", err);
+        return -1;
+    }
+    b->r.have_floor = 1;
+    return 0;
+}
+
 /* ---- report ---- */
 
 /* "%.3f" of ws/pt into buf, or "n/a" without a ceiling. */
@@ -513,6 +566,39 @@ static void report_ceilings(const struct bench *b, double ws)
     printf("\n");
 }
 
+/* The floor's modes beside wstream: rate and CPU for the same bytes. */
+static void report_floor(const struct bench *b, double ws)
+{
+    const struct bench_result *r = &b->r;
+    const struct wst_bench_floor *f = &r->floor;
+    double gib = (double)b->cluster.live_bytes / GIB;
+    char rt[32];
+
+    if (!r->have_floor)
+        return;
+    printf("| kernel TCP alone (wstream-tcp-floor: %u stream%s, 1 MiB "
+           "segments, %llu MiB) | GB/s (median) | CPU s/GiB, both processes "
+           "| wstream / this |\n",
+           f->streams, f->streams == 1 ? "" : "s",
+           (unsigned long long)(f->bytes / MIB));
+    printf("|---|---|---|---|\n");
+    for (int m = 0; m < WST_FLOOR_MODES; m++)
+        printf("| %s | %.2f | %.2f | %s |\n", wst_floor_mode_names[m],
+               f->gbps[m], f->cpu_s_gib[m],
+               ratio(rt, sizeof(rt), ws, f->gbps[m]));
+    /* The sender's main thread refills the shards between refits, which a
+     * trainer does not ask of it: left out, as measured apart. */
+    if (r->cpu_ok && r->refill_s_per_gib >= 0)
+        printf("| wstream, verified (sender and agent, less the refill) | "
+               "%.2f | %.2f | 1.000 |\n",
+               ws,
+               (wst_thread_cpu_table_process_s(&r->cpu[0]) +
+                wst_thread_cpu_table_process_s(&r->cpu[1])) /
+                       gib -
+                   r->refill_s_per_gib);
+    printf("\n");
+}
+
 static void report(const struct bench *b)
 {
     char key[40];
@@ -544,6 +630,7 @@ static void report(const struct bench *b)
     printf("\n");
     report_cpu(b);
     report_ceilings(b, ws);
+    report_floor(b, ws);
     printf("| transport | lanes | data lanes | mover | size | wstream GB/s "
            "(median) | perftest GB/s at chunk | ratio | perftest GB/s at "
            "footprint | ratio footprint |\n");
@@ -584,6 +671,19 @@ static void report(const struct bench *b)
                ratio(rfe, sizeof(rfe), ws,
                      wst_bench_ceiling_gbps_e(&r->footprint)));
     }
+    if (r->have_floor) {
+        char rfl[32];
+        const struct wst_bench_floor *f = &r->floor;
+        printf(" floor_gbps=%.3f ratio_floor=%s floor_cpu_s_per_gib=%.3f "
+               "floor_bare_gbps=%.3f floor_poll_gbps=%.3f "
+               "floor_hot_gbps=%.3f",
+               f->gbps[WST_FLOOR_HASH_AHEAD],
+               ratio(rfl, sizeof(rfl), ws, f->gbps[WST_FLOOR_HASH_AHEAD]),
+               f->cpu_s_gib[WST_FLOOR_HASH_AHEAD], f->gbps[WST_FLOOR_BARE],
+               f->gbps[WST_FLOOR_BARE_POLL], f->gbps[WST_FLOOR_HASH_HOT]);
+    } else {
+        printf(" ratio_floor=n/a");
+    }
     if (r->stages.have_agent)
         printf(" agent_window_s=%.6f commit_tail_s=%.6f outside_s=%.6f",
                wst_bench_stages_median(&r->stages, WST_STAGE_AGENT),
@@ -608,6 +708,37 @@ static void report(const struct bench *b)
 }
 
 /* ---- set-up ---- */
+
+/* wstream-tcp-floor beside this program (both are installed to one bin
+ * directory); -1 with why in 'err' when it is not there to run. */
+static int locate_floor(char *path, size_t len, char *err, size_t errlen)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    char *slash;
+
+    if (n <= 0) {
+        snprintf(err, errlen, "cannot read /proc/self/exe: %s",
+                 strerror(errno));
+        return -1;
+    }
+    self[n] = '\0';
+    slash = strrchr(self, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    if (snprintf(path, len, "%s/wstream-tcp-floor", self) >= (int)len) {
+        snprintf(err, errlen, "the path of wstream-tcp-floor is too long");
+        return -1;
+    }
+    if (access(path, X_OK) != 0) {
+        snprintf(err, errlen,
+                 "%s: %s (it measures kernel TCP beside the refit; "
+                 "--floor=no runs without it)",
+                 path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 
 /* Checks what the table cannot express; 0 when the settings are usable. */
 static int check_settings(struct bench *b)
@@ -648,6 +779,10 @@ static int check_settings(struct bench *b)
     if (st == WST_OK && b->set.perftest &&
         wst_perftest_locate(b->set.perftest_bin, b->perftest_path,
                             sizeof(b->perftest_path), err, sizeof(err)) != 0)
+        st = WST_ERR_CONFIG;
+    if (st == WST_OK && floor_applies(b) &&
+        locate_floor(b->floor_path, sizeof(b->floor_path), err, sizeof(err)) !=
+            0)
         st = WST_ERR_CONFIG;
     if (st == WST_OK)
         st = wst_bench_host_memory_check(b->set.size, err, sizeof(err));
@@ -756,6 +891,12 @@ static int run(struct bench *b, const char *agent_bin)
                         "test gave a number\n");
         ok = 0;
     }
+    if (floor_applies(b) && run_floor(b) != 0)
+        ok = 0;
+    else if (b->set.floor && !floor_applies(b))
+        printf("floor: not measured: it is kernel TCP over loopback, the "
+               "path of --transport tcp without namespaces or another "
+               "host\n");
     report(b);
     return ok ? 0 : -1;
 }

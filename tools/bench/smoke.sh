@@ -1,10 +1,15 @@
 #!/bin/sh
 # smoke.sh - ctest smoke test of wstream-bench: the refit verified, both
-# ratios against ucx_perftest (8 MiB and footprint) and the CPU per GiB
-# were printed. It asserts no speed.
+# ratios against ucx_perftest (8 MiB and footprint), the ratio to kernel
+# TCP's floor (tcp only) and the CPU per GiB were printed. It asserts no
+# speed.
 # usage: smoke.sh WSTREAM_BENCH [flags...]
 bench="$1"
 shift
+case " $* " in
+*" --transport tcp "*) tcp=1 ;;
+*) tcp=0 ;;
+esac
 out=$("$bench" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"
@@ -29,6 +34,16 @@ fi
 # some; "n/a" when every one of them failed).
 if ! printf '%s\n' "$line" | grep -Eq ' ratio_e=([0-9]+\.[0-9]+|n/a) .* ratio_footprint_e=([0-9]+\.[0-9]+|n/a)( |$)'; then
     echo "smoke: no ratio_e or ratio_footprint_e in the summary line" >&2
+    exit 1
+fi
+# The floor runs for tcp over loopback, and only there.
+if [ "$tcp" = 1 ]; then
+    floor=' ratio_floor=[0-9]+\.[0-9]+ floor_cpu_s_per_gib=[0-9.]+ '
+else
+    floor=' ratio_floor=n/a '
+fi
+if ! printf '%s\n' "$line" | grep -Eq "$floor"; then
+    echo "smoke: the summary line lacks$floor" >&2
     exit 1
 fi
 if ! printf '%s\n' "$line" | grep -Eq ' sender_cpu_s_per_gib=[0-9.]+ agent_cpu_s_per_gib=[0-9.]+ '; then

@@ -26,10 +26,11 @@
  * spent per GiB (the kernel's copies are in them), to set beside
  * wstream-bench's thread table.
  *
- * Usage: wstream-tcp-floor [SIZE_MIB [STREAMS [SEGMENT_KIB [REPEATS]]]]
- * (default 1024 MiB, 1 stream, 1024 KiB segments, 5 repeats; medians
- * printed). SIZE must be a multiple of STREAMS x SEGMENT, SEGMENT of 64.
- * Exit 0 with every byte checked, 1 on a failure, 2 on bad usage.
+ * Usage: wstream-tcp-floor --version, or wstream-tcp-floor [SIZE_MIB [STREAMS
+ * [SEGMENT_KIB [REPEATS]]]] (default 1024 MiB, 1 stream, 1024 KiB segments, 5
+ * repeats; medians printed). SIZE must be a multiple of STREAMS x SEGMENT,
+ * SEGMENT of 64. Exit 0 with every byte checked, 1 on a failure, 2 on bad
+ * usage.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,18 +45,23 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <wstream/version.h>
 
 #include "clock.h"
 #include "digest.h"
+#include "floor.h"
 #include "median.h"
 
 #define REPEATS_MAX 100
 #define STREAMS_MAX 16
-#define MODES 4
-
-enum mode { MODE_BARE, MODE_BARE_POLL, MODE_HASH_HOT, MODE_HASH_AHEAD };
-static const char *const mode_names[MODES] = {"bare", "bare poll", "hash hot",
-                                              "hash ahead"};
+/* The modes are floor.h's, so that wstream-bench reads what this
+ * prints under the same names. */
+enum mode {
+    MODE_BARE = WST_FLOOR_BARE,
+    MODE_BARE_POLL = WST_FLOOR_BARE_POLL,
+    MODE_HASH_HOT = WST_FLOOR_HASH_HOT,
+    MODE_HASH_AHEAD = WST_FLOOR_HASH_AHEAD,
+};
 
 /* One stream's share of a round, on either side. 'buf' is not owned. */
 struct stream {
@@ -182,7 +188,7 @@ static void *recv_round(void *arg)
     if ((s->mode == MODE_HASH_HOT || s->mode == MODE_HASH_AHEAD) &&
         theirs != s->sum) {
         fprintf(stderr, "%s: stream at %zu: digest differs from the sender's\n",
-                mode_names[s->mode], s->off);
+                wst_floor_mode_names[s->mode], s->off);
         e = EIO;
         goto out_failed;
     }
@@ -248,7 +254,7 @@ static int sender(uint16_t port, int cpu_fd, size_t size, unsigned n,
     }
     for (unsigned r = 0; r < rounds; r++) {
         double c = cpu_s();
-        if (round_all(s, n, (enum mode)(r % MODES), send_round) != 0)
+        if (round_all(s, n, (enum mode)(r % WST_FLOOR_MODES), send_round) != 0)
             goto out_free;
         c = cpu_s() - c; /* this process's CPU time in the round */
         if (write(cpu_fd, &c, sizeof(c)) != (ssize_t)sizeof(c))
@@ -266,7 +272,8 @@ int main(int argc, char **argv)
     unsigned n = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 1;
     size_t seg = (size_t)(argc > 3 ? strtoull(argv[3], NULL, 10) : 1024) << 10;
     unsigned repeats = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 5;
-    static double gbs[MODES][REPEATS_MAX], cpu[MODES][REPEATS_MAX];
+    static double gbs[WST_FLOOR_MODES][REPEATS_MAX],
+        cpu[WST_FLOOR_MODES][REPEATS_MAX];
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
@@ -276,6 +283,10 @@ int main(int argc, char **argv)
     int ls, cpu_pipe[2], rc = 1;
     pid_t pid;
 
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("wstream-tcp-floor %s\n", WST_VERSION_STRING);
+        return 0;
+    }
     if (n == 0 || n > STREAMS_MAX || seg == 0 || seg % WST_DIGEST_CHUNK ||
         size == 0 || size % (n * seg) || repeats == 0 ||
         repeats > REPEATS_MAX) {
@@ -308,7 +319,7 @@ int main(int argc, char **argv)
         close(ls);
         close(cpu_pipe[0]);
         _exit(sender(ntohs(a.sin_port), cpu_pipe[1], size, n, seg,
-                     repeats * MODES));
+                     repeats * WST_FLOOR_MODES));
     }
     close(cpu_pipe[1]);
     dst = malloc(size);
@@ -332,7 +343,7 @@ int main(int argc, char **argv)
         }
     }
     for (unsigned k = 0; k < repeats; k++) {
-        for (int m = 0; m < MODES; m++) {
+        for (int m = 0; m < WST_FLOOR_MODES; m++) {
             double t;
             int e;
             memset(dst, 0, size);
@@ -346,14 +357,15 @@ int main(int argc, char **argv)
                 e = EPIPE; /* the sender is gone */
             cpu[m][k] = (c + theirs) / ((double)size / (1u << 30));
             if (e != 0) {
-                fprintf(stderr, "%s: %s\n", mode_names[m], strerror(e));
+                fprintf(stderr, "%s: %s\n", wst_floor_mode_names[m],
+                        strerror(e));
                 goto out_free_dst;
             }
             for (unsigned i = 0; i < n; i++)
                 if (wst_digest_part(dst + s[i].off, s[i].len, s[i].off) !=
                     want[i]) {
                     fprintf(stderr, "%s: the bytes differ from the source\n",
-                            mode_names[m]);
+                            wst_floor_mode_names[m]);
                     goto out_free_dst;
                 }
         }
@@ -361,8 +373,8 @@ int main(int argc, char **argv)
     printf("wstream-tcp-floor: %zu MiB over %u loopback TCP stream%s, %zu "
            "KiB segments, %u repeats; every byte checked\n",
            size >> 20, n, n == 1 ? "" : "s", seg >> 10, repeats);
-    for (int m = 0; m < MODES; m++) {
-        printf("%-10s GB/s:", mode_names[m]);
+    for (int m = 0; m < WST_FLOOR_MODES; m++) {
+        printf("%-10s GB/s:", wst_floor_mode_names[m]);
         for (unsigned k = 0; k < repeats; k++)
             printf(" %.2f", gbs[m][k]);
         printf("  median %.2f; CPU s/GiB, both processes: %.2f\n",
