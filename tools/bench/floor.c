@@ -13,7 +13,7 @@
 #include "clock.h"
 
 const char *const wst_floor_mode_names[WST_FLOOR_MODES] = {
-    "bare", "bare poll", "hash hot", "hash ahead"};
+    "bare", "bare poll", "hash hot", "hash after", "hash ahead"};
 
 /* A mode's line, "NAME   GB/s: ... median G; CPU s/GiB, both processes:
  * C": its figures into *f. A line of no mode is left alone. */

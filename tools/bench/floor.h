@@ -21,6 +21,7 @@ enum wst_floor_mode {
     WST_FLOOR_BARE,       /* send and recv, sleeping when they would block */
     WST_FLOOR_BARE_POLL,  /* the same, busy-polling (as perftest does) */
     WST_FLOOR_HASH_HOT,   /* each side hashes each segment next to its call */
+    WST_FLOOR_HASH_AFTER, /* the same, the sender just after its send */
     WST_FLOOR_HASH_AHEAD, /* wstream's way: the receiver as above, the
                              sender's bytes by a thread of their own */
     WST_FLOOR_MODES

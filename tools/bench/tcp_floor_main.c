@@ -14,6 +14,9 @@
  *   hash hot   each side hashes each segment next to its send or recv,
  *              while it is in cache (the receiver's verify today; the
  *              sender's would be a change);
+ *   hash after the same, but the sender hashes each segment just after
+ *              its send returned (the kernel has read it: is it still in
+ *              cache?);
  *   hash ahead the receiver as in hash hot; the sender's bytes hashed by
  *              a thread of their own beside each stream, from memory
  *              (wstream's sender today: digest threads ahead of the send).
@@ -60,6 +63,7 @@ enum mode {
     MODE_BARE = WST_FLOOR_BARE,
     MODE_BARE_POLL = WST_FLOOR_BARE_POLL,
     MODE_HASH_HOT = WST_FLOOR_HASH_HOT,
+    MODE_HASH_AFTER = WST_FLOOR_HASH_AFTER,
     MODE_HASH_AHEAD = WST_FLOOR_HASH_AHEAD,
 };
 
@@ -150,6 +154,8 @@ static void *send_round(void *arg)
             s->sum += wst_digest_part(p, s->seg, s->off + o);
         if ((e = send_all(s->fd, p, s->seg, flags)) != 0)
             break;
+        if (s->mode == MODE_HASH_AFTER)
+            s->sum += wst_digest_part(p, s->seg, s->off + o);
     }
     if (s->mode == MODE_HASH_AHEAD) {
         pthread_join(t, NULL);
@@ -180,12 +186,12 @@ static void *recv_round(void *arg)
         unsigned char *p = s->buf + s->off + o;
         if ((e = recv_all(s->fd, p, s->seg, flags)) != 0)
             goto out_failed;
-        if (s->mode == MODE_HASH_HOT || s->mode == MODE_HASH_AHEAD)
+        if (s->mode != MODE_BARE && s->mode != MODE_BARE_POLL)
             s->sum += wst_digest_part(p, s->seg, s->off + o);
     }
     if ((e = recv_all(s->fd, &theirs, sizeof(theirs), flags)) != 0)
         goto out_failed;
-    if ((s->mode == MODE_HASH_HOT || s->mode == MODE_HASH_AHEAD) &&
+    if ((s->mode != MODE_BARE && s->mode != MODE_BARE_POLL) &&
         theirs != s->sum) {
         fprintf(stderr, "%s: stream at %zu: digest differs from the sender's\n",
                 wst_floor_mode_names[s->mode], s->off);
