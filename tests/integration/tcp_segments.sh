@@ -13,7 +13,8 @@
 # fragments ("tcp_ep.c:1404 Assertion `hdr->length <= ...' failed" on
 # 1.13; a segmentation fault on 1.18). wstream-bench starts the
 # wstream-agent beside its own executable, so the bench is copied next to
-# a wrapper agent that sets its own value (AGENT_SEG).
+# a wrapper agent that sets its own value (AGENT_SEG); without the tcp
+# floor beside it, so it runs with --floor=no.
 set -uo pipefail
 
 if [ "$#" -ne 2 ]; then
@@ -38,7 +39,7 @@ chmod +x "$work/wstream-agent"
 fail() { echo "tcp_segments: FAIL: $*" >&2; exit 1; }
 bench() { # bench LOG: one small tcp refit
     timeout 120 "$work/wstream-bench" --transport tcp --size 16m --layers 2 \
-        --repeats 1 --lanes 1 --perftest=no --timeout 30 >"$1" 2>&1
+        --repeats 1 --lanes 1 --perftest=no --floor=no --timeout 30 >"$1" 2>&1
 }
 
 # 1. Sender 1 MiB, agent 64 KiB, both set: refused, the agent alive.
