@@ -587,15 +587,14 @@ static void report_floor(const struct bench *b, double ws)
                f->gbps[m], f->cpu_s_gib[m],
                ratio(rt, sizeof(rt), ws, f->gbps[m]));
     /* The sender's main thread refills the shards between refits, which a
-     * trainer does not ask of it: left out, as measured apart. */
-    if (r->cpu_ok && r->refill_s_per_gib >= 0)
-        printf("| wstream, verified (sender and agent, less the refill) | "
-               "%.2f | %.2f | 1.000 |\n",
+     * trainer does not ask of it: left out. */
+    if (r->cpu_ok)
+        printf("| wstream, verified (the agent, and the sender but its main "
+               "thread) | %.2f | %.2f | 1.000 |\n",
                ws,
-               (wst_thread_cpu_table_process_s(&r->cpu[0]) +
+               (wst_thread_cpu_table_others_s(&r->cpu[0]) +
                 wst_thread_cpu_table_process_s(&r->cpu[1])) /
-                       gib -
-                   r->refill_s_per_gib);
+                   gib);
     printf("\n");
 }
 

@@ -163,6 +163,25 @@ double wst_thread_cpu_table_process_s(const struct wst_thread_cpu_table *t)
     return wst_bench_median(t->process_s, t->repeats);
 }
 
+double wst_thread_cpu_table_others_s(const struct wst_thread_cpu_table *t)
+{
+    double v[WST_THREAD_CPU_OTHERS_REPEATS_MAX];
+    size_t n = t->repeats < WST_THREAD_CPU_OTHERS_REPEATS_MAX
+                   ? t->repeats
+                   : WST_THREAD_CPU_OTHERS_REPEATS_MAX;
+    size_t main_row = t->n_rows;
+
+    for (size_t r = 0; r < t->n_rows; r++)
+        if (t->rows[r].tid == t->pid)
+            main_row = r;
+    if (n == 0)
+        return 0;
+    for (size_t k = 0; k < n; k++)
+        v[k] = t->process_s[k] -
+               (main_row < t->n_rows ? t->row_s[main_row * t->repeats + k] : 0);
+    return wst_bench_median(v, n);
+}
+
 static void print_row(const char *who, const char *tid, const char *name,
                       const char *order, double s, double gib, double wall_s)
 {

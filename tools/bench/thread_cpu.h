@@ -78,6 +78,13 @@ void wst_thread_cpu_table_print(const struct wst_thread_cpu_table *t,
 /* The median over refits of the whole process's CPU seconds per refit. */
 double wst_thread_cpu_table_process_s(const struct wst_thread_cpu_table *t);
 
+/* The same less its main thread's (tid == pid): what the process's other
+ * threads spent. The bench's sender regenerates its shards on its main
+ * thread, which a trainer's push does not ask of it. Over the first
+ * WST_THREAD_CPU_OTHERS_REPEATS_MAX refits. */
+#define WST_THREAD_CPU_OTHERS_REPEATS_MAX 1000
+double wst_thread_cpu_table_others_s(const struct wst_thread_cpu_table *t);
+
 /* Frees the table's arrays. */
 void wst_thread_cpu_table_release(struct wst_thread_cpu_table *t);
 
