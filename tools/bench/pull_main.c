@@ -38,6 +38,7 @@
 #include "clock.h"
 #include "digest.h"
 #include "median.h"
+#include "pattern.h"
 
 #define REPEATS_MAX 100
 /* The two-copy ring: slots the sender fills and the receiver empties. */
@@ -51,18 +52,6 @@ struct ring {
     uint64_t src_addr; /* the sender's buffer, for the pulls */
     unsigned char slots[];
 };
-
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed | 1;
-
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        memcpy(p + i, &x, 8);
-    }
-}
 
 /* The sender's side: holds 'src' for the pulls, and for each two-copy
  * round copies every message into the ring as slots come free. */
@@ -155,7 +144,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "no memory for %zu MiB twice\n", size >> 20);
         return 1;
     }
-    fill(src, size, 0x9e3779b97f4a7c15ull);
+    wst_bench_pattern_fill(src, size, 0x9e3779b97f4a7c15ull);
     memset(dst, 0, size); /* touched: page faults are not what we time */
     r->src_addr = (uint64_t)(uintptr_t)src;
     uint64_t want = wst_digest_part(src, size, 0);
@@ -167,7 +156,7 @@ int main(int argc, char **argv)
     }
     if (pid == 0) {
         /* The sender's own copy of the bytes (copy-on-write made real). */
-        fill(src, size, 0x9e3779b97f4a7c15ull);
+        wst_bench_pattern_fill(src, size, 0x9e3779b97f4a7c15ull);
         sender(r, src, size, msg);
         _exit(0);
     }

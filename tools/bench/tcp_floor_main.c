@@ -54,6 +54,7 @@
 #include "digest.h"
 #include "floor.h"
 #include "median.h"
+#include "pattern.h"
 
 #define REPEATS_MAX 100
 #define STREAMS_MAX 16
@@ -76,18 +77,6 @@ struct stream {
     uint64_t sum; /* the digest parts of [off, off + len) */
     int failed;   /* errno of the first failed call, or 0 */
 };
-
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed | 1;
-
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        memcpy(p + i, &x, 8);
-    }
-}
 
 /* 'flags' MSG_DONTWAIT: retry instead of sleeping (bare poll). */
 static int send_all(int fd, const void *p, size_t n, int flags)
@@ -248,7 +237,7 @@ static int sender(uint16_t port, int cpu_fd, size_t size, unsigned n,
 
     if (src == NULL)
         return 1;
-    fill(src, size, 0x9e3779b97f4a7c15ull);
+    wst_bench_pattern_fill(src, size, 0x9e3779b97f4a7c15ull);
     for (unsigned i = 0; i < n; i++) {
         s[i] = (struct stream){
             .buf = src, .off = i * (size / n), .len = size / n, .seg = seg};
@@ -335,7 +324,7 @@ int main(int argc, char **argv)
     }
     /* The source as the sender fills it: each share's parts, to check
      * every round's bytes. */
-    fill(dst, size, 0x9e3779b97f4a7c15ull);
+    wst_bench_pattern_fill(dst, size, 0x9e3779b97f4a7c15ull);
     for (unsigned i = 0; i < n; i++)
         want[i] =
             wst_digest_part(dst + i * (size / n), size / n, i * (size / n));
