@@ -13,12 +13,15 @@
  * tests --repeats times with the same UCX_TLS and about a refit's bytes per
  * run, twice (ceiling.h): with wstream's 8 MiB data chunk, and with
  * messages the refit's footprint (256 MiB or --size), which do not stay in
- * the CPU's caches as one 8 MiB buffer does. Every figure over repeats is
- * a median: the machines this runs on are shared.
+ * the CPU's caches as one 8 MiB buffer does. Over tcp on one host,
+ * wstream-tcp-floor then streams the same bytes over kernel TCP alone
+ * (floor.h), bare and hashed as wstream hashes them: what a verified
+ * refit could reach here without UCX. Every figure over repeats is a
+ * median: the machines this runs on are shared.
  *
  * Exit 0 only when every refit succeeded, the last one verified, UCX used
- * the lanes asked for, and at least one perftest test gave a number at
- * each message size measured.
+ * the lanes asked for, at least one perftest test gave a number at each
+ * message size measured, and the floor, where it runs, checked its bytes.
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,9 +34,9 @@
 
 #include "auth.h"
 #include "ceiling.h"
-#include "floor.h"
 #include "cluster.h"
 #include "config.h"
+#include "floor.h"
 #include "host_memory.h"
 #include "log.h"
 #include "median.h"

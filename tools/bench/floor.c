@@ -60,7 +60,8 @@ wst_status_t wst_bench_floor_run(const char *bin, uint64_t bytes,
     }
     snprintf(a_mib, sizeof(a_mib), "%llu", (unsigned long long)(bytes >> 20));
     snprintf(a_streams, sizeof(a_streams), "%u", streams);
-    snprintf(a_repeats, sizeof(a_repeats), "%u", repeats);
+    snprintf(a_repeats, sizeof(a_repeats), "%u",
+             repeats < WST_FLOOR_REPEATS_MAX ? repeats : WST_FLOOR_REPEATS_MAX);
     if (pipe(fds) != 0) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return WST_ERR_IO;

@@ -6,7 +6,7 @@
  * other memory and hashes both sides. wstream-tcp-floor (tcp_floor_main.c,
  * beside the bench) measures what the kernel's TCP alone gives such a
  * stream between two processes over loopback, with as many streams as
- * the refit has lanes, in four modes; this runs it and reads its medians.
+ * the refit has lanes, in five modes; this runs it and reads its medians.
  * Only for tcp between two processes of this host's loopback: over shm,
  * across namespaces or to another address it is not the same path.
  */
@@ -29,6 +29,9 @@ enum wst_floor_mode {
 
 extern const char *const wst_floor_mode_names[WST_FLOOR_MODES];
 
+/* wstream-tcp-floor's rounds of each mode, at most. */
+#define WST_FLOOR_REPEATS_MAX 100
+
 struct wst_bench_floor {
     uint64_t bytes;                    /* per round */
     unsigned streams;                  /* TCP connections, a thread each side */
@@ -38,7 +41,8 @@ struct wst_bench_floor {
 
 /* Runs 'bin' (wstream-tcp-floor) over 'bytes' (a multiple of 'streams'
  * MiB), 'streams' streams of 1 MiB segments, 'repeats' rounds of each
- * mode, within 'timeout_s'; prints its output as it comes and fills *f.
+ * mode (WST_FLOOR_REPEATS_MAX at most: more are not run), within
+ * 'timeout_s'; prints its output as it comes and fills *f.
  * WST_OK when every mode gave a number and every byte was checked;
  * otherwise an error, with why in 'err'. */
 wst_status_t wst_bench_floor_run(const char *bin, uint64_t bytes,

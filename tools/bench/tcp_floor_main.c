@@ -56,7 +56,6 @@
 #include "median.h"
 #include "pattern.h"
 
-#define REPEATS_MAX 100
 #define STREAMS_MAX 16
 /* The modes are floor.h's, so that wstream-bench reads what this
  * prints under the same names. */
@@ -267,8 +266,8 @@ int main(int argc, char **argv)
     unsigned n = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 1;
     size_t seg = (size_t)(argc > 3 ? strtoull(argv[3], NULL, 10) : 1024) << 10;
     unsigned repeats = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 5;
-    static double gbs[WST_FLOOR_MODES][REPEATS_MAX],
-        cpu[WST_FLOOR_MODES][REPEATS_MAX];
+    static double gbs[WST_FLOOR_MODES][WST_FLOOR_REPEATS_MAX],
+        cpu[WST_FLOOR_MODES][WST_FLOOR_REPEATS_MAX];
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
@@ -284,12 +283,12 @@ int main(int argc, char **argv)
     }
     if (n == 0 || n > STREAMS_MAX || seg == 0 || seg % WST_DIGEST_CHUNK ||
         size == 0 || size % (n * seg) || repeats == 0 ||
-        repeats > REPEATS_MAX) {
+        repeats > WST_FLOOR_REPEATS_MAX) {
         fprintf(stderr,
                 "usage: %s [SIZE_MIB [STREAMS (1..%d) [SEGMENT_KIB (a "
                 "multiple of 64) [REPEATS (1..%d)]]]]\n"
                 "SIZE must be a multiple of STREAMS x SEGMENT\n",
-                argv[0], STREAMS_MAX, REPEATS_MAX);
+                argv[0], STREAMS_MAX, WST_FLOOR_REPEATS_MAX);
         return 2;
     }
     ls = socket(AF_INET, SOCK_STREAM, 0);
