@@ -46,6 +46,21 @@ static int read_stat(const char *path, char *comm, size_t comm_len,
     return 0;
 }
 
+/* A schedstat line's first field: nanoseconds on a CPU. 0 when the file
+ * is not there (a kernel without schedstats) or does not parse. */
+static uint64_t read_run_ns(const char *path)
+{
+    unsigned long long ns = 0;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu", &ns) != 1)
+        ns = 0;
+    fclose(f);
+    return ns;
+}
+
 static int compare_tid(const void *a, const void *b)
 {
     pid_t x = ((const struct wst_thread_cpu_entry *)a)->tid;
@@ -82,6 +97,9 @@ wst_status_t wst_thread_cpu_sample(pid_t pid,
         /* A thread that exits as we look is simply not in the sample. */
         if (read_stat(path, e->comm, sizeof(e->comm), &e->ticks) != 0)
             continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%ld/schedstat", (int)pid,
+                 tid);
+        e->run_ns = read_run_ns(path);
         e->tid = (pid_t)tid;
         s.n++;
     }
@@ -150,8 +168,14 @@ void wst_thread_cpu_table_add(struct wst_thread_cpu_table *t, size_t repeat,
             continue;
         /* The name a thread ends the refit with is the one shown. */
         memcpy(t->rows[r].comm, a->comm, sizeof(a->comm));
-        t->row_s[r * t->repeats + repeat] =
-            (double)(a->ticks - (b != NULL ? b->ticks : 0)) * tick_s;
+        /* Nanoseconds where both samples have them (a new thread: after
+         * alone), ticks otherwise. */
+        if (a->run_ns != 0 && (b == NULL || b->run_ns != 0))
+            t->row_s[r * t->repeats + repeat] =
+                (double)(a->run_ns - (b != NULL ? b->run_ns : 0)) / 1e9;
+        else
+            t->row_s[r * t->repeats + repeat] =
+                (double)(a->ticks - (b != NULL ? b->ticks : 0)) * tick_s;
     }
     t->process_s[repeat] =
         (double)(after->process_ticks - before->process_ticks) * tick_s;
@@ -169,16 +193,15 @@ double wst_thread_cpu_table_others_s(const struct wst_thread_cpu_table *t)
     size_t n = t->repeats < WST_THREAD_CPU_OTHERS_REPEATS_MAX
                    ? t->repeats
                    : WST_THREAD_CPU_OTHERS_REPEATS_MAX;
-    size_t main_row = t->n_rows;
 
-    for (size_t r = 0; r < t->n_rows; r++)
-        if (t->rows[r].tid == t->pid)
-            main_row = r;
     if (n == 0)
         return 0;
-    for (size_t k = 0; k < n; k++)
-        v[k] = t->process_s[k] -
-               (main_row < t->n_rows ? t->row_s[main_row * t->repeats + k] : 0);
+    for (size_t k = 0; k < n; k++) {
+        v[k] = 0;
+        for (size_t r = 0; r < t->n_rows; r++)
+            if (t->rows[r].tid != t->pid)
+                v[k] += t->row_s[r * t->repeats + k];
+    }
     return wst_bench_median(v, n);
 }
 

@@ -5,8 +5,11 @@
  * spends how much CPU per GiB moved (the median over refits). The
  * process's own /proc/<pid>/stat total is kept beside the threads: it also
  * counts threads that exited between two samples, which the per-thread
- * rows cannot. The kernel counts in clock ticks (10 ms here): a refit of
- * under a second gives a thread's figure to a few per cent at best.
+ * rows cannot. The kernel counts stat's times in clock ticks (10 ms
+ * here), too coarse for a thread of a 75 ms refit (the 16-core host's
+ * 1 GiB), so a thread's row takes its time on a CPU in nanoseconds from
+ * /proc/<pid>/task/<tid>/schedstat where the kernel has it, and ticks
+ * otherwise; the process row stays in ticks.
  *
  * wstream's libraries do not name their threads, so most rows carry the
  * process's name; threads are told apart by tid and by the order they were
@@ -24,8 +27,9 @@
 
 struct wst_thread_cpu_entry {
     pid_t tid;
-    char comm[16];  /* the thread's name (comm), at most 15 characters */
-    uint64_t ticks; /* utime + stime */
+    char comm[16];   /* the thread's name (comm), at most 15 characters */
+    uint64_t ticks;  /* utime + stime */
+    uint64_t run_ns; /* time on a CPU (schedstat); 0: not known */
 };
 
 /* One look at a process: its threads, sorted by tid. */
@@ -78,9 +82,10 @@ void wst_thread_cpu_table_print(const struct wst_thread_cpu_table *t,
 /* The median over refits of the whole process's CPU seconds per refit. */
 double wst_thread_cpu_table_process_s(const struct wst_thread_cpu_table *t);
 
-/* The same less its main thread's (tid == pid): what the process's other
- * threads spent. The bench's sender regenerates its shards on its main
- * thread, which a trainer's push does not ask of it. Over the first
+/* What the process's threads but its main one (tid == pid) spent, per
+ * refit (median): the bench's sender regenerates its shards on its main
+ * thread, which a trainer's push does not ask of it. Threads that exited
+ * between two samples are not in it. Over the first
  * WST_THREAD_CPU_OTHERS_REPEATS_MAX refits. */
 #define WST_THREAD_CPU_OTHERS_REPEATS_MAX 1000
 double wst_thread_cpu_table_others_s(const struct wst_thread_cpu_table *t);
