@@ -7,6 +7,17 @@ find_package(Threads REQUIRED)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# Debian's libxxhash on x86 also exports XXH3 with run-time dispatch to
+# AVX2 or AVX-512 (xxh_x86dispatch.h): the same hash, which spent 22% less
+# CPU per byte in a refit on the 16-core GPU host (NOTES.md, issue 17).
+# The digest uses it where it compiles and links.
+include(CheckSymbolExists)
+set(CMAKE_REQUIRED_INCLUDES ${XXHASH_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_LIBRARIES ${XXHASH_LINK_LIBRARIES})
+check_symbol_exists(XXH3_64bits_withSeed_dispatch "xxh_x86dispatch.h"
+                    WST_HAVE_XXH_DISPATCH)
+unset(CMAKE_REQUIRED_INCLUDES)
+unset(CMAKE_REQUIRED_LIBRARIES)
 pkg_check_modules(JSONC REQUIRED IMPORTED_TARGET json-c)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 # The agent's /metrics, /healthz and /readyz.

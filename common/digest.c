@@ -10,6 +10,17 @@
 
 #include <xxhash.h>
 
+/* Where libxxhash has it (cmake/deps.cmake), XXH3 dispatched at run time
+ * to the widest vectors the CPU has: the same function, less CPU per byte
+ * on a loaded host (NOTES.md, issue 17). The final 8-byte hash stays the
+ * plain call. */
+#ifdef WST_XXH_DISPATCH
+#include <xxh_x86dispatch.h>
+#define chunk_hash XXH3_64bits_withSeed_dispatch
+#else
+#define chunk_hash XXH3_64bits_withSeed
+#endif
+
 void wst_digest_init(struct wst_digest *d)
 {
     d->sum = 0;
@@ -25,7 +36,7 @@ void wst_digest_update(struct wst_digest *d, const void *run, size_t len)
     while (len > 0) {
         size_t n = len < WST_DIGEST_CHUNK ? len : WST_DIGEST_CHUNK;
 
-        sum += XXH3_64bits_withSeed(p, n, pos);
+        sum += chunk_hash(p, n, pos);
         p += n;
         pos += n;
         len -= n;
