@@ -11,9 +11,10 @@
  * /proc/<pid>/task/<tid>/schedstat where the kernel has it, and ticks
  * otherwise; the process row stays in ticks.
  *
- * wstream's libraries do not name their threads, so most rows carry the
- * process's name; threads are told apart by tid and by the order they were
- * started in (tids grow, so sorting by tid gives it, barring wrap-around).
+ * wstream's libraries name their threads (wst-progress, wst-digest,
+ * wst-hash, ...); threads of one name are told apart by tid and by the
+ * order they were started in (tids grow, so sorting by tid gives it,
+ * barring wrap-around).
  */
 #ifndef WST_BENCH_THREAD_CPU_H
 #define WST_BENCH_THREAD_CPU_H
